@@ -1,0 +1,139 @@
+# pinfer — build, test, demo.
+#
+#   make            release build: build/release/pinfer and libpinfer.a
+#   make test       every test: release, ASan+UBSan, and the NEON build under qemu
+#   make asan       the ASan+UBSan build and its tests only
+#   make neon       the aarch64 cross build and its tests under qemu-aarch64
+#   make demo       build, then show what pinfer does on a model it generates
+#   make fuzz       libFuzzer build of the GGUF reader (clang); run: make fuzz-run FUZZ_SECONDS=600
+#   make bench      kernel throughput benchmark (pinfer bench-kernels)
+#
+# Missing Debian packages are installed by scripts/deps.sh when run as root.
+
+MODE  ?= release
+BUILD ?= build/$(MODE)
+CC    ?= cc
+AR    ?= ar
+
+MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq (,$(findstring x86_64,$(MACHINE)))
+  ARCH := x86_64
+else ifneq (,$(findstring aarch64,$(MACHINE)))
+  ARCH := aarch64
+else
+  ARCH := other
+endif
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+           -Wformat=2 -Wvla -Werror=implicit-function-declaration -Werror=incompatible-pointer-types
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -pthread $(WARN) -fno-strict-aliasing
+LDLIBS  := -lm -pthread
+
+ifeq ($(MODE),release)
+  OPT := -O2 -g
+else ifeq ($(MODE),asan)
+  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+else ifeq ($(MODE),neon)
+  OPT := -O2 -g
+  LDFLAGS += -static
+else
+  OPT := -O2 -g
+endif
+
+CFLAGS ?=
+ALL_CFLAGS := $(CFLAGS_COMMON) $(OPT) $(CFLAGS)
+
+# Library sources: every .c under src/, minus kernels of other architectures.
+LIB_SRC := $(sort $(wildcard src/*/*.c))
+ifneq ($(ARCH),x86_64)
+  LIB_SRC := $(filter-out src/kernels/x86_%.c,$(LIB_SRC))
+endif
+ifneq ($(ARCH),aarch64)
+  LIB_SRC := $(filter-out src/kernels/arm_%.c,$(LIB_SRC))
+endif
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB     := $(BUILD)/libpinfer.a
+
+# Per-ISA flags: only these files contain intrinsics; dispatch is at run time.
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+ISA_neon   := -march=armv8.2-a+dotprod+fp16
+$(BUILD)/src/kernels/x86_avx2.o:   ISA := $(ISA_avx2)
+$(BUILD)/src/kernels/x86_avx512.o: ISA := $(ISA_avx512)
+$(BUILD)/src/kernels/arm_neon.o:   ISA := $(ISA_neon)
+
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+PINFER   := $(BUILD)/pinfer
+
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# The fuzz target doubles as a test: a plain main() replays the corpus through it.
+FUZZ_REPLAY := $(BUILD)/tests/test_fuzz_gguf
+
+.PHONY: all lib tests test asan neon demo fuzz fuzz-run bench clean deps
+.DEFAULT_GOAL := all
+
+all: $(PINFER) $(LIB)
+lib: $(LIB)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ISA) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(PINFER): $(TOOL_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(FUZZ_REPLAY): $(BUILD)/fuzz/fuzz_gguf.o $(BUILD)/fuzz/replay_main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+tests: $(TEST_BIN) $(FUZZ_REPLAY) $(PINFER)
+
+# `make test` runs every suite it can build here and ends with "N passed, N failed".
+test:
+	@scripts/deps.sh test
+	@scripts/test.sh
+
+asan:
+	@scripts/deps.sh asan
+	@scripts/test.sh asan
+
+neon:
+	@scripts/deps.sh neon
+	@scripts/test.sh neon
+
+demo:
+	@scripts/deps.sh demo
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh $(PINFER)
+
+bench: all
+	$(PINFER) bench-kernels
+
+FUZZ_BUILD := build/fuzz
+fuzz:
+	@scripts/deps.sh fuzz
+	@mkdir -p $(FUZZ_BUILD)
+	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -o $(FUZZ_BUILD)/fuzz_gguf fuzz/fuzz_gguf.c src/gguf/*.c src/base/*.c src/kernels/types.c -lm -pthread
+
+FUZZ_SECONDS ?= 600
+fuzz-run: fuzz
+	@mkdir -p $(FUZZ_BUILD)/corpus
+	scripts/fuzz-seeds.sh $(FUZZ_BUILD)/seeds
+	$(FUZZ_BUILD)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
+	  -timeout=10 $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/seeds
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BUILD)/fuzz/fuzz_gguf.d $(BUILD)/fuzz/replay_main.d

@@ -1,0 +1,75 @@
+/*
+ * kernels.h — the compute kernels and their per-ISA dispatch.
+ *
+ * For each weight type the activation ("vec_dot type") is:
+ *   F32, F16, BF16 weights  -> F32 activations
+ *   Q8_0, Q4_0 weights      -> Q8_0 activations (quantize once per vector)
+ *
+ * A pi_kernels table holds one implementation of every kernel for one ISA
+ * ("ref", "avx2", "avx512", "neon"). `ref` is the scalar specification and is
+ * always present; the SIMD tables share its semantics and agree with it within
+ * the tolerances in tests/test_kernels.c. pi_kernels_get() picks the best table
+ * the CPU runs, once; PI_KERNELS=<name> in the environment forces one.
+ *
+ * All kernels are thread-safe, allocate nothing, and never write outside the
+ * ranges described. Row lengths n are multiples of the weight type's block
+ * size and at most PI_MAX_ROW.
+ */
+#ifndef PI_KERNELS_KERNELS_H
+#define PI_KERNELS_KERNELS_H
+
+#include "types.h"
+
+#define PI_MAX_ROW (1 << 17) /* longest row a kernel accepts (elements) */
+
+/* dot(w[0..n), x[0..n)) with w of the table's weight type and x of its
+   vec_dot type. */
+typedef float (*pi_vec_dot_fn)(int64_t n, const void *w, const void *x);
+
+/* y[0..n) += a * w[0..n), w one row of the weight type (the sparse FFN's
+   down projection is an axpy over the rows of active neurons). */
+typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
+
+/* For r in [r0, r1): y[r] = dot(row r of W, x). W's rows are n elements long
+   and row_stride bytes apart; x is of the vec_dot type. Only y[r0..r1) is
+   written, so threads may split one matrix by row ranges. */
+typedef void (*pi_matvec_fn)(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1,
+                             const void *x, float *y);
+
+/* Quantize n floats (n a multiple of 32) to Q8_0 activation blocks. Every
+   table's version produces the same bytes as the reference. */
+typedef void (*pi_quantize_q8_0_fn)(const float *x, pi_block_q8_0 *y, int64_t n);
+
+typedef struct pi_kernels {
+    const char *name;
+    pi_quantize_q8_0_fn quantize_q8_0;
+    pi_vec_dot_fn vec_dot[PI_TYPE_COUNT]; /* indexed by weight type; NULL if unsupported */
+    pi_axpy_fn axpy[PI_TYPE_COUNT];
+    pi_matvec_fn matvec[PI_TYPE_COUNT];
+} pi_kernels;
+
+/* The best table for this CPU, or the one PI_KERNELS names (falling back to
+   ref with a warning when it cannot run here). Chosen once; thread-safe. */
+const pi_kernels *pi_kernels_get(void);
+
+/* The table with this name if this build has it and this CPU runs it, else NULL. */
+const pi_kernels *pi_kernels_by_name(const char *name);
+
+/* Names of every table this build contains, NULL-terminated. */
+const char *const *pi_kernels_names(void);
+
+/* The activation type a weight type's kernels take (F32 or Q8_0); -1 if none. */
+int pi_vec_dot_type(pi_type wtype);
+
+/* The per-ISA tables (defined in ref.c, x86_avx2.c, x86_avx512.c, arm_neon.c);
+   the SIMD ones exist only in builds for their architecture. */
+extern const pi_kernels pi_kernels_ref;
+#if defined(__x86_64__)
+extern const pi_kernels pi_kernels_avx2;
+extern const pi_kernels pi_kernels_avx512;
+#endif
+#if defined(__aarch64__)
+extern const pi_kernels pi_kernels_neon;
+#endif
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * types.h — tensor element types, byte-compatible with GGML/GGUF.
+ *
+ * Type ids are GGML's (they are stored in GGUF tensor infos). Every id GGML has
+ * defined is known here with its block size and bytes per block, so any real
+ * GGUF file can be inspected and its tensor sizes checked; only the types with
+ * `compute` set have quantize/dequantize and kernels.
+ *
+ * Block layouts match ggml byte for byte:
+ *   Q8_0: 32 weights = f16 scale d, int8 qs[32];          x = d * qs[i]
+ *   Q4_0: 32 weights = f16 scale d, uint8 qs[16];         x = d * (nibble - 8)
+ *         weight j (0..15) is the low nibble of qs[j], weight j+16 its high nibble.
+ */
+#ifndef PI_KERNELS_TYPES_H
+#define PI_KERNELS_TYPES_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint16_t pi_f16;  /* IEEE binary16 bits */
+typedef uint16_t pi_bf16; /* bfloat16 bits (upper half of a binary32) */
+
+#define PI_QK8_0 32
+#define PI_QK4_0 32
+
+typedef struct {
+    pi_f16 d;
+    int8_t qs[PI_QK8_0];
+} pi_block_q8_0;
+static_assert(sizeof(pi_block_q8_0) == 2 + PI_QK8_0, "pi_block_q8_0 must match ggml block_q8_0");
+
+typedef struct {
+    pi_f16 d;
+    uint8_t qs[PI_QK4_0 / 2];
+} pi_block_q4_0;
+static_assert(sizeof(pi_block_q4_0) == 2 + PI_QK4_0 / 2, "pi_block_q4_0 must match ggml block_q4_0");
+
+typedef enum pi_type {
+    PI_TYPE_F32 = 0,
+    PI_TYPE_F16 = 1,
+    PI_TYPE_Q4_0 = 2,
+    PI_TYPE_Q4_1 = 3,
+    PI_TYPE_Q5_0 = 6,
+    PI_TYPE_Q5_1 = 7,
+    PI_TYPE_Q8_0 = 8,
+    PI_TYPE_Q8_1 = 9,
+    PI_TYPE_Q2_K = 10,
+    PI_TYPE_Q3_K = 11,
+    PI_TYPE_Q4_K = 12,
+    PI_TYPE_Q5_K = 13,
+    PI_TYPE_Q6_K = 14,
+    PI_TYPE_Q8_K = 15,
+    PI_TYPE_IQ2_XXS = 16,
+    PI_TYPE_IQ2_XS = 17,
+    PI_TYPE_IQ3_XXS = 18,
+    PI_TYPE_IQ1_S = 19,
+    PI_TYPE_IQ4_NL = 20,
+    PI_TYPE_IQ3_S = 21,
+    PI_TYPE_IQ2_S = 22,
+    PI_TYPE_IQ4_XS = 23,
+    PI_TYPE_I8 = 24,
+    PI_TYPE_I16 = 25,
+    PI_TYPE_I32 = 26,
+    PI_TYPE_I64 = 27,
+    PI_TYPE_F64 = 28,
+    PI_TYPE_IQ1_M = 29,
+    PI_TYPE_BF16 = 30,
+    PI_TYPE_TQ1_0 = 34,
+    PI_TYPE_TQ2_0 = 35,
+    PI_TYPE_COUNT = 40, /* upper bound for tables indexed by type id */
+} pi_type;
+
+typedef struct pi_type_info {
+    const char *name;  /* GGML's name, e.g. "q4_0" */
+    int64_t blck;      /* elements per block */
+    size_t size;       /* bytes per block */
+    bool compute;      /* quantize/dequantize and kernels exist */
+} pi_type_info;
+
+/* Traits of a type id, or NULL when the id is not a GGML type. */
+const pi_type_info *pi_type_get(uint32_t id);
+
+/* Name of a type id ("?" when unknown). */
+const char *pi_type_name(uint32_t id);
+
+/* Bytes of a row of n elements; n must be a multiple of the block size
+   (returns 0 otherwise or for unknown types). */
+size_t pi_row_size(pi_type t, int64_t n);
+
+/* Parse a type name ("q4_0", "F16", ...) case-insensitively; -1 when unknown. */
+int pi_type_from_name(const char *name);
+
+/* Scalar conversions (exact, round-to-nearest-even, as ggml does). */
+float pi_f16_to_f32(pi_f16 h);
+pi_f16 pi_f32_to_f16(float f);
+float pi_bf16_to_f32(pi_bf16 h);
+pi_bf16 pi_f32_to_bf16(float f);
+
+/* Reference conversion of one row of n elements (n a multiple of the block
+   size) for the compute types: F32, F16, BF16, Q8_0, Q4_0. These are the
+   specification; they return without writing for other types. */
+void pi_quantize_row(pi_type t, const float *x, void *y, int64_t n);
+void pi_dequantize_row(pi_type t, const void *x, float *y, int64_t n);
+
+#endif

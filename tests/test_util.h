@@ -1,0 +1,88 @@
+/*
+ * test_util.h — the little every test binary shares: checks that count
+ * failures, a seeded PRNG, where the shared fixtures live, temp paths.
+ *
+ * Exit codes follow the automake convention the runner reads:
+ * 0 pass, 1 fail, 77 skip.
+ */
+#ifndef PI_TEST_UTIL_H
+#define PI_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PI_TEST_SKIP 77
+
+static int t_failures;
+static int t_checks;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        t_checks++;                                                                    \
+        if (!(cond)) {                                                                 \
+            t_failures++;                                                              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+        }                                                                              \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                              \
+    do {                                                                               \
+        t_checks++;                                                                    \
+        if (!(cond)) {                                                                 \
+            t_failures++;                                                              \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fputc('\n', stderr);                                                       \
+        }                                                                              \
+    } while (0)
+
+/* Finish a test binary: prints a one-line summary, returns the exit code. */
+static inline int t_done(const char *name) {
+    fprintf(stderr, "%s: %d checks, %d failed\n", name, t_checks, t_failures);
+    return t_failures ? 1 : 0;
+}
+
+/* splitmix64: small, seedable, identical on every platform. */
+typedef struct { uint64_t s; } t_rng;
+static inline uint64_t t_next(t_rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [-1, 1). */
+static inline float t_uniform(t_rng *r) { return (float)((double)(t_next(r) >> 11) * 0x1.0p-53 * 2.0 - 1.0); }
+/* Approximately normal (sum of 4 uniforms, scaled). */
+static inline float t_normal(t_rng *r) {
+    return (t_uniform(r) + t_uniform(r) + t_uniform(r) + t_uniform(r)) * 0.8660254f;
+}
+
+/* Directory of the shared fixtures: $PI_MODELS_DIR or ../shared/models. */
+static inline const char *t_models_dir(void) {
+    const char *d = getenv("PI_MODELS_DIR");
+    return d && *d ? d : "../shared/models";
+}
+
+/* Path of a fixture into buf; returns buf, or NULL (with a message saying it
+   will be skipped) when the file is absent. */
+static inline const char *t_fixture(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/%s", t_models_dir(), name);
+    if (access(buf, R_OK) != 0) {
+        fprintf(stderr, "skip: fixture %s not found (set PI_MODELS_DIR)\n", buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* A fresh path under $TMPDIR (or /tmp) unique to this process. */
+static inline const char *t_tmp_path(char *buf, size_t n, const char *stem) {
+    const char *d = getenv("TMPDIR");
+    snprintf(buf, n, "%s/pinfer-test-%ld-%s", d && *d ? d : "/tmp", (long)getpid(), stem);
+    return buf;
+}
+
+#endif

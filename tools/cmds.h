@@ -1,0 +1,12 @@
+/*
+ * cmds.h — the subcommands of the `pinfer` command, one file each.
+ * Each takes the arguments after the subcommand name (argv[0] is the
+ * subcommand) and returns the process exit status.
+ */
+#ifndef PI_TOOLS_CMDS_H
+#define PI_TOOLS_CMDS_H
+
+int cmd_inspect(int argc, char **argv);
+int cmd_bench_kernels(int argc, char **argv);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * pinfer.c — entry point of the `pinfer` command: dispatches to subcommands.
+ */
+#include "cmds.h"
+#include "pinfer.h"
+#include "base/cpu.h"
+#include "kernels/kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *usage;
+} command;
+
+static const command k_commands[] = {
+    {"inspect", cmd_inspect, "inspect FILE            print a GGUF file's metadata and tensors"},
+    {"bench-kernels", cmd_bench_kernels, "bench-kernels [opts]    matvec throughput per type vs memory bandwidth"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "pinfer %s — sparse LLM inference beyond memory (PowerInfer-2 design)\n\n", PI_VERSION_STRING);
+    fprintf(f, "usage: pinfer COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(f, "  %s\n", k_commands[i].usage);
+    fprintf(f, "  version                 print version, CPU features and kernel set\n");
+    fprintf(f, "\n`pinfer COMMAND --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+        printf("pinfer %s\ncpu: %s\nkernels: %s\n", PI_VERSION_STRING, pi_cpu_describe(), pi_kernels_get()->name);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "pinfer: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
