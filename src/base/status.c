@@ -42,8 +42,10 @@ pi_status pi_error_prefix(pi_status st, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(g_errmsg, sizeof g_errmsg, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof g_errmsg)
-        snprintf(g_errmsg + n, sizeof g_errmsg - (size_t)n, ": %s", prev);
+    if (n >= 0 && (size_t)n + 3 < sizeof g_errmsg) {
+        int room = (int)(sizeof g_errmsg - (size_t)n - 3);
+        snprintf(g_errmsg + n, sizeof g_errmsg - (size_t)n, ": %.*s", room, prev);
+    }
     return st;
 }
 

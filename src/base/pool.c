@@ -1,0 +1,242 @@
+/*
+ * pool.c — persistent workers woken by a generation counter.
+ *
+ * Publishing a job: the caller fills the job fields, sets `pending`, then bumps
+ * `gen` (sequentially consistent). A worker spins on `gen` for a short while
+ * (decode issues hundreds of small jobs per token, and a futex wake costs
+ * microseconds), then sleeps on a condition variable. The lost-wakeup race is
+ * closed by ordering: a worker increments `sleepers` and re-reads `gen` under
+ * the mutex; the caller bumps `gen` then reads `sleepers`, and broadcasts under
+ * the mutex when it is non-zero. With both sequences seq_cst, one of the two
+ * sides always sees the other.
+ */
+#include "pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_ITERS 20000 /* ~50-100 us of spinning before sleeping */
+
+typedef struct {
+    pi_pool *pool;
+    int tid;
+} worker_arg;
+
+struct pi_pool {
+    int n_threads;
+    pthread_t *threads;
+    worker_arg *args;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_uint_fast64_t gen;
+    atomic_int pending;
+    atomic_int sleepers;
+    atomic_int stop;
+    int busy; /* re-entrancy guard, only touched by the driving thread */
+    /* the current job */
+    pi_pool_fn fn;
+    void *ctx;
+    int64_t n, grain, n_chunks;
+    int dynamic;
+    atomic_int_fast64_t next_chunk;
+};
+
+static void run_share(pi_pool *p, int tid) {
+    if (p->dynamic) {
+        for (;;) {
+            int64_t c = atomic_fetch_add_explicit(&p->next_chunk, 1, memory_order_relaxed);
+            if (c >= p->n_chunks) break;
+            int64_t i0 = c * p->grain, i1 = i0 + p->grain < p->n ? i0 + p->grain : p->n;
+            p->fn(p->ctx, i0, i1, tid);
+        }
+        return;
+    }
+    int64_t T = p->n_threads;
+    int64_t c0 = p->n_chunks * tid / T, c1 = p->n_chunks * (tid + 1) / T;
+    if (c0 >= c1) return;
+    int64_t i0 = c0 * p->grain, i1 = c1 * p->grain < p->n ? c1 * p->grain : p->n;
+    p->fn(p->ctx, i0, i1, tid);
+}
+
+static void *worker_main(void *argp) {
+    worker_arg *a = argp;
+    pi_pool *p = a->pool;
+    uint_fast64_t seen = 0;
+    for (;;) {
+        uint_fast64_t g;
+        int spins = 0;
+        while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) {
+            if (++spins < SPIN_ITERS) {
+                if (spins % 1024 == 1023) sched_yield(); /* more threads than cores */
+                else CPU_RELAX();
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+            spins = 0;
+        }
+        if (atomic_load(&p->stop)) return NULL;
+        seen = g;
+        run_share(p, a->tid);
+        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+    }
+}
+
+pi_status pi_pool_create(int n_threads, pi_pool **out) {
+    *out = NULL;
+    if (n_threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = c > 0 ? (int)c : 1;
+    }
+    if (n_threads > 1024) return pi_error(PI_ERR_INVALID, "thread pool: %d threads is too many (max 1024)", n_threads);
+    pi_pool *p = calloc(1, sizeof *p);
+    if (!p) return pi_error(PI_ERR_NOMEM, "thread pool: out of memory");
+    p->n_threads = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->stop, 0);
+    atomic_init(&p->next_chunk, 0);
+    if (n_threads > 1) {
+        p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+        p->args = calloc((size_t)n_threads, sizeof *p->args);
+        if (!p->threads || !p->args) {
+            pi_pool_free(p);
+            return pi_error(PI_ERR_NOMEM, "thread pool: out of memory");
+        }
+        for (int t = 1; t < n_threads; t++) {
+            p->args[t] = (worker_arg){p, t};
+            int rc = pthread_create(&p->threads[t], NULL, worker_main, &p->args[t]);
+            if (rc) {
+                p->n_threads = t; /* join only the ones started */
+                pi_pool_free(p);
+                return pi_error(PI_ERR_NOMEM, "thread pool: cannot start thread %d: %s", t, strerror(rc));
+            }
+        }
+    }
+    *out = p;
+    return PI_OK;
+}
+
+void pi_pool_free(pi_pool *p) {
+    if (!p) return;
+    if (p->threads) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->stop, 1);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        for (int t = 1; t < p->n_threads; t++) pthread_join(p->threads[t], NULL);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->threads);
+    free(p->args);
+    free(p);
+}
+
+int pi_pool_size(const pi_pool *p) { return p ? p->n_threads : 1; }
+
+static void run_job(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx, int dynamic) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t n_chunks = (n + grain - 1) / grain;
+    if (!p || p->n_threads == 1 || n_chunks == 1) {
+        /* nothing to share: run in place, in the same chunking */
+        if (dynamic) {
+            for (int64_t i0 = 0; i0 < n; i0 += grain) fn(ctx, i0, i0 + grain < n ? i0 + grain : n, 0);
+        } else {
+            fn(ctx, 0, n, 0);
+        }
+        return;
+    }
+    PI_ASSERT(!p->busy); /* jobs must not re-enter their pool */
+    p->busy = 1;
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    p->grain = grain;
+    p->n_chunks = n_chunks;
+    p->dynamic = dynamic;
+    atomic_store_explicit(&p->next_chunk, 0, memory_order_relaxed);
+    atomic_store(&p->pending, p->n_threads - 1);
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_share(p, 0);
+    /* wait for the others; yield now and then in case a worker shares our core */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        if (spins % 1024 == 1023) sched_yield();
+        else CPU_RELAX();
+    }
+    p->busy = 0;
+}
+
+void pi_pool_for(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx) {
+    run_job(p, n, grain, fn, ctx, 0);
+}
+
+void pi_pool_for_dynamic(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx) {
+    run_job(p, n, grain, fn, ctx, 1);
+}
+
+typedef struct {
+    pi_pool_reduce_fn fn;
+    void *ctx;
+    int64_t n, chunk, dim, n_chunks;
+    float *scratch, *result;
+} reduce_job;
+
+/* Phase 1: item range [c0, c1) of chunk indices; each chunk's partial is its own row. */
+static void reduce_chunks(void *vctx, int64_t c0, int64_t c1, int tid) {
+    reduce_job *j = vctx;
+    for (int64_t c = c0; c < c1; c++) {
+        float *acc = j->scratch + c * j->dim;
+        memset(acc, 0, (size_t)j->dim * sizeof *acc);
+        int64_t i0 = c * j->chunk, i1 = i0 + j->chunk < j->n ? i0 + j->chunk : j->n;
+        j->fn(j->ctx, i0, i1, acc, tid);
+    }
+}
+
+/* Phase 2: columns [d0, d1) summed over chunks in chunk order. */
+static void reduce_sum(void *vctx, int64_t d0, int64_t d1, int tid) {
+    (void)tid;
+    reduce_job *j = vctx;
+    for (int64_t d = d0; d < d1; d++) {
+        float s = 0.0f;
+        for (int64_t c = 0; c < j->n_chunks; c++) s += j->scratch[c * j->dim + d];
+        j->result[d] = s;
+    }
+}
+
+void pi_pool_reduce_f32(pi_pool *p, int64_t n, int64_t chunk, pi_pool_reduce_fn fn, void *ctx,
+                        float *result, int64_t dim, float *scratch) {
+    if (dim <= 0) return;
+    if (n <= 0) {
+        memset(result, 0, (size_t)dim * sizeof *result);
+        return;
+    }
+    if (chunk < 1) chunk = 1;
+    reduce_job j = {fn, ctx, n, chunk, dim, (n + chunk - 1) / chunk, scratch, result};
+    pi_pool_for_dynamic(p, j.n_chunks, 1, reduce_chunks, &j);
+    pi_pool_for(p, dim, 64, reduce_sum, &j);
+}

@@ -1,0 +1,53 @@
+/*
+ * pool.h — a persistent thread pool with parallel-for and deterministic reductions.
+ *
+ * Workers are created once and wait for jobs (spinning briefly, then sleeping),
+ * so a parallel-for costs a wake-up, not a thread creation. The calling thread
+ * takes part as thread 0. Every call returns only when all work is done: it is
+ * a barrier.
+ *
+ * Determinism: pi_pool_for splits [0, n) into chunks of `grain` items; which
+ * thread runs a chunk may vary, but code whose chunks write disjoint outputs
+ * gives the same result for any thread count. pi_pool_reduce_f32 sums vectors
+ * over chunks whose boundaries do not depend on the thread count, and adds the
+ * partial sums in chunk order, so its result is bit-identical for 1..N threads.
+ *
+ * A pool is driven by one thread at a time; jobs may not call back into the
+ * pool that runs them.
+ */
+#ifndef PI_BASE_POOL_H
+#define PI_BASE_POOL_H
+
+#include "status.h"
+
+#include <stdint.h>
+
+typedef struct pi_pool pi_pool;
+
+/* Run items [i0, i1) on thread `tid` (0 = the caller, < pi_pool_size()). */
+typedef void (*pi_pool_fn)(void *ctx, int64_t i0, int64_t i1, int tid);
+
+/* Add the contribution of items [i0, i1) to acc[0..dim) (acc starts at zero). */
+typedef void (*pi_pool_reduce_fn)(void *ctx, int64_t i0, int64_t i1, float *acc, int tid);
+
+/* A pool of n_threads threads in all (n_threads - 1 workers plus the caller);
+   n_threads <= 0 means one per online CPU. */
+pi_status pi_pool_create(int n_threads, pi_pool **out);
+void pi_pool_free(pi_pool *p); /* accepts NULL; joins the workers */
+int pi_pool_size(const pi_pool *p);
+
+/* Run fn over [0, n) in chunks of at least `grain` items. Static split: thread t
+   gets the t-th contiguous share of the chunks (best for streaming memory). */
+void pi_pool_for(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx);
+
+/* Same, but threads take chunks of exactly `grain` items from a shared counter
+   (best when chunks cost different amounts or cores are noisy). */
+void pi_pool_for_dynamic(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx);
+
+/* result[0..dim) = sum over chunks c of fn's acc for chunk c, where chunk c is
+   items [c*chunk, min(n, (c+1)*chunk)), summed in order of c. `scratch` holds
+   ceil(n/chunk) * dim floats. Bit-identical for every thread count. */
+void pi_pool_reduce_f32(pi_pool *p, int64_t n, int64_t chunk, pi_pool_reduce_fn fn, void *ctx,
+                        float *result, int64_t dim, float *scratch);
+
+#endif

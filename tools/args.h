@@ -1,0 +1,25 @@
+/*
+ * args.h — small helpers the subcommands share for reading their options.
+ * They print "pinfer: CMD: ..." on bad input and return false; the caller
+ * exits with status 2.
+ */
+#ifndef PI_TOOLS_ARGS_H
+#define PI_TOOLS_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The value after option argv[*i] (advancing *i), or NULL with a message. */
+const char *arg_value(const char *cmd, int argc, char **argv, int *i);
+
+/* A whole number in [lo, hi]. */
+bool arg_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+
+/* A size with an optional K/M/G/T suffix (powers of 1024), e.g. "600M". */
+bool arg_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
+
+/* Split a comma-separated list in place into at most max items; returns the count or -1. */
+int arg_list(const char *cmd, const char *opt, char *s, char **items, int max);
+
+#endif

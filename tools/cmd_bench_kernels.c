@@ -1,0 +1,209 @@
+/*
+ * cmd_bench_kernels.c — `pinfer bench-kernels`: how fast each matvec variant
+ * streams weights, next to the memory read bandwidth measured in the same run.
+ *
+ * Decode is memory-bound: a matvec's useful speed is weight bytes per second.
+ * Each (type, variant, threads) point rotates over enough distinct matrices
+ * that the working set exceeds the last-level cache many times over (default
+ * 768 MiB), so the figure is what DRAM delivers to the kernel. Threads split
+ * each matrix into contiguous row ranges, as the engine does.
+ */
+#include "args.h"
+#include "cmds.h"
+
+#include "base/cpu.h"
+#include "base/pool.h"
+#include "base/timer.h"
+#include "kernels/kernels.h"
+#include "plan/hwprobe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ITEMS 16
+#define MAX_REPS 100
+
+typedef struct {
+    const pi_kernels *k;
+    pi_type type;
+    const uint8_t *W;
+    size_t row_bytes;
+    int64_t cols;
+    const void *x;
+    float *y;
+} mv_job;
+
+static void mv_rows(void *vctx, int64_t r0, int64_t r1, int tid) {
+    (void)tid;
+    mv_job *j = vctx;
+    j->k->matvec[j->type](j->cols, j->W, j->row_bytes, r0, r1, j->x, j->y);
+}
+
+/* Fill one matrix with valid random weights of the type (finite scales and values). */
+static void fill_random(pi_type t, uint8_t *W, int64_t rows, int64_t cols, uint64_t seed, float *row) {
+    size_t rb = pi_row_size(t, cols);
+    uint64_t s = seed;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            row[c] = ((float)(s >> 40) * 0x1.0p-24f - 0.5f) * 0.1f;
+        }
+        pi_quantize_row(t, row, W + (size_t)r * rb, cols);
+    }
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: pinfer bench-kernels [options]\n"
+            "  --types LIST      weight types (default f32,f16,bf16,q8_0,q4_0)\n"
+            "  --variants LIST   kernel sets (default: every one this CPU runs)\n"
+            "  --threads LIST    thread counts (default 1,<cores>)\n"
+            "  --rows N --cols N matrix shape (default 14336 x 4096)\n"
+            "  --ws-mib N        working set rotated over, MiB (default 768; keep it > 512)\n"
+            "  --reps N          timed passes per point, median reported (default 5)\n"
+            "  --bw-mib N        buffer for the read-bandwidth measurement (default 1024)\n");
+}
+
+int cmd_bench_kernels(int argc, char **argv) {
+    const char *cmd = "bench-kernels";
+    char *types[MAX_ITEMS], *variants[MAX_ITEMS], *threads_s[MAX_ITEMS];
+    char types_buf[256] = "f32,f16,bf16,q8_0,q4_0", variants_buf[256] = "", threads_buf[64] = "";
+    int n_types, n_variants = 0, n_threads_list;
+    long rows = 14336, cols = 4096, ws_mib = 768, reps = 5, bw_mib = 1024;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+        if (!strcmp(a, "--types")) snprintf(types_buf, sizeof types_buf, "%s", v);
+        else if (!strcmp(a, "--variants")) snprintf(variants_buf, sizeof variants_buf, "%s", v);
+        else if (!strcmp(a, "--threads")) snprintf(threads_buf, sizeof threads_buf, "%s", v);
+        else if (!strcmp(a, "--rows")) { if (!arg_int(cmd, a, v, 1, 1 << 20, &rows)) return 2; }
+        else if (!strcmp(a, "--cols")) { if (!arg_int(cmd, a, v, 32, PI_MAX_ROW, &cols)) return 2; }
+        else if (!strcmp(a, "--ws-mib")) { if (!arg_int(cmd, a, v, 1, 1 << 16, &ws_mib)) return 2; }
+        else if (!strcmp(a, "--reps")) { if (!arg_int(cmd, a, v, 1, MAX_REPS, &reps)) return 2; }
+        else if (!strcmp(a, "--bw-mib")) { if (!arg_int(cmd, a, v, 64, 1 << 16, &bw_mib)) return 2; }
+        else {
+            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (cols % 32) {
+        fprintf(stderr, "pinfer: %s: --cols must be a multiple of 32 (the quant block size)\n", cmd);
+        return 2;
+    }
+    if ((n_types = arg_list(cmd, "--types", types_buf, types, MAX_ITEMS)) < 0) return 2;
+    pi_type type_ids[MAX_ITEMS];
+    for (int i = 0; i < n_types; i++) {
+        int t = pi_type_from_name(types[i]);
+        if (t < 0 || !pi_type_get((uint32_t)t)->compute) {
+            fprintf(stderr, "pinfer: %s: no kernels for type '%s' (f32, f16, bf16, q8_0, q4_0)\n", cmd, types[i]);
+            return 2;
+        }
+        type_ids[i] = (pi_type)t;
+    }
+    const pi_kernels *kset[MAX_ITEMS];
+    if (variants_buf[0]) {
+        if ((n_variants = arg_list(cmd, "--variants", variants_buf, variants, MAX_ITEMS)) < 0) return 2;
+        for (int i = 0; i < n_variants; i++) {
+            if (!(kset[i] = pi_kernels_by_name(variants[i]))) {
+                fprintf(stderr, "pinfer: %s: kernel set '%s' is not in this build or this CPU cannot run it\n", cmd,
+                        variants[i]);
+                return 2;
+            }
+        }
+    } else {
+        for (const char *const *nm = pi_kernels_names(); *nm && n_variants < MAX_ITEMS; nm++)
+            if ((kset[n_variants] = pi_kernels_by_name(*nm))) n_variants++;
+    }
+    int ncpu = pi_cpu_count();
+    long thread_counts[MAX_ITEMS];
+    if (threads_buf[0]) {
+        if ((n_threads_list = arg_list(cmd, "--threads", threads_buf, threads_s, MAX_ITEMS)) < 0) return 2;
+        for (int i = 0; i < n_threads_list; i++)
+            if (!arg_int(cmd, "--threads", threads_s[i], 1, 256, &thread_counts[i])) return 2;
+    } else {
+        n_threads_list = 0;
+        thread_counts[n_threads_list++] = 1;
+        if (ncpu > 1) thread_counts[n_threads_list++] = ncpu;
+    }
+
+    printf("bench-kernels: matvec %ld x %ld, working set >= %ld MiB per point, median of %ld passes\n", rows, cols,
+           ws_mib, reps);
+    double bw[MAX_ITEMS];
+    for (int ti = 0; ti < n_threads_list; ti++) {
+        pi_pool *pool;
+        if (pi_pool_create((int)thread_counts[ti], &pool) != PI_OK ||
+            pi_probe_read_bw(pool, (size_t)bw_mib << 20, (int)reps, &bw[ti]) != PI_OK) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            pi_pool_free(pool);
+            return 1;
+        }
+        pi_pool_free(pool);
+        printf("memory read bandwidth, %ld thread%s: %.1f GB/s\n", thread_counts[ti], thread_counts[ti] > 1 ? "s" : "",
+               bw[ti]);
+    }
+    printf("\n%-6s %-8s %7s %10s %9s %11s\n", "type", "kernels", "threads", "GB/s", "% of bw", "ms/matrix");
+
+    int status = 0;
+    for (int ti = 0; ti < n_types && !status; ti++) {
+        pi_type t = type_ids[ti];
+        size_t rb = pi_row_size(t, cols);
+        size_t mat_bytes = rb * (size_t)rows;
+        size_t n_mat = ((size_t)ws_mib << 20) / mat_bytes + 1;
+        if (n_mat < 2) n_mat = 2;
+        uint8_t *mats = malloc(mat_bytes * n_mat);
+        float *xf = malloc((size_t)cols * sizeof *xf);
+        pi_block_q8_0 *xq = malloc((size_t)cols / 32 * sizeof *xq);
+        float *y = malloc((size_t)rows * sizeof *y);
+        if (!mats || !xf || !xq || !y) {
+            fprintf(stderr, "pinfer: %s: cannot allocate %zu MiB of matrices\n", cmd, (mat_bytes * n_mat) >> 20);
+            status = 1;
+        } else {
+            fill_random(t, mats, rows, cols, 1234 + (uint64_t)t, xf); /* xf: scratch row */
+            for (size_t m = 1; m < n_mat; m++) memcpy(mats + m * mat_bytes, mats, mat_bytes);
+            for (long c = 0; c < cols; c++) xf[c] = (float)((c * 7919) % 2001 - 1000) * 1e-3f;
+        }
+        for (int vi = 0; vi < n_variants && !status; vi++) {
+            const pi_kernels *k = kset[vi];
+            if (!k->matvec[t]) continue;
+            int act = pi_vec_dot_type(t);
+            const void *x = xf;
+            if (act == PI_TYPE_Q8_0) {
+                k->quantize_q8_0(xf, xq, cols);
+                x = xq;
+            }
+            for (int hi = 0; hi < n_threads_list; hi++) {
+                pi_pool *pool;
+                if (pi_pool_create((int)thread_counts[hi], &pool) != PI_OK) {
+                    fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                    status = 1;
+                    break;
+                }
+                mv_job j = {k, t, NULL, rb, cols, x, y};
+                int64_t grain = rows / pi_pool_size(pool) / 8 + 1;
+                double gbs[MAX_REPS];
+                for (long r = -1; r < reps; r++) { /* r = -1: warm-up pass */
+                    double t0 = pi_time_s();
+                    for (size_t m = 0; m < n_mat; m++) {
+                        j.W = mats + m * mat_bytes;
+                        pi_pool_for(pool, rows, grain, mv_rows, &j);
+                    }
+                    double dt = pi_time_s() - t0;
+                    if (r >= 0) gbs[r] = (double)(mat_bytes * n_mat) / dt * 1e-9;
+                }
+                double med = pi_median(gbs, (int)reps);
+                printf("%-6s %-8s %7ld %10.2f %8.0f%% %11.2f\n", pi_type_name(t), k->name, thread_counts[hi], med,
+                       100.0 * med / bw[hi], (double)mat_bytes / (med * 1e9) * 1e3);
+                fflush(stdout);
+                pi_pool_free(pool);
+            }
+        }
+        free(mats);
+        free(xf);
+        free(xq);
+        free(y);
+    }
+    return status;
+}
