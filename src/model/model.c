@@ -1,0 +1,304 @@
+/*
+ * model.c — binding a GGUF file to a pi_model: hyperparameters from the
+ * llama.cpp metadata keys, weight views by llama.cpp tensor names, and shape
+ * checks so that the forward pass can trust every dimension it reads.
+ */
+#include "model.h"
+
+#include "base/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* llama.cpp tensor names (per layer: printf format with the layer index). */
+#define TN_TOK_EMBD "token_embd.weight"
+#define TN_OUTPUT_NORM "output_norm.weight"
+#define TN_OUTPUT "output.weight"
+#define TN_ATTN_NORM "blk.%d.attn_norm.weight"
+#define TN_ATTN_Q "blk.%d.attn_q.weight"
+#define TN_ATTN_K "blk.%d.attn_k.weight"
+#define TN_ATTN_V "blk.%d.attn_v.weight"
+#define TN_ATTN_OUT "blk.%d.attn_output.weight"
+#define TN_FFN_NORM "blk.%d.ffn_norm.weight"
+#define TN_FFN_GATE "blk.%d.ffn_gate.weight"
+#define TN_FFN_UP "blk.%d.ffn_up.weight"
+#define TN_FFN_DOWN "blk.%d.ffn_down.weight"
+#define TN_FFN_GATE_INP "blk.%d.ffn_gate_inp.weight"
+#define TN_FFN_GATE_EXPS "blk.%d.ffn_gate_exps.weight"
+#define TN_FFN_UP_EXPS "blk.%d.ffn_up_exps.weight"
+#define TN_FFN_DOWN_EXPS "blk.%d.ffn_down_exps.weight"
+
+#define KEY_ACTIVATION "pinfer.ffn_activation"
+
+const char *pi_ffn_act_name(pi_ffn_act a) {
+    switch (a) {
+    case PI_ACT_SILU: return "silu";
+    case PI_ACT_RELU: return "relu";
+    case PI_ACT_DRELU: return "drelu";
+    }
+    return "?";
+}
+
+typedef struct {
+    pi_model *m;
+    const char *path;
+    uint64_t owned_used, owned_cap; /* floats */
+} loader;
+
+/* "<arch>.<suffix>" */
+static const char *akey(char *buf, size_t n, const char *arch, const char *suffix) {
+    snprintf(buf, n, "%s.%s", arch, suffix);
+    return buf;
+}
+
+static pi_status get_int(loader *L, const char *arch, const char *suffix, bool required, int64_t dflt,
+                         int64_t lo, int64_t hi, int64_t *out) {
+    char key[128];
+    akey(key, sizeof key, arch, suffix);
+    int64_t v;
+    pi_status st = pi_gguf_get_i64(L->m->gguf, key, &v);
+    if (st == PI_ERR_NOT_FOUND) {
+        if (required) return pi_error(PI_ERR_NOT_FOUND, "%s: missing metadata key '%s'", L->path, key);
+        v = dflt;
+    } else if (st) {
+        return pi_error_prefix(st, "%s", L->path);
+    }
+    if (v < lo || v > hi)
+        return pi_error(PI_ERR_FORMAT, "%s: metadata '%s' = %lld is out of range [%lld, %lld]", L->path, key,
+                        (long long)v, (long long)lo, (long long)hi);
+    *out = v;
+    return PI_OK;
+}
+
+static pi_status get_float(loader *L, const char *arch, const char *suffix, float dflt, float *out) {
+    char key[128];
+    akey(key, sizeof key, arch, suffix);
+    pi_status st = pi_gguf_get_f32(L->m->gguf, key, out);
+    if (st == PI_ERR_NOT_FOUND) {
+        *out = dflt;
+        return PI_OK;
+    }
+    return st ? pi_error_prefix(st, "%s", L->path) : PI_OK;
+}
+
+/* Bind tensor `name` with the expected shape (ne[i] < 0: any). Optional
+   tensors that are absent leave w zeroed and return PI_OK. */
+static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int64_t e0, int64_t e1, int64_t e2,
+                      bool required) {
+    memset(w, 0, sizeof *w);
+    const pi_gguf_tensor *t = pi_gguf_find_tensor(L->m->gguf, name);
+    if (!t) {
+        if (!required) return PI_OK;
+        return pi_error(PI_ERR_NOT_FOUND, "%s: missing tensor '%s'", L->path, name);
+    }
+    const int64_t want[3] = {e0, e1, e2};
+    for (int i = 0; i < PI_GGUF_MAX_DIMS; i++) {
+        int64_t expect = i < n_dims ? want[i] : 1;
+        int64_t have = i < (int)t->n_dims ? t->ne[i] : 1;
+        if (expect >= 0 && have != expect) {
+            char shape[96];
+            int k = 0;
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", d ? " x " : "", (long long)t->ne[d]);
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%s]; dimension %d should be %lld", L->path,
+                            name, shape, i, (long long)expect);
+        }
+    }
+    const pi_type_info *ti = pi_type_get(t->type);
+    if (!ti || !ti->compute)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s; supported: f32, f16, bf16, q8_0, q4_0",
+                        L->path, name, pi_type_name(t->type));
+    if (t->ne[0] > PI_MAX_ROW)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: tensor '%s' rows of %lld elements exceed the limit %d", L->path, name,
+                        (long long)t->ne[0], PI_MAX_ROW);
+    w->data = t->data;
+    w->type = (pi_type)t->type;
+    for (int i = 0; i < 4; i++) w->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
+    w->row_bytes = pi_row_size(w->type, w->ne[0]);
+    w->name = t->name;
+    L->m->weight_bytes += t->nbytes;
+    return PI_OK;
+}
+
+/* Norm vectors are used as F32; convert other types into the owned buffer. */
+static pi_status as_f32(loader *L, pi_weight *w) {
+    if (!w->data || w->type == PI_TYPE_F32) return PI_OK;
+    PI_ASSERT(L->owned_used + (uint64_t)w->ne[0] <= L->owned_cap);
+    float *dst = L->m->owned_f32 + L->owned_used;
+    pi_dequantize_row(w->type, w->data, dst, w->ne[0]);
+    L->owned_used += (uint64_t)w->ne[0];
+    w->data = dst;
+    w->type = PI_TYPE_F32;
+    w->row_bytes = (size_t)w->ne[0] * sizeof(float);
+    return PI_OK;
+}
+
+static pi_status load_hparams(loader *L, const char *arch) {
+    pi_hparams *hp = &L->m->hp;
+    pi_status st;
+    const int64_t BIG = (int64_t)1 << 24;
+    if ((st = get_int(L, arch, "embedding_length", true, 0, 1, BIG, &hp->n_embd)) ||
+        (st = get_int(L, arch, "block_count", true, 0, 1, 4096, &hp->n_layer)) ||
+        (st = get_int(L, arch, "feed_forward_length", true, 0, 1, BIG, &hp->n_ff)) ||
+        (st = get_int(L, arch, "attention.head_count", true, 0, 1, 65536, &hp->n_head)) ||
+        (st = get_int(L, arch, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
+        (st = get_int(L, arch, "context_length", false, 2048, 1, (int64_t)1 << 30, &hp->n_ctx_train)) ||
+        (st = get_int(L, arch, "expert_count", false, 0, 0, 1024, &hp->n_expert)) ||
+        (st = get_int(L, arch, "expert_used_count", false, 0, 0, hp->n_expert, &hp->n_expert_used)) ||
+        (st = get_float(L, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps)) ||
+        (st = get_float(L, arch, "rope.freq_base", 10000.0f, &hp->rope_freq_base)))
+        return st;
+    if (hp->n_embd % hp->n_head)
+        return pi_error(PI_ERR_FORMAT, "%s: embedding_length %lld is not a multiple of head_count %lld", L->path,
+                        (long long)hp->n_embd, (long long)hp->n_head);
+    if (hp->n_head % hp->n_head_kv)
+        return pi_error(PI_ERR_FORMAT, "%s: head_count %lld is not a multiple of head_count_kv %lld", L->path,
+                        (long long)hp->n_head, (long long)hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = get_int(L, arch, "rope.dimension_count", false, hp->head_dim, 2, hp->head_dim, &hp->n_rot))) return st;
+    if (hp->n_rot % 2)
+        return pi_error(PI_ERR_FORMAT, "%s: rope.dimension_count %lld must be even", L->path, (long long)hp->n_rot);
+    if (hp->n_expert && !hp->n_expert_used)
+        return pi_error(PI_ERR_FORMAT, "%s: %s.expert_count is %lld but expert_used_count is missing or 0", L->path,
+                        arch, (long long)hp->n_expert);
+    if (!(hp->rms_eps > 0.0f) || !(hp->rope_freq_base > 0.0f))
+        return pi_error(PI_ERR_FORMAT, "%s: rms epsilon and rope frequency base must be positive", L->path);
+
+    hp->act = PI_ACT_SILU;
+    pi_gguf_str act;
+    st = pi_gguf_get_str(L->m->gguf, KEY_ACTIVATION, &act);
+    if (st == PI_OK) {
+        if (pi_gguf_str_eq(act, "silu")) hp->act = PI_ACT_SILU;
+        else if (pi_gguf_str_eq(act, "relu")) hp->act = PI_ACT_RELU;
+        else if (pi_gguf_str_eq(act, "drelu")) hp->act = PI_ACT_DRELU;
+        else
+            return pi_error(PI_ERR_UNSUPPORTED, "%s: %s = '%.*s' is not one of silu, relu, drelu", L->path,
+                            KEY_ACTIVATION, (int)(act.len > 64 ? 64 : act.len), act.data);
+    } else if (st != PI_ERR_NOT_FOUND) {
+        return pi_error_prefix(st, "%s", L->path);
+    }
+    return PI_OK;
+}
+
+static pi_status bind_layer(loader *L, int il) {
+    const pi_hparams *hp = &L->m->hp;
+    pi_layer *l = &L->m->layers[il];
+    char nm[96];
+    pi_status st;
+    const int64_t E = hp->n_embd, D = hp->head_dim, F = hp->n_ff;
+#define NM(fmt) (snprintf(nm, sizeof nm, fmt, il), nm)
+    if ((st = bind(L, &l->attn_norm, NM(TN_ATTN_NORM), 1, E, 0, 0, true)) ||
+        (st = bind(L, &l->wq, NM(TN_ATTN_Q), 2, E, hp->n_head * D, 0, true)) ||
+        (st = bind(L, &l->wk, NM(TN_ATTN_K), 2, E, hp->n_head_kv * D, 0, true)) ||
+        (st = bind(L, &l->wv, NM(TN_ATTN_V), 2, E, hp->n_head_kv * D, 0, true)) ||
+        (st = bind(L, &l->wo, NM(TN_ATTN_OUT), 2, hp->n_head * D, E, 0, true)) ||
+        (st = bind(L, &l->ffn_norm, NM(TN_FFN_NORM), 1, E, 0, 0, true)))
+        return st;
+    if (!hp->n_expert) {
+        if ((st = bind(L, &l->ffn_gate, NM(TN_FFN_GATE), 2, E, F, 0, true)) ||
+            (st = bind(L, &l->ffn_up, NM(TN_FFN_UP), 2, E, F, 0, true)) ||
+            (st = bind(L, &l->ffn_down, NM(TN_FFN_DOWN), 2, F, E, 0, true)))
+            return st;
+    } else {
+        const int64_t X = hp->n_expert;
+        if ((st = bind(L, &l->ffn_gate_inp, NM(TN_FFN_GATE_INP), 2, E, X, 0, true)) ||
+            (st = bind(L, &l->ffn_gate_exps, NM(TN_FFN_GATE_EXPS), 3, E, F, X, true)) ||
+            (st = bind(L, &l->ffn_up_exps, NM(TN_FFN_UP_EXPS), 3, E, F, X, true)) ||
+            (st = bind(L, &l->ffn_down_exps, NM(TN_FFN_DOWN_EXPS), 3, F, E, X, true)))
+            return st;
+    }
+#undef NM
+    if ((st = as_f32(L, &l->attn_norm)) || (st = as_f32(L, &l->ffn_norm))) return st;
+    return PI_OK;
+}
+
+pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out) {
+    *out = NULL;
+    pi_model *m = calloc(1, sizeof *m);
+    if (!m) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+    m->gguf = g;
+    loader L = {m, path, 0, 0};
+    pi_status st;
+    pi_gguf_str arch;
+    if ((st = pi_gguf_get_str(g, "general.architecture", &arch))) {
+        st = pi_error(st == PI_ERR_NOT_FOUND ? PI_ERR_FORMAT : st,
+                      "%s: missing or invalid 'general.architecture' (is this a model file?)", path);
+        goto fail;
+    }
+    if (!pi_gguf_str_eq(arch, "llama")) {
+        st = pi_error(PI_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama)", path,
+                      (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+        goto fail;
+    }
+    if ((st = load_hparams(&L, "llama"))) goto fail;
+    pi_hparams *hp = &m->hp;
+    if (!(m->path = strdup(path)) ||
+        !(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers))) {
+        st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    L.owned_cap = (uint64_t)hp->n_embd * (uint64_t)(2 * hp->n_layer + 1);
+    if (!(m->owned_f32 = malloc(L.owned_cap * sizeof(float)))) {
+        st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    if ((st = bind(&L, &m->tok_embd, TN_TOK_EMBD, 2, hp->n_embd, -1, 0, true))) goto fail;
+    hp->n_vocab = m->tok_embd.ne[1];
+    if ((st = bind(&L, &m->output_norm, TN_OUTPUT_NORM, 1, hp->n_embd, 0, 0, true)) ||
+        (st = as_f32(&L, &m->output_norm)) ||
+        (st = bind(&L, &m->output, TN_OUTPUT, 2, hp->n_embd, hp->n_vocab, 0, false)))
+        goto fail;
+    if (!m->output.data) {
+        m->output = m->tok_embd;
+        m->tied_output = true;
+    }
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((st = bind_layer(&L, il))) goto fail;
+    *out = m;
+    return PI_OK;
+fail:
+    m->gguf = NULL; /* the caller keeps g on failure */
+    pi_model_free(m);
+    return st;
+}
+
+pi_status pi_model_load(const char *path, pi_model **out) {
+    *out = NULL;
+    pi_gguf *g;
+    pi_status st = pi_gguf_open(path, &g);
+    if (st) return st;
+    if ((st = pi_model_from_gguf(g, path, out))) pi_gguf_close(g);
+    return st;
+}
+
+void pi_model_free(pi_model *m) {
+    if (!m) return;
+    pi_gguf_close(m->gguf);
+    free(m->layers);
+    free(m->owned_f32);
+    free(m->path);
+    free(m);
+}
+
+uint64_t pi_model_bytes_per_token(const pi_model *m) {
+    const pi_hparams *hp = &m->hp;
+    uint64_t b = m->tok_embd.row_bytes + m->output.row_bytes * (uint64_t)m->output.ne[1] +
+                 (uint64_t)hp->n_embd * sizeof(float);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const pi_layer *l = &m->layers[il];
+        const pi_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
+                                 &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->data) b += ws[i]->row_bytes * (uint64_t)ws[i]->ne[1];
+        if (hp->n_expert) { /* n_expert_used of the experts' matrices */
+            const pi_weight *es[] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+            for (size_t i = 0; i < 3; i++) b += es[i]->row_bytes * (uint64_t)es[i]->ne[1] * (uint64_t)hp->n_expert_used;
+        }
+    }
+    return b;
+}
+
+void pi_weight_row_f32(const pi_weight *w, int64_t row, float *out) {
+    pi_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)row * w->row_bytes, out, w->ne[0]);
+}

@@ -1,0 +1,97 @@
+/*
+ * model.h — a llama-family model loaded from GGUF: hyperparameters and views
+ * of the weights inside the mapped file (llama2.c's "config + weights").
+ *
+ * A pi_model is immutable after loading and may be shared by threads and
+ * sessions. Weight views point into the file mapping (zero-copy); only small
+ * vectors stored in a non-F32 type (norms) are converted into owned F32 copies.
+ *
+ * Tensor names and metadata keys are llama.cpp's (one table in model.c).
+ * Shapes follow GGUF: ne[0] is the row length, so a matrix that maps n_in
+ * inputs to n_out outputs has ne = {n_in, n_out} and n_out rows.
+ */
+#ifndef PI_MODEL_MODEL_H
+#define PI_MODEL_MODEL_H
+
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum pi_ffn_act {
+    PI_ACT_SILU = 0,  /* silu(gate) * up: plain Llama/Mistral, dense only */
+    PI_ACT_RELU = 1,  /* relu(gate) * up: ReluLLaMA, ProSparse */
+    PI_ACT_DRELU = 2, /* relu(gate) * relu(up): TurboSparse, Bamboo */
+} pi_ffn_act;
+
+const char *pi_ffn_act_name(pi_ffn_act a);
+
+typedef struct pi_hparams {
+    int64_t n_vocab;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;     /* < n_head: grouped-query attention */
+    int64_t head_dim;      /* n_embd / n_head */
+    int64_t n_ff;          /* FFN hidden size (per expert for MoE) */
+    int64_t n_ctx_train;   /* context length the model was trained with */
+    int64_t n_rot;         /* dimensions of each head that RoPE rotates */
+    int64_t n_expert;      /* 0: dense FFN */
+    int64_t n_expert_used;
+    float rms_eps;
+    float rope_freq_base;
+    pi_ffn_act act;
+} pi_hparams;
+
+/* A weight matrix (or vector) inside the mapping. */
+typedef struct pi_weight {
+    const void *data;
+    pi_type type;
+    int64_t ne[4];      /* ne[0]: row length (inputs); ne[1]: rows (outputs) */
+    size_t row_bytes;   /* bytes between rows */
+    pi_gguf_str name;   /* the tensor's name, for messages */
+} pi_weight;
+
+typedef struct pi_layer {
+    pi_weight attn_norm;             /* (n_embd) F32 */
+    pi_weight wq, wk, wv, wo;        /* (n_embd -> n_head*head_dim), (-> n_head_kv*head_dim) x2, (-> n_embd) */
+    pi_weight ffn_norm;              /* (n_embd) F32 */
+    pi_weight ffn_gate, ffn_up;      /* (n_embd -> n_ff) */
+    pi_weight ffn_down;              /* (n_ff -> n_embd) */
+    /* Mixture of experts (n_expert > 0): router and stacked expert matrices */
+    pi_weight ffn_gate_inp;          /* (n_embd -> n_expert) */
+    pi_weight ffn_gate_exps, ffn_up_exps; /* (n_embd -> n_ff) x n_expert */
+    pi_weight ffn_down_exps;         /* (n_ff -> n_embd) x n_expert */
+} pi_layer;
+
+typedef struct pi_model {
+    pi_gguf *gguf;          /* owned: the mapping every view points into */
+    char *path;
+    pi_hparams hp;
+    pi_weight tok_embd;     /* (n_vocab rows of n_embd) */
+    pi_weight output_norm;  /* (n_embd) F32 */
+    pi_weight output;       /* (n_embd -> n_vocab); tok_embd when tied */
+    bool tied_output;
+    pi_layer *layers;       /* n_layer */
+    float *owned_f32;       /* norm vectors converted to F32 */
+    uint64_t weight_bytes;  /* bytes of all tensors bound */
+} pi_model;
+
+/* Load a model from a GGUF file. Errors name the missing tensor or key, the
+   unsupported architecture or type, or the shape that does not agree. */
+pi_status pi_model_load(const char *path, pi_model **out);
+
+/* Bind a model to an already-open GGUF (taking ownership of g on success). */
+pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out);
+
+void pi_model_free(pi_model *m); /* accepts NULL */
+
+/* Bytes of weights a dense decode step reads (every matrix once, plus one
+   embedding row). */
+uint64_t pi_model_bytes_per_token(const pi_model *m);
+
+/* Dequantize row `row` of a weight matrix into out[0..ne[0]). */
+void pi_weight_row_f32(const pi_weight *w, int64_t row, float *out);
+
+#endif

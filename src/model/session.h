@@ -1,0 +1,55 @@
+/*
+ * session.h — one conversation with a model: KV cache, scratch buffers, the
+ * position reached. The dense forward pass (DESIGN.md §1) lives here.
+ *
+ * A session is used by one thread at a time (it drives its own thread pool);
+ * several sessions may share one pi_model. Every buffer is sized at creation
+ * from the hyperparameters and n_ctx: decoding allocates nothing.
+ */
+#ifndef PI_MODEL_SESSION_H
+#define PI_MODEL_SESSION_H
+
+#include "base/pool.h"
+#include "model.h"
+
+typedef struct pi_session {
+    const pi_model *m;
+    const pi_kernels *k;
+    pi_pool *pool;         /* owned */
+    int64_t n_ctx;         /* positions the KV cache holds */
+    int64_t n_past;        /* positions already in the cache */
+    /* KV cache, F32: (n_layer, n_ctx, n_head_kv * head_dim) each */
+    float *k_cache, *v_cache;
+    /* activations of the current token */
+    float *x;              /* (n_embd) residual stream */
+    float *xb, *xb2;       /* (n_embd) normed input / attention output */
+    float *q;              /* (n_head * head_dim) */
+    float *att;            /* (n_head, n_ctx) attention scores */
+    float *hb, *hb2;       /* (n_ff) FFN gate / up */
+    float *logits;         /* (n_vocab) */
+    float *rope_inv_freq;  /* (n_rot / 2) */
+    pi_block_q8_0 *xq;     /* Q8_0 copy of the current matvec input, (max width / 32) blocks */
+    const float *xq_src;   /* which float vector xq holds, to quantize once per input */
+    /* MoE scratch */
+    float *router;         /* (n_expert) */
+    float *moe_out;        /* (n_embd) */
+} pi_session;
+
+/* A session with a KV cache of n_ctx positions (n_ctx <= 0: the model's
+   training context) and n_threads threads (<= 0: one per CPU). */
+pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_session **out);
+void pi_session_free(pi_session *s); /* accepts NULL */
+
+/* Forget the conversation (positions restart at 0). */
+void pi_session_reset(pi_session *s);
+
+/* Run n tokens through the model at positions n_past.. and advance n_past.
+   Afterwards pi_session_logits() holds the logits of the last token.
+   PI_ERR_INVALID when the tokens would not fit in the context or an id is
+   outside the vocabulary (nothing is run then). */
+pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n);
+
+/* Logits (n_vocab) of the last token decoded; borrowed until the next call. */
+const float *pi_session_logits(const pi_session *s);
+
+#endif
