@@ -18,6 +18,8 @@ typedef struct {
 static const command k_commands[] = {
     {"inspect", cmd_inspect, "inspect FILE            print a GGUF file's metadata and tensors"},
     {"bench-kernels", cmd_bench_kernels, "bench-kernels [opts]    matvec throughput per type vs memory bandwidth"},
+    {"gen-model", cmd_gen_model, "gen-model -o FILE       write a llama GGUF with random weights (--preset 7b-l8)"},
+    {"convert", cmd_convert, "convert ...             import a llama2.c checkpoint into GGUF"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,343 @@
+/*
+ * test_model.c — the dense forward pass against real references:
+ *  - stories260K.gguf: greedy ids from BOS (256 steps) and after the prompt
+ *    "Once upon a time", and the top-5 logits at positions 0-2, as printed by
+ *    llama2.c's run.c (../shared/models/stories260K.greedy.tokens.txt);
+ *  - relu/drelu/MoE stories models: logits at every prompt position against
+ *    float64 references, and greedy continuations (a step may differ only
+ *    where the reference's top-2 margin is within float32 noise);
+ *  - llama2.c import: stories260K.bin converted to GGUF gives the same ids;
+ *  - malformed models: missing tensors, wrong shapes, unknown architecture.
+ */
+#include "gguf/gguf.h"
+#include "model/llama2c.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "test_util.h"
+
+#define MAX_IDS 512
+
+typedef struct {
+    int32_t ids[MAX_IDS];
+    int n;
+} idlist;
+
+/* Read "KEY id id id ..." from the golden tokens file. */
+static int read_ids(const char *path, const char *key, idlist *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[8192];
+    out->n = 0;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, kl) || line[kl] != ' ') continue;
+        char *p = line + kl;
+        for (;;) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p || out->n == MAX_IDS) break;
+            out->ids[out->n++] = (int32_t)v;
+            p = end;
+        }
+        break;
+    }
+    fclose(f);
+    return out->n;
+}
+
+static int32_t argmax(const float *x, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return (int32_t)b;
+}
+
+/* Greedy generation from a prompt; returns the ids fed after each position. */
+static void greedy(pi_session *s, const int32_t *prompt, int n_prompt, int n_total, int32_t *next) {
+    pi_session_reset(s);
+    int32_t tok = prompt[0];
+    for (int pos = 0; pos < n_total; pos++) {
+        CHECK(pi_session_decode(s, &tok, 1) == PI_OK);
+        int32_t pick = argmax(pi_session_logits(s), s->m->hp.n_vocab);
+        tok = pos + 1 < n_prompt ? prompt[pos + 1] : pick;
+        next[pos] = tok;
+    }
+}
+
+static void test_stories_gguf(const char *model_path, const char *label) {
+    char gp[512];
+    if (!t_fixture(gp, sizeof gp, "stories260K.greedy.tokens.txt")) return;
+    pi_model *m;
+    pi_status st = pi_model_load(model_path, &m);
+    CHECKF(st == PI_OK, "%s: %s", label, pi_last_error());
+    if (st) return;
+    CHECK(m->hp.n_embd == 64 && m->hp.n_layer == 5 && m->hp.n_head == 8 && m->hp.n_head_kv == 4 &&
+          m->hp.n_vocab == 512 && m->hp.n_ff == 172);
+    pi_session *s;
+    CHECK(pi_session_create(m, 512, 2, &s) == PI_OK);
+
+    /* run 1: BOS only, 256 greedy steps */
+    idlist want;
+    CHECK(read_ids(gp, "GENERATED_IDS", &want) == 256);
+    int32_t bos = 1, got[MAX_IDS];
+    greedy(s, &bos, 1, want.n, got);
+    int first_diff = -1;
+    for (int i = 0; i < want.n && first_diff < 0; i++)
+        if (got[i] != want.ids[i]) first_diff = i;
+    CHECKF(first_diff < 0, "%s: greedy ids differ from llama2.c at step %d", label, first_diff);
+
+    /* top-5 logits at positions 0-2 */
+    FILE *f = fopen(gp, "r");
+    char line[1024];
+    int checked = 0;
+    pi_session_reset(s);
+    while (f && fgets(line, sizeof line, f)) {
+        int pos, in_tok;
+        if (sscanf(line, "LOGITS pos=%d in_token=%d", &pos, &in_tok) != 2) continue;
+        CHECK(pi_session_decode(s, &in_tok, 1) == PI_OK);
+        const float *lg = pi_session_logits(s);
+        char *p = strstr(line, "top5:");
+        for (int k = 0; p && k < 5; k++) {
+            int id;
+            float v;
+            int used;
+            if (sscanf(p + (k ? 0 : 5), " %d:%f%n", &id, &v, &used) != 2) break;
+            p += (k ? 0 : 5) + used;
+            CHECKF(fabsf(lg[id] - v) <= 1e-4f * fmaxf(1.0f, fabsf(v)), "%s: pos %d logit[%d] = %f, want %f", label,
+                   pos, id, lg[id], v);
+            checked++;
+        }
+    }
+    if (f) fclose(f);
+    CHECK(checked == 15);
+
+    /* run 2: the "Once upon a time" prompt, 64 positions */
+    idlist prompt, next;
+    CHECK(read_ids(gp, "PROMPT_TOKENS", &prompt) >= 1);
+    /* the first PROMPT_TOKENS line is run 1's (just BOS): find the second */
+    f = fopen(gp, "r");
+    int seen = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "PROMPT_TOKENS ", 14)) continue;
+        if (++seen < 2) continue;
+        prompt.n = 0;
+        char *p = line + 14, *end;
+        for (long v; (v = strtol(p, &end, 10)), end != p; p = end) prompt.ids[prompt.n++] = (int32_t)v;
+    }
+    if (f) fclose(f);
+    CHECK(prompt.n == 5);
+    CHECK(read_ids(gp, "NEXT_IDS_FROM_POS0", &next) == 64);
+    greedy(s, prompt.ids, prompt.n, next.n, got);
+    first_diff = -1;
+    for (int i = 0; i < next.n && first_diff < 0; i++)
+        if (got[i] != next.ids[i]) first_diff = i;
+    CHECKF(first_diff < 0, "%s: prompted greedy ids differ at position %d", label, first_diff);
+    pi_session_free(s);
+    pi_model_free(m);
+}
+
+static void *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc((size_t)sz);
+    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    *n = (size_t)sz;
+    return p;
+}
+
+/* relu-stories, drelu-stories, moe-relu-stories against float64 references. */
+static void test_golden(const char *name) {
+    char mp[512], dir[512], fp[600];
+    snprintf(dir, sizeof dir, "relu/%s.gguf", name);
+    if (!t_fixture(mp, sizeof mp, dir)) return;
+    snprintf(dir, sizeof dir, "%s/relu/golden/%s", t_models_dir(), name);
+    size_t n_prompts_b, n_logits_b, n_greedy_b, n_margin_b;
+    snprintf(fp, sizeof fp, "%s/prompts.i32", dir);
+    int32_t *prompts = read_all(fp, &n_prompts_b);
+    snprintf(fp, sizeof fp, "%s/logits.f32", dir);
+    float *logits = read_all(fp, &n_logits_b);
+    snprintf(fp, sizeof fp, "%s/greedy.i32", dir);
+    int32_t *greedy_ids = read_all(fp, &n_greedy_b);
+    snprintf(fp, sizeof fp, "%s/greedy_margin.f32", dir);
+    float *margin = read_all(fp, &n_margin_b);
+    CHECKF(prompts && logits && greedy_ids && margin, "%s: golden files missing in %s", name, dir);
+    pi_model *m = NULL;
+    pi_session *s = NULL;
+    if (!prompts || !logits || !greedy_ids || !margin) goto done;
+    CHECK(n_prompts_b == 3 * 32 * 4 && n_logits_b == 3 * 32 * 512 * 4 && n_greedy_b == 3 * 64 * 4);
+    pi_status st = pi_model_load(mp, &m);
+    CHECKF(st == PI_OK, "%s: %s", name, pi_last_error());
+    if (st) goto done;
+    CHECK(pi_session_create(m, 256, 2, &s) == PI_OK);
+    double worst = 0.0;
+    int greedy_ok = 0, greedy_excused = 0, greedy_bad = 0;
+    for (int p = 0; p < 3; p++) {
+        pi_session_reset(s);
+        for (int t = 0; t < 32; t++) {
+            CHECK(pi_session_decode(s, &prompts[p * 32 + t], 1) == PI_OK);
+            const float *ref = logits + ((size_t)p * 32 + (size_t)t) * 512, *lg = pi_session_logits(s);
+            double maxref = 0.0, maxerr = 0.0;
+            for (int i = 0; i < 512; i++) {
+                maxref = fmax(maxref, fabs(ref[i]));
+                maxerr = fmax(maxerr, fabs((double)lg[i] - ref[i]));
+            }
+            worst = fmax(worst, maxerr / maxref);
+        }
+        /* greedy continuation: 64 new tokens after the 32-token prompt */
+        int32_t tok = argmax(pi_session_logits(s), 512);
+        bool diverged = false;
+        for (int g = 0; g < 64 && !diverged; g++) {
+            int32_t want = greedy_ids[p * 64 + g];
+            if (tok != want) {
+                /* a float32 engine may pick the runner-up where the top two are within rounding */
+                if (margin[p * 64 + g] < 1e-3f) greedy_excused++;
+                else greedy_bad++;
+                diverged = true; /* the rest of the sequence is no longer comparable */
+                break;
+            }
+            greedy_ok++;
+            CHECK(pi_session_decode(s, &tok, 1) == PI_OK);
+            tok = argmax(pi_session_logits(s), 512);
+        }
+    }
+    fprintf(stderr, "%s: logits max relative error %.2e; greedy %d tokens equal, %d excused, %d wrong\n", name, worst,
+            greedy_ok, greedy_excused, greedy_bad);
+    CHECKF(worst <= 1e-4, "%s: logits relative error %.3g > 1e-4", name, worst);
+    CHECK(greedy_bad == 0);
+done:
+    pi_session_free(s);
+    pi_model_free(m);
+    free(prompts);
+    free(logits);
+    free(greedy_ids);
+    free(margin);
+}
+
+static void test_llama2c(void) {
+    char bin[512], tok[512], out[512], gg[512];
+    if (!t_fixture(bin, sizeof bin, "stories260K.bin") || !t_fixture(tok, sizeof tok, "tok512.bin") ||
+        !t_fixture(gg, sizeof gg, "stories260K.gguf"))
+        return;
+    t_tmp_path(out, sizeof out, "stories-l2c.gguf");
+    pi_status st = pi_llama2c_convert(bin, tok, out, "stories260K");
+    CHECKF(st == PI_OK, "convert: %s", pi_last_error());
+    if (st) return;
+    /* same weights as llama.cpp's conversion of the same model */
+    pi_gguf *a, *b;
+    CHECK(pi_gguf_open(out, &a) == PI_OK);
+    CHECK(pi_gguf_open(gg, &b) == PI_OK);
+    int same = 0, total = 0;
+    for (int64_t i = 0; i < pi_gguf_n_tensors(a); i++) {
+        const pi_gguf_tensor *ta = pi_gguf_tensor_at(a, i);
+        char nm[128];
+        snprintf(nm, sizeof nm, "%.*s", (int)ta->name.len, ta->name.data);
+        const pi_gguf_tensor *tb = pi_gguf_find_tensor(b, nm);
+        total++;
+        same += tb && tb->nbytes == ta->nbytes && !memcmp(ta->data, tb->data, ta->nbytes);
+    }
+    CHECKF(same == total && total == 47, "%d of %d converted tensors equal stories260K.gguf's", same, total);
+    pi_gguf_close(a);
+    pi_gguf_close(b);
+    test_stories_gguf(out, "converted stories260K.bin");
+    unlink(out);
+
+    /* a checkpoint whose header disagrees with its length is refused */
+    size_t n;
+    uint8_t *ck = read_all(bin, &n);
+    pi_llama2c_config c;
+    CHECK(pi_llama2c_parse_config(ck, n - 4, &c) == PI_ERR_FORMAT);
+    CHECK(strstr(pi_last_error(), "implies") != NULL);
+    int32_t bad = -7;
+    memcpy(ck + 8, &bad, 4); /* n_layers */
+    CHECK(pi_llama2c_parse_config(ck, n, &c) == PI_ERR_FORMAT && strstr(pi_last_error(), "n_layers"));
+    CHECK(pi_llama2c_parse_config(ck, 10, &c) == PI_ERR_FORMAT);
+    free(ck);
+    uint8_t *tk = read_all(tok, &n);
+    char **strs;
+    uint64_t *lens;
+    float *scores;
+    CHECK(pi_llama2c_parse_vocab(tk, n, 512, &strs, &lens, &scores) == PI_OK);
+    CHECK(lens[1] == 5 && !memcmp(strs[1], "\n<s>\n", 5));
+    pi_llama2c_vocab_free(strs, lens, scores);
+    for (size_t cut = 0; cut < n; cut += 97)
+        CHECK(pi_llama2c_parse_vocab(tk, cut, 512, &strs, &lens, &scores) == PI_ERR_FORMAT);
+    CHECK(pi_llama2c_parse_vocab(tk, n, 513, &strs, &lens, &scores) == PI_ERR_FORMAT);
+    free(tk);
+}
+
+/* A tiny model written here, then broken in ways a user's file may be. */
+static void write_tiny(const char *path, const char *arch, const char *skip_tensor, int64_t bad_q_rows) {
+    pi_gguf_writer *w;
+    CHECK(pi_gguf_writer_create(path, false, &w) == PI_OK);
+    pi_gguf_set_str(w, "general.architecture", arch);
+    pi_gguf_set_u32(w, "llama.embedding_length", 64);
+    pi_gguf_set_u32(w, "llama.block_count", 1);
+    pi_gguf_set_u32(w, "llama.feed_forward_length", 128);
+    pi_gguf_set_u32(w, "llama.attention.head_count", 4);
+    const char *names[] = {"token_embd.weight", "output_norm.weight", "blk.0.attn_norm.weight", "blk.0.attn_q.weight",
+                           "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight",
+                           "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight",
+                           "blk.0.ffn_down.weight"};
+    int64_t shapes[][2] = {{64, 300}, {64, 1}, {64, 1}, {64, 64}, {64, 64}, {64, 64}, {64, 64},
+                           {64, 1}, {64, 128}, {64, 128}, {128, 64}};
+    if (bad_q_rows) shapes[3][1] = bad_q_rows;
+    for (int i = 0; i < 11; i++) {
+        if (skip_tensor && !strcmp(names[i], skip_tensor)) continue;
+        pi_gguf_add_tensor(w, names[i], PI_TYPE_F32, shapes[i][1] == 1 ? 1 : 2, shapes[i]);
+    }
+    pi_gguf_writer_begin_data(w);
+    float *z = calloc(300 * 64, 4);
+    for (int i = 0; i < 11; i++) {
+        if (skip_tensor && !strcmp(names[i], skip_tensor)) continue;
+        for (int64_t k = 0; k < shapes[i][0] * shapes[i][1]; k++) z[k] = 0.01f * (float)(k % 7) - 0.03f;
+        pi_gguf_write_data(w, z, (size_t)(shapes[i][0] * shapes[i][1]) * 4);
+    }
+    free(z);
+    CHECK(pi_gguf_writer_close(w) == PI_OK);
+}
+
+static void test_bad_models(void) {
+    char p[512];
+    t_tmp_path(p, sizeof p, "tiny.gguf");
+    pi_model *m = NULL;
+    write_tiny(p, "llama", NULL, 0);
+    CHECKF(pi_model_load(p, &m) == PI_OK, "%s", pi_last_error());
+    CHECK(m && m->tied_output && m->hp.n_vocab == 300 && m->hp.head_dim == 16 && m->hp.act == PI_ACT_SILU);
+    pi_session *s = NULL;
+    CHECK(pi_session_create(m, 8, 1, &s) == PI_OK);
+    int32_t toks[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    CHECK(pi_session_decode(s, toks, 9) == PI_ERR_INVALID && strstr(pi_last_error(), "context"));
+    int32_t bad = 300;
+    CHECK(pi_session_decode(s, &bad, 1) == PI_ERR_INVALID && strstr(pi_last_error(), "vocabulary"));
+    CHECK(pi_session_decode(s, toks, 8) == PI_OK && s->n_past == 8);
+    pi_session_free(s);
+    pi_model_free(m);
+    m = NULL;
+    write_tiny(p, "llama", "blk.0.ffn_up.weight", 0);
+    CHECK(pi_model_load(p, &m) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "blk.0.ffn_up.weight") && !m);
+    write_tiny(p, "gpt-neox", NULL, 0);
+    CHECK(pi_model_load(p, &m) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "gpt-neox") && !m);
+    write_tiny(p, "llama", NULL, 32);
+    CHECK(pi_model_load(p, &m) == PI_ERR_FORMAT && strstr(pi_last_error(), "attn_q") && !m);
+    unlink(p);
+    pi_model_free(NULL);
+    pi_session_free(NULL);
+}
+
+int main(void) {
+    char p[512];
+    if (t_fixture(p, sizeof p, "stories260K.gguf")) test_stories_gguf(p, "stories260K.gguf");
+    test_golden("relu-stories");
+    test_golden("drelu-stories");
+    test_golden("moe-relu-stories");
+    test_llama2c();
+    test_bad_models();
+    return t_done("test_model");
+}
