@@ -16,6 +16,8 @@ typedef struct {
 } command;
 
 static const command k_commands[] = {
+    {"run", cmd_run, "run -m FILE -p PROMPT    complete a prompt (-n N tokens; sampling options)"},
+    {"tokenize", cmd_tokenize, "tokenize -m FILE TEXT   print the token ids and pieces of a text"},
     {"inspect", cmd_inspect, "inspect FILE            print a GGUF file's metadata and tensors"},
     {"bench-kernels", cmd_bench_kernels, "bench-kernels [opts]    matvec throughput per type vs memory bandwidth"},
     {"gen-model", cmd_gen_model, "gen-model -o FILE       write a llama GGUF with random weights (--preset 7b-l8)"},

@@ -1,0 +1,179 @@
+/*
+ * common.c — shared plumbing of run, chat, perplexity and bench.
+ */
+#include "common.h"
+
+#include "args.h"
+#include "base/timer.h"
+#include "tokenizer/unicode.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+void app_opts_init(app_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 128;
+    o->sp = pi_sampler_default_params();
+}
+
+void app_usage_common(FILE *f) {
+    fprintf(f,
+            "  -m FILE              model (GGUF)\n"
+            "  -t N                 threads (default: all cores)\n"
+            "  -c N                 context size (default: the model's, at most 4096)\n"
+            "  --temp T             temperature (default 0.8; 0 = greedy)\n"
+            "  --top-k N            (default 40; 0 = off)\n"
+            "  --top-p P            (default 0.95; 1 = off)\n"
+            "  --min-p P            (default 0.05; 0 = off)\n"
+            "  --repeat-penalty R   (default 1 = off)   --repeat-last-n N (default 64)\n"
+            "  --seed N             sampling seed (default: random, printed)\n");
+}
+
+int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    long n;
+    if (!strcmp(a, "--ignore-eos")) {
+        o->ignore_eos = true;
+        return 1;
+    }
+    static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
+                                       "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
+    if (!known) return 0;
+    if (!(v = arg_value(cmd, argc, argv, i))) return -1;
+    char *end;
+    if (!strcmp(a, "-m")) o->model = v;
+    else if (!strcmp(a, "-p")) o->prompt = v;
+    else if (!strcmp(a, "-f")) o->prompt_file = v;
+    else if (!strcmp(a, "-n")) { if (!arg_int(cmd, a, v, -1, 1 << 24, &o->n_predict)) return -1; }
+    else if (!strcmp(a, "-t")) { if (!arg_int(cmd, a, v, 1, 1024, &o->threads)) return -1; }
+    else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &o->n_ctx)) return -1; }
+    else if (!strcmp(a, "--top-k")) { if (!arg_int(cmd, a, v, 0, 1 << 24, &n)) return -1; o->sp.top_k = (int32_t)n; }
+    else if (!strcmp(a, "--repeat-last-n")) { if (!arg_int(cmd, a, v, 0, 1 << 20, &n)) return -1; o->sp.repeat_last_n = (int32_t)n; }
+    else if (!strcmp(a, "--seed")) { if (!arg_int(cmd, a, v, 0, 0x7fffffff, &n)) return -1; o->sp.seed = (uint64_t)n; o->seed_given = true; }
+    else {
+        float f = strtof(v, &end);
+        float lo = !strcmp(a, "--repeat-penalty") ? 1e-3f : 0.0f, hi = !strcmp(a, "--temp") ? 100.0f : !strcmp(a, "--repeat-penalty") ? 100.0f : 1.0f;
+        if (end == v || *end || !(f >= lo && f <= hi) || (!strcmp(a, "--top-p") && f <= 0.0f)) {
+            fprintf(stderr, "pinfer: %s: %s expects a number in [%g, %g]%s, got '%s'\n", cmd, a, lo, hi,
+                    !strcmp(a, "--top-p") ? " above 0" : "", v);
+            return -1;
+        }
+        if (!strcmp(a, "--temp")) o->sp.temp = f;
+        else if (!strcmp(a, "--top-p")) o->sp.top_p = f;
+        else if (!strcmp(a, "--min-p")) o->sp.min_p = f;
+        else o->sp.repeat_penalty = f;
+    }
+    return 1;
+}
+
+bool app_load(const char *cmd, const app_opts *o, app *a) {
+    memset(a, 0, sizeof *a);
+    if (!o->model) {
+        fprintf(stderr, "pinfer: %s: -m FILE is required\n", cmd);
+        return false;
+    }
+    double t0 = pi_time_s();
+    if (pi_model_load(o->model, &a->m) || pi_tokenizer_load(a->m->gguf, &a->tok)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        app_free(a);
+        return false;
+    }
+    if (pi_tokenizer_n_vocab(a->tok) > a->m->hp.n_vocab) {
+        fprintf(stderr, "pinfer: %s: %s: the tokenizer has %d tokens but the model only %lld\n", cmd, o->model,
+                pi_tokenizer_n_vocab(a->tok), (long long)a->m->hp.n_vocab);
+        app_free(a);
+        return false;
+    }
+    int64_t n_ctx = o->n_ctx ? o->n_ctx : (a->m->hp.n_ctx_train < 4096 ? a->m->hp.n_ctx_train : 4096);
+    if (pi_session_create(a->m, n_ctx, (int)o->threads, &a->s)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        app_free(a);
+        return false;
+    }
+    a->load_s = pi_time_s() - t0;
+    return true;
+}
+
+void app_free(app *a) {
+    pi_session_free(a->s);
+    pi_tokenizer_free(a->tok);
+    pi_model_free(a->m);
+    memset(a, 0, sizeof *a);
+}
+
+bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char **owned) {
+    *owned = NULL;
+    *text = o->prompt ? o->prompt : "";
+    if (!o->prompt_file) return true;
+    if (o->prompt) {
+        fprintf(stderr, "pinfer: %s: give the prompt with -p or -f, not both\n", cmd);
+        return false;
+    }
+    FILE *f = fopen(o->prompt_file, "rb");
+    if (!f) {
+        fprintf(stderr, "pinfer: %s: cannot open prompt file %s\n", cmd, o->prompt_file);
+        return false;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        fprintf(stderr, "pinfer: %s: prompt file %s is too large\n", cmd, o->prompt_file);
+        return false;
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        fprintf(stderr, "pinfer: %s: prompt file %s contains a NUL byte\n", cmd, o->prompt_file);
+        free(buf);
+        return false;
+    }
+    *text = *owned = buf;
+    return true;
+}
+
+bool app_tokenize(const char *cmd, const app *a, const char *text, bool special, int32_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    size_t len = strlen(text), bad;
+    if (!pi_utf8_valid((const uint8_t *)text, len, &bad)) {
+        fprintf(stderr, "pinfer: %s: the prompt is not valid UTF-8 at byte %zu\n", cmd, bad);
+        return false;
+    }
+    bool bos = pi_tokenizer_add_bos(a->tok) && pi_tokenizer_bos(a->tok) >= 0;
+    size_t need = 0;
+    pi_status st = pi_tokenize(a->tok, text, len, bos, special, NULL, 0, &need);
+    if (st && st != PI_ERR_INVALID) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return false;
+    }
+    *ids = malloc((need + 1) * sizeof **ids);
+    if (!*ids || pi_tokenize(a->tok, text, len, bos, special, *ids, need, n)) {
+        fprintf(stderr, "pinfer: %s: cannot tokenize the prompt: %s\n", cmd, pi_last_error());
+        free(*ids);
+        *ids = NULL;
+        return false;
+    }
+    return true;
+}
+
+double app_peak_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}

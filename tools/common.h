@@ -1,0 +1,60 @@
+/*
+ * common.h — what the model-running subcommands share: loading a model with
+ * its tokenizer and a session, the llama.cpp-style common options, prompt
+ * tokenization with clear errors, and the run report on stderr.
+ */
+#ifndef PI_TOOLS_COMMON_H
+#define PI_TOOLS_COMMON_H
+
+#include "model/model.h"
+#include "model/session.h"
+#include "sample/sample.h"
+#include "tokenizer/tokenizer.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+typedef struct app_opts {
+    const char *model;   /* -m */
+    const char *prompt;  /* -p */
+    const char *prompt_file; /* -f */
+    long n_predict;      /* -n */
+    long threads;        /* -t (0: all cores) */
+    long n_ctx;          /* -c (0: min(training context, 4096)) */
+    bool ignore_eos;
+    bool special;        /* parse special tokens in the prompt */
+    bool seed_given;
+    pi_sampler_params sp;
+} app_opts;
+
+typedef struct app {
+    pi_model *m;
+    pi_tokenizer *tok;
+    pi_session *s;
+    double load_s;
+} app;
+
+void app_opts_init(app_opts *o);
+
+/* Try to consume option argv[*i] (and its value) as a common option.
+   Returns 1 when consumed, 0 when not a common option, -1 on a bad value
+   (message printed). */
+int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i);
+
+/* Help text of the common options. */
+void app_usage_common(FILE *f);
+
+/* Load model, tokenizer and a session; prints "pinfer: CMD: ..." on error. */
+bool app_load(const char *cmd, const app_opts *o, app *a);
+void app_free(app *a);
+
+/* The prompt text: -p, or -f FILE read whole (caller frees *owned). */
+bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char **owned);
+
+/* Tokenize text (UTF-8 checked) with BOS as the model wants; *ids malloc'd. */
+bool app_tokenize(const char *cmd, const app *a, const char *text, bool special, int32_t **ids, size_t *n);
+
+/* Peak resident memory of this process in MiB. */
+double app_peak_rss_mib(void);
+
+#endif
