@@ -1,0 +1,186 @@
+/*
+ * cmd_bench.c — `pinfer bench`: prompt-processing and decode speed of a
+ * model, next to the memory-bandwidth bound of decode measured in the same
+ * run, and optionally a peer's benchmark (llama-bench) on the same file in
+ * the same run, with the ratio.
+ *
+ * Like llama-bench: ppN evaluates N tokens as one prompt from an empty
+ * context; tgN generates N tokens one at a time from an empty context; each
+ * figure is the median of -r repetitions after one warm-up.
+ */
+#include "args.h"
+#include "cmds.h"
+#include "common.h"
+
+#include "base/timer.h"
+#include "plan/hwprobe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_REPS 50
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: pinfer bench -m FILE [options]\n"
+               "  -p N                 prompt tokens for the pp test (default 512; 0 = skip)\n"
+               "  -n N                 generated tokens for the tg test (default 128; 0 = skip)\n"
+               "  -t N                 threads (default: all cores)\n"
+               "  -r N                 repetitions, median reported (default 5)\n"
+               "  --peer PATH          also run this llama-bench binary on the same file and print ratios\n");
+}
+
+/* Parse llama-bench's CSV: avg_ts of the row with the given n_prompt/n_gen. */
+static int csv_split(char *line, char **f, int max) {
+    int n = 0;
+    char *p = line;
+    while (*p && n < max) {
+        char *start;
+        if (*p == '"') {
+            start = ++p;
+            while (*p && *p != '"') p++;
+            if (*p) *p++ = '\0';
+        } else {
+            start = p;
+            while (*p && *p != ',' && *p != '\n' && *p != '\r') p++;
+        }
+        if (*p == ',' || *p == '\n' || *p == '\r') *p++ = '\0';
+        f[n++] = start;
+    }
+    return n;
+}
+
+static bool run_peer(const char *peer, const char *model, long p, long n, long t, long r, double *pp, double *tg) {
+    char cmdline[4096];
+    *pp = *tg = 0.0;
+    int w = snprintf(cmdline, sizeof cmdline, "'%s' -m '%s' -p %ld -n %ld -t %ld -r %ld -o csv 2>/dev/null", peer,
+                     model, p, n, t, r);
+    if (w < 0 || (size_t)w >= sizeof cmdline || strchr(peer, '\'') || strchr(model, '\'')) {
+        fprintf(stderr, "pinfer: bench: peer path or model path cannot be quoted\n");
+        return false;
+    }
+    fprintf(stderr, "bench: running peer: %s\n", cmdline);
+    FILE *f = popen(cmdline, "r");
+    if (!f) return false;
+    char line[8192];
+    int i_np = -1, i_ng = -1, i_ts = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *fld[128];
+        int nf = csv_split(line, fld, 128);
+        if (i_ts < 0) {
+            for (int k = 0; k < nf; k++) {
+                if (!strcmp(fld[k], "n_prompt")) i_np = k;
+                if (!strcmp(fld[k], "n_gen")) i_ng = k;
+                if (!strcmp(fld[k], "avg_ts")) i_ts = k;
+            }
+            continue;
+        }
+        if (i_np < 0 || i_ng < 0 || nf <= i_ts || nf <= i_np || nf <= i_ng) continue;
+        long np = atol(fld[i_np]), ng = atol(fld[i_ng]);
+        double ts = atof(fld[i_ts]);
+        if (np > 0 && ng == 0) *pp = ts;
+        if (ng > 0 && np == 0) *tg = ts;
+    }
+    int st = pclose(f);
+    if (st != 0 || i_ts < 0) {
+        fprintf(stderr, "pinfer: bench: the peer failed or printed no CSV (exit status %d)\n", st);
+        return false;
+    }
+    return true;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *cmd = "bench", *peer = NULL;
+    long n_prompt = 512, n_gen = 128, reps = 5;
+    app_opts o;
+    app_opts_init(&o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-r") || !strcmp(a, "--peer")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            if (!strcmp(a, "-p") && !arg_int(cmd, a, v, 0, 1 << 20, &n_prompt)) return 2;
+            if (!strcmp(a, "-n") && !arg_int(cmd, a, v, 0, 1 << 20, &n_gen)) return 2;
+            if (!strcmp(a, "-r") && !arg_int(cmd, a, v, 1, MAX_REPS, &reps)) return 2;
+            if (!strcmp(a, "--peer")) peer = v;
+            continue;
+        }
+        int r = app_parse_common(cmd, &o, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r == 0) {
+            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    o.n_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
+    app a;
+    int32_t *toks = NULL;
+    int rc = 1;
+    if (!app_load(cmd, &o, &a)) goto out;
+    const int64_t V = a.m->hp.n_vocab;
+    const int T = pi_pool_size(a.s->pool);
+    toks = malloc((size_t)(n_prompt + 1) * sizeof *toks);
+    if (!toks) goto out;
+    for (long i = 0; i < n_prompt; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
+
+    double bw;
+    if (pi_probe_read_bw(a.s->pool, (size_t)1 << 30, 3, &bw)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        goto out;
+    }
+    double bytes = (double)pi_model_bytes_per_token(a.m);
+    double bound = bw * 1e9 / bytes;
+    printf("model: %s (%.2f GB of weights; %.1f MB read per decode token)\n", o.model, (double)a.m->weight_bytes * 1e-9,
+           bytes * 1e-6);
+    printf("memory read bandwidth, %d thread%s: %.1f GB/s -> decode bound %.1f tok/s\n", T, T > 1 ? "s" : "", bw, bound);
+    printf("%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
+
+    double pp = 0.0, tg = 0.0, v[MAX_REPS];
+    if (n_prompt > 0) {
+        for (long r = -1; r < reps; r++) {
+            pi_session_reset(a.s);
+            double t0 = pi_time_s();
+            if (pi_session_decode(a.s, toks, n_prompt)) {
+                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                goto out;
+            }
+            if (r >= 0) v[r] = (double)n_prompt / (pi_time_s() - t0);
+        }
+        pp = pi_median(v, (int)reps);
+        printf("pp%-6ld %7d %12.2f %12s\n", n_prompt, T, pp, "");
+    }
+    if (n_gen > 0) {
+        for (long r = -1; r < reps; r++) {
+            pi_session_reset(a.s);
+            int32_t tok = 1 % (int32_t)V;
+            double t0 = pi_time_s();
+            for (long i = 0; i < n_gen; i++) {
+                if (pi_session_decode(a.s, &tok, 1)) {
+                    fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                    goto out;
+                }
+                tok = (int32_t)((tok * 31 + 7) % V);
+            }
+            if (r >= 0) v[r] = (double)n_gen / (pi_time_s() - t0);
+        }
+        tg = pi_median(v, (int)reps);
+        printf("tg%-6ld %7d %12.2f %11.0f%%\n", n_gen, T, tg, 100.0 * tg / bound);
+    }
+    if (peer) {
+        double ppp, ptg;
+        if (!run_peer(peer, o.model, n_prompt, n_gen, T, reps, &ppp, &ptg)) goto out;
+        printf("peer (%s):\n", peer);
+        if (n_prompt > 0) printf("pp%-6ld %7d %12.2f   pinfer/peer = %.2f\n", n_prompt, T, ppp, ppp > 0 ? pp / ppp : 0.0);
+        if (n_gen > 0)
+            printf("tg%-6ld %7d %12.2f %11.0f%%   pinfer/peer = %.2f\n", n_gen, T, ptg, 100.0 * ptg / bound,
+                   ptg > 0 ? tg / ptg : 0.0);
+    }
+    rc = 0;
+out:
+    free(toks);
+    app_free(&a);
+    return rc;
+}
