@@ -17,7 +17,6 @@ typedef struct {
 
 static const command k_commands[] = {
     {"run", cmd_run, "run -m FILE -p PROMPT    complete a prompt (-n N tokens; sampling options)"},
-    {"tokenize", cmd_tokenize, "tokenize -m FILE TEXT   print the token ids and pieces of a text"},
     {"chat", cmd_chat, "chat -m FILE            interactive chat using the model's chat template"},
     {"perplexity", cmd_perplexity, "perplexity -m FILE --text FILE   perplexity over a text in windows of -c"},
     {"bench", cmd_bench, "bench -m FILE           prompt and decode tok/s vs the bandwidth bound (--peer llama-bench)"},

@@ -65,7 +65,7 @@ typedef struct pi_gguf_kv {
     pi_gguf_vtype arr_type;   /* type == ARRAY: element type (never ARRAY) */
     uint64_t arr_n;           /* type == ARRAY: element count */
     const void *arr_data;     /* type == ARRAY of scalars: packed little-endian elements */
-    const pi_gguf_str *arr_str; /* type == ARRAY of STRING: arr_n views (owned by the pi_gguf) */
+    const pi_gguf_str *arr_str; /* type == ARRAY of STRING: arr_n views (owned by the pi_gguf; NULL if arr_n is 0) */
 } pi_gguf_kv;
 
 typedef struct pi_gguf_tensor {
@@ -82,7 +82,11 @@ typedef struct pi_gguf_tensor {
 typedef struct pi_gguf pi_gguf;
 
 /* Map and parse a file. On success *out owns the mapping. The error message
-   names the path, the field and its byte offset. Also accepts "PWRI" magic. */
+   names the path, the field and its byte offset. Also accepts "PWRI" magic.
+   Returns PI_ERR_FORMAT for a malformed file, PI_ERR_UNSUPPORTED for a
+   well-formed one this reader does not handle (version 1 or > 3, big-endian,
+   nested arrays), PI_ERR_NOT_FOUND when the file does not exist, PI_ERR_IO
+   when it cannot be opened or mapped. */
 pi_status pi_gguf_open(const char *path, pi_gguf **out);
 
 /* Parse a buffer held by the caller (must outlive the pi_gguf); for fuzzing
@@ -94,7 +98,9 @@ void pi_gguf_close(pi_gguf *g); /* accepts NULL */
 uint32_t pi_gguf_version(const pi_gguf *g);
 bool pi_gguf_is_pwri(const pi_gguf *g);          /* magic was "PWRI" */
 uint64_t pi_gguf_alignment(const pi_gguf *g);
-uint64_t pi_gguf_data_offset(const pi_gguf *g);  /* file offset of the data section */
+/* File offset of the data section; always <= the file size (a tensor-less
+   file may end before its alignment padding: then it is the file size). */
+uint64_t pi_gguf_data_offset(const pi_gguf *g);
 uint64_t pi_gguf_file_size(const pi_gguf *g);
 const uint8_t *pi_gguf_base(const pi_gguf *g);   /* start of the mapping */
 
@@ -163,7 +169,9 @@ pi_status pi_gguf_add_tensor(pi_gguf_writer *w, const char *name, pi_type type, 
 pi_status pi_gguf_writer_begin_data(pi_gguf_writer *w);
 /* Append bytes of the current tensor (in one or several calls); moving to the
    next tensor happens when the current one is complete. Writing more than a
-   tensor's size is PI_ERR_INVALID. */
+   tensor's size is PI_ERR_INVALID (a call never spans two tensors; nothing is
+   written then). An I/O error (PI_ERR_IO, e.g. disk full) is sticky: later
+   calls fail and close removes the file. */
 pi_status pi_gguf_write_data(pi_gguf_writer *w, const void *data, size_t n);
 
 #endif

@@ -1,0 +1,83 @@
+/*
+ * dispatch.c — which kernel table runs: the best one this CPU supports, or the
+ * one PI_KERNELS names. The choice is made once (pthread_once), so every caller
+ * sees the same table and a bad PI_KERNELS is warned about once.
+ *
+ * A table is usable only when the CPU (and OS) provide every feature its file
+ * is compiled for: an AVX-512 or NEON dot-product instruction on a CPU without
+ * it would fault with SIGILL, not fall back.
+ */
+#include "kernels.h"
+
+#include "base/cpu.h"
+#include "base/log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const k_names[] = {
+#if defined(__x86_64__)
+    "avx512",
+    "avx2",
+#endif
+#if defined(__aarch64__)
+    "neon",
+#endif
+    "ref",
+    NULL,
+};
+
+const char *const *pi_kernels_names(void) { return k_names; }
+
+const pi_kernels *pi_kernels_by_name(const char *name) {
+    if (!name) return NULL;
+    if (!strcmp(name, "ref")) return &pi_kernels_ref;
+#if defined(__x86_64__) || defined(__aarch64__)
+    const pi_cpu_features *f = pi_cpu_get();
+#endif
+#if defined(__x86_64__)
+    if (!strcmp(name, "avx2")) return f->avx2 && f->fma && f->f16c ? &pi_kernels_avx2 : NULL;
+    if (!strcmp(name, "avx512"))
+        return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->fma && f->f16c
+                   ? &pi_kernels_avx512
+                   : NULL;
+#endif
+#if defined(__aarch64__)
+    if (!strcmp(name, "neon")) return f->neon && f->neon_dotprod && f->neon_fp16 ? &pi_kernels_neon : NULL;
+#endif
+    return NULL;
+}
+
+static const pi_kernels *g_chosen;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+    const char *want = getenv("PI_KERNELS");
+    if (want && *want) {
+        g_chosen = pi_kernels_by_name(want);
+        if (!g_chosen) {
+            PI_LOGW("PI_KERNELS=%s: no such kernel set in this build, or this CPU cannot run it; using ref", want);
+            g_chosen = &pi_kernels_ref;
+        }
+        return;
+    }
+    /* k_names lists the tables best first and ends with ref, which always runs */
+    for (const char *const *nm = k_names; *nm && !g_chosen; nm++) g_chosen = pi_kernels_by_name(*nm);
+}
+
+const pi_kernels *pi_kernels_get(void) {
+    pthread_once(&g_once, choose);
+    return g_chosen;
+}
+
+int pi_vec_dot_type(pi_type wtype) {
+    switch (wtype) {
+    case PI_TYPE_F32:
+    case PI_TYPE_F16:
+    case PI_TYPE_BF16: return PI_TYPE_F32;
+    case PI_TYPE_Q8_0:
+    case PI_TYPE_Q4_0: return PI_TYPE_Q8_0;
+    default: return -1;
+    }
+}

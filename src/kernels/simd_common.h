@@ -1,0 +1,65 @@
+/*
+ * simd_common.h — private to the per-ISA kernel files: the scalar tails they
+ * share with each other and the sizes of their per-call activation scratch.
+ *
+ * The tails handle the last n % width elements of F32/F16/BF16 rows (those
+ * rows may have any length); they follow ref.c's formulas but accumulate in
+ * float, like the vector bodies they finish. Quant rows never need a tail
+ * element-wise (n is a multiple of 32); their partial vector groups are
+ * handled inside each ISA file.
+ *
+ * Plain C only: this header is compiled with each ISA's flags, and since the
+ * build uses -std=c11 (so -ffp-contract=off) the compiler does not fuse these
+ * multiply-adds differently per file.
+ */
+#ifndef PI_KERNELS_SIMD_COMMON_H
+#define PI_KERNELS_SIMD_COMMON_H
+
+#include "kernels.h"
+
+#include <float.h>
+#include <math.h>
+
+/* Quant matvecs prepare the Q8_0 activation once per call into a layout the
+   weights can be multiplied with directly. The scratch lives on the stack, so
+   it is bounded: activations longer than this many blocks are prepared and
+   consumed in chunks (each row is then summed chunk by chunk). 512 blocks =
+   16384 elements covers every common row in one chunk and keeps the scratch at
+   most 48 KiB (Q8_0 on AVX-512, 96 bytes per block). */
+#define PI_SIMD_CHUNK_BLOCKS 512
+
+/* The reciprocal of a block scale as ref.c defines it (scales below FLT_MIN
+   count as zero), so every quantize_q8_0 produces the same bytes. */
+static inline float pi_simd_recip_scale(float d) { return fabsf(d) >= FLT_MIN ? 1.0f / d : 0.0f; }
+
+static inline float pi_tail_dot_f32(int64_t i, int64_t n, const float *w, const float *x) {
+    float s = 0.0f;
+    for (; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+static inline float pi_tail_dot_f16(int64_t i, int64_t n, const pi_f16 *w, const float *x) {
+    float s = 0.0f;
+    for (; i < n; i++) s += pi_f16_to_f32(w[i]) * x[i];
+    return s;
+}
+
+static inline float pi_tail_dot_bf16(int64_t i, int64_t n, const pi_bf16 *w, const float *x) {
+    float s = 0.0f;
+    for (; i < n; i++) s += pi_bf16_to_f32(w[i]) * x[i];
+    return s;
+}
+
+static inline void pi_tail_axpy_f32(int64_t i, int64_t n, float a, const float *w, float *y) {
+    for (; i < n; i++) y[i] += a * w[i];
+}
+
+static inline void pi_tail_axpy_f16(int64_t i, int64_t n, float a, const pi_f16 *w, float *y) {
+    for (; i < n; i++) y[i] += a * pi_f16_to_f32(w[i]);
+}
+
+static inline void pi_tail_axpy_bf16(int64_t i, int64_t n, float a, const pi_bf16 *w, float *y) {
+    for (; i < n; i++) y[i] += a * pi_bf16_to_f32(w[i]);
+}
+
+#endif

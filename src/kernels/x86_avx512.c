@@ -1,0 +1,503 @@
+/*
+ * x86_avx512.c — the kernel table for AVX-512 (F, BW, VL, DQ) + VNNI + FMA + F16C.
+ *
+ * Compiled with those ISA flags only here; pi_kernels_get() hands this table out
+ * only on CPUs that have all of them. Semantics are ref.c's; quantize_q8_0 gives
+ * ref's exact bytes.
+ *
+ * The quant matvecs are built to be memory-bound: a decode step streams every
+ * weight byte once, so a Q4_0 row must cost well under the ~4 cycles per 18-byte
+ * block that DRAM bandwidth leaves per core. Hence:
+ *   - the Q8_0 activation is prepared once per call into a layout that lines up
+ *     with the weights as they lie in the file (no repacking of the weights):
+ *     groups of 4 blocks (Q4_0) or 2 blocks (Q8_0) per 512-bit vector, with the
+ *     per-lane correction for unsigned weights (see below) and the activation
+ *     scales broadcast to the lanes of their block;
+ *   - VNNI vpdpbusd multiplies unsigned by signed bytes, so weights are made
+ *     unsigned (Q4_0 nibbles as they are, Q8_0 plus 128) and the offset is
+ *     removed exactly by starting each accumulation at -8 (or -128) times the
+ *     sum of the activation bytes feeding that lane: the integer dot per block
+ *     is exact, and no instruction is spent on the correction;
+ *   - scales are taken from a 64-byte load of the group with one word permute
+ *     and one F16C conversion, giving each lane its block's d_w;
+ *   - four rows are processed together so activation loads are shared, each row
+ *     keeps a vector accumulator and is reduced horizontally once.
+ * Quant rows are only 2-byte aligned (18- and 34-byte blocks); every load is
+ * unaligned and no plain load reaches past the last block of a row (partial
+ * groups use masked loads, which do not fault).
+ */
+#include "simd_common.h"
+
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* EXPERIMENT KNOBS (to be removed) */
+#ifndef PI_R4
+#define PI_R4 1
+#endif
+#ifndef PI_PF_DIST
+#define PI_PF_DIST 0
+#endif
+#ifndef PI_PF_NEXT
+#define PI_PF_NEXT 1
+#endif
+#ifndef PI_PF_HINT
+#define PI_PF_HINT _MM_HINT_T0
+#endif
+
+/* ---------------------------------------------------------------- helpers */
+
+INLINE float f16_scalar(pi_f16 h) { return _cvtsh_ss(h); }
+
+INLINE float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 16 weights of a float-like type, widened to f32. */
+INLINE __m512 load16(pi_type t, const void *w, int64_t i) {
+    switch (t) {
+    case PI_TYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const pi_f16 *)w + i)));
+    case PI_TYPE_BF16: {
+        __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const pi_bf16 *)w + i)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    }
+    default: return _mm512_loadu_ps((const float *)w + i);
+    }
+}
+
+INLINE float tail_dot(pi_type t, int64_t i, int64_t n, const void *w, const float *x) {
+    switch (t) {
+    case PI_TYPE_F16: return pi_tail_dot_f16(i, n, w, x);
+    case PI_TYPE_BF16: return pi_tail_dot_bf16(i, n, w, x);
+    default: return pi_tail_dot_f32(i, n, w, x);
+    }
+}
+
+/* ------------------------------------------------------------- quantize */
+
+static void pi_quantize_q8_0_avx512(const float *x, pi_block_q8_0 *y, int64_t n) {
+    for (int64_t b = 0; b < n / PI_QK8_0; b++) {
+        const __m512 v0 = _mm512_loadu_ps(x + b * PI_QK8_0);
+        const __m512 v1 = _mm512_loadu_ps(x + b * PI_QK8_0 + 16);
+        /* Same operations as ref: max|x| (order-free), one division, one
+           reciprocal, one product, conversion in the MXCSR mode (round half to
+           even, like nearbyintf). */
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float d = amax / 127.0f;
+        const __m512 id = _mm512_set1_ps(pi_simd_recip_scale(d));
+        y[b].d = pi_f32_to_f16(d);
+        _mm_storeu_si128((__m128i *)y[b].qs, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, id))));
+        _mm_storeu_si128((__m128i *)(y[b].qs + 16),
+                         _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, id))));
+    }
+}
+
+/* ------------------------------------------------------- F32, F16, BF16 */
+
+/* sums[k] = dot(row k, x) for R rows stride bytes apart. Two accumulators per
+   row hide the FMA latency when R is small. */
+INLINE void float_rows(pi_type t, const int R, int64_t n, const uint8_t *w, size_t stride, const float *x,
+                       float *sums) {
+    __m512 acc0[4], acc1[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) acc0[k] = acc1[k] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            acc0[k] = _mm512_fmadd_ps(load16(t, w + k * stride, i), x0, acc0[k]);
+            acc1[k] = _mm512_fmadd_ps(load16(t, w + k * stride, i + 16), x1, acc1[k]);
+        }
+    }
+    if (i + 16 <= n) {
+        const __m512 x0 = _mm512_loadu_ps(x + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) acc0[k] = _mm512_fmadd_ps(load16(t, w + k * stride, i), x0, acc0[k]);
+        i += 16;
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+        sums[k] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[k], acc1[k])) + tail_dot(t, i, n, w + k * stride, x);
+}
+
+INLINE void float_matvec(pi_type t, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                         const float *x, float *y) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) float_rows(t, 4, n, (const uint8_t *)W + (size_t)r * stride, stride, x, y + r);
+    for (; r < r1; r++) float_rows(t, 1, n, (const uint8_t *)W + (size_t)r * stride, stride, x, y + r);
+}
+
+INLINE void float_axpy(pi_type t, int64_t n, float a, const void *w, float *y) {
+    const __m512 va = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, load16(t, w, i), _mm512_loadu_ps(y + i)));
+    switch (t) {
+    case PI_TYPE_F16: pi_tail_axpy_f16(i, n, a, w, y); break;
+    case PI_TYPE_BF16: pi_tail_axpy_bf16(i, n, a, w, y); break;
+    default: pi_tail_axpy_f32(i, n, a, w, y); break;
+    }
+}
+
+static float pi_vec_dot_f32_avx512(int64_t n, const void *w, const void *x) {
+    float s;
+    float_rows(PI_TYPE_F32, 1, n, w, 0, x, &s);
+    return s;
+}
+static float pi_vec_dot_f16_avx512(int64_t n, const void *w, const void *x) {
+    float s;
+    float_rows(PI_TYPE_F16, 1, n, w, 0, x, &s);
+    return s;
+}
+static float pi_vec_dot_bf16_avx512(int64_t n, const void *w, const void *x) {
+    float s;
+    float_rows(PI_TYPE_BF16, 1, n, w, 0, x, &s);
+    return s;
+}
+static void pi_matvec_f32_avx512(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *x,
+                                 float *y) {
+    float_matvec(PI_TYPE_F32, n, W, stride, r0, r1, x, y);
+}
+static void pi_matvec_f16_avx512(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *x,
+                                 float *y) {
+    float_matvec(PI_TYPE_F16, n, W, stride, r0, r1, x, y);
+}
+static void pi_matvec_bf16_avx512(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *x,
+                                  float *y) {
+    float_matvec(PI_TYPE_BF16, n, W, stride, r0, r1, x, y);
+}
+static void pi_axpy_f32_avx512(int64_t n, float a, const void *w, float *y) { float_axpy(PI_TYPE_F32, n, a, w, y); }
+static void pi_axpy_f16_avx512(int64_t n, float a, const void *w, float *y) { float_axpy(PI_TYPE_F16, n, a, w, y); }
+static void pi_axpy_bf16_avx512(int64_t n, float a, const void *w, float *y) {
+    float_axpy(PI_TYPE_BF16, n, a, w, y);
+}
+
+/* ------------------------------------------------------------ Q4_0 x Q8_0 */
+
+/* The activation for 4 consecutive blocks, matching a 512-bit vector holding
+   the 4 weight blocks' 16 bytes of packed nibbles in order: byte 16k+j is
+   block k's byte j, whose low nibble is weight j and high nibble weight j+16. */
+typedef struct {
+    __m512i xlo;   /* bytes 16k..16k+15: block k's x[0..15] */
+    __m512i xhi;   /* bytes 16k..16k+15: block k's x[16..31] */
+    __m512i ncorr; /* lane l: -8 * the sum of the xlo and xhi bytes 4l..4l+3 */
+    __m512 dx;     /* lane l: d_x of block l/4 */
+} q4_0_group;
+
+/* Blocks past nb are zero (scale 0, no correction), so a partial last group
+   adds nothing for them whatever the weight lanes hold. */
+INLINE __m256i x_qs_or_zero(const pi_block_q8_0 *x, int64_t b, int64_t nb) {
+    return b < nb ? _mm256_loadu_si256((const __m256i *)x[b].qs) : _mm256_setzero_si256();
+}
+INLINE pi_f16 x_d_or_zero(const pi_block_q8_0 *x, int64_t b, int64_t nb) { return b < nb ? x[b].d : 0; }
+
+static void prep_q4_0(const pi_block_q8_0 *x, int64_t nb, q4_0_group *g) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i bcast4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int64_t b = 0; b < nb; b += 4, g++) {
+        const __m256i q0 = x_qs_or_zero(x, b, nb), q1 = x_qs_or_zero(x, b + 1, nb);
+        const __m256i q2 = x_qs_or_zero(x, b + 2, nb), q3 = x_qs_or_zero(x, b + 3, nb);
+        const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(q0, q1, 0x20)),
+                                              _mm256_permute2x128_si256(q2, q3, 0x20), 1);
+        const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_permute2x128_si256(q0, q1, 0x31)),
+                                              _mm256_permute2x128_si256(q2, q3, 0x31), 1);
+        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo);
+        s = _mm512_dpbusd_epi32(s, ones, hi);
+        const __m128i d = _mm_setr_epi16((short)x_d_or_zero(x, b, nb), (short)x_d_or_zero(x, b + 1, nb),
+                                         (short)x_d_or_zero(x, b + 2, nb), (short)x_d_or_zero(x, b + 3, nb), 0, 0,
+                                         0, 0);
+        g->xlo = lo;
+        g->xhi = hi;
+        g->ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 3));
+        g->dx = _mm512_permutexvar_ps(bcast4, _mm512_castps128_ps512(_mm_cvtph_ps(d)));
+    }
+}
+
+/* The sum over 4 blocks of d_w * d_x * idot, per lane (4 lanes per block), for
+   packed nibbles q (byte 16k+j = block k's qs[j]) and 16 scales in the low
+   half of dw16 (4 copies of each block's d_w). */
+INLINE __m512 q4_0_group_dot(__m512 acc, const q4_0_group *G, __m512i q, __m256i dw16) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i lo = _mm512_and_si512(q, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    __m512i i32 = _mm512_dpbusd_epi32(G->ncorr, lo, G->xlo);
+    i32 = _mm512_dpbusd_epi32(i32, hi, G->xhi);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(_mm512_cvtph_ps(dw16), G->dx), acc);
+}
+
+/* sums[k] = dot over nb blocks of row k (R rows stride bytes apart). */
+INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_group *g, int64_t nb, float *sums) {
+    /* words 0, 9, 18, 27 of a group are the 4 scales; each goes to 4 lanes */
+    const __m512i sidx = _mm512_setr_epi32(0, 0, 0x00090009, 0x00090009, 0x00120012, 0x00120012, 0x001b001b,
+                                           0x001b001b, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) acc[k] = _mm512_setzero_ps();
+    const int64_t nfull = nb / 4;
+    for (int64_t gi = 0; gi < nfull; gi++) {
+        const q4_0_group *G = g + gi;
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w + k * stride + gi * (4 * sizeof(pi_block_q4_0));
+#if PI_PF_DIST
+            _mm_prefetch((const char *)p + PI_PF_DIST, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + PI_PF_DIST + 71, _MM_HINT_T0);
+#endif
+#if PI_PF_NEXT
+            _mm_prefetch((const char *)p + PI_PF_NEXT * R * stride, PI_PF_HINT);
+            _mm_prefetch((const char *)p + PI_PF_NEXT * R * stride + 71, PI_PF_HINT);
+#endif
+            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + 2)));
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 20)), 1);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 38)), 2);
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 56)), 3);
+            const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, _mm512_loadu_si512(p)));
+            acc[k] = q4_0_group_dot(acc[k], G, q, dw);
+        }
+    }
+    if (nb > nfull * 4) {
+        /* 1-3 blocks (at most 54 bytes): one masked load holds them all; the
+           nibbles of block k are words 9k+1..9k+8. Lanes of absent blocks meet
+           zero activations and zero scales. */
+        const __m512i qidx = _mm512_setr_epi32(0x00020001, 0x00040003, 0x00060005, 0x00080007, 0x000b000a,
+                                               0x000d000c, 0x000f000e, 0x00110010, 0x00140013, 0x00160015,
+                                               0x00180017, 0x001a0019, 0, 0, 0, 0);
+        const __mmask64 mask = (1ull << ((nb - nfull * 4) * sizeof(pi_block_q4_0))) - 1;
+        const q4_0_group *G = g + nfull;
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const __m512i a = _mm512_maskz_loadu_epi8(mask, w + k * stride + nfull * (4 * sizeof(pi_block_q4_0)));
+            const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a));
+            acc[k] = q4_0_group_dot(acc[k], G, _mm512_permutexvar_epi16(qidx, a), dw);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) sums[k] = _mm512_reduce_add_ps(acc[k]);
+}
+
+
+/* Runs a rows kernel over [r0, r1) four rows at a time, then one by one, for
+   one chunk of the prepared activation; the first chunk assigns y, later ones
+   add to it. */
+#define QUANT_MATVEC_ROWS(rows_fn, base, stride, r0, r1, g, cb, y, first)                         \
+    do {                                                                                          \
+        float s_[4];                                                                              \
+        int64_t r_ = (r0);                                                                        \
+        for (; PI_R4 && r_ + 4 <= (r1); r_ += 4) {                                                       \
+            rows_fn(4, (base) + (size_t)r_ * (stride), (stride), (g), (cb), s_);                  \
+            for (int k_ = 0; k_ < 4; k_++) (y)[r_ + k_] = (first) ? s_[k_] : (y)[r_ + k_] + s_[k_]; \
+        }                                                                                         \
+        for (; r_ < (r1); r_++) {                                                                 \
+            rows_fn(1, (base) + (size_t)r_ * (stride), (stride), (g), (cb), s_);                  \
+            (y)[r_] = (first) ? s_[0] : (y)[r_] + s_[0];                                          \
+        }                                                                                         \
+    } while (0)
+
+static void pi_matvec_q4_0_q8_0_avx512(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                       const void *vx, float *y) {
+    const pi_block_q8_0 *x = vx;
+    const int64_t nb = n / PI_QK4_0;
+    q4_0_group g[PI_SIMD_CHUNK_BLOCKS / 4];
+    if (nb == 0)
+        for (int64_t r = r0; r < r1; r++) y[r] = 0.0f;
+    for (int64_t c0 = 0; c0 < nb; c0 += PI_SIMD_CHUNK_BLOCKS) {
+        const int64_t cb = nb - c0 < PI_SIMD_CHUNK_BLOCKS ? nb - c0 : PI_SIMD_CHUNK_BLOCKS;
+        prep_q4_0(x + c0, cb, g);
+        const uint8_t *base = (const uint8_t *)W + c0 * sizeof(pi_block_q4_0);
+        QUANT_MATVEC_ROWS(q4_0_rows, base, stride, r0, r1, g, cb, y, c0 == 0);
+    }
+}
+
+static float pi_vec_dot_q4_0_q8_0_avx512(int64_t n, const void *vw, const void *vx) {
+    /* One row: preparing the activation would cost as much as the row, so each
+       block is handled on its own, nibbles in natural order in 256 bits; the
+       offset of 8 is removed with a second dot against bytes of 8. */
+    const pi_block_q4_0 *w = vw;
+    const pi_block_q8_0 *x = vx;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), eights = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const int64_t nb = n / PI_QK4_0;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        for (int k = 0; k < 2; k++) {
+            const __m128i q = _mm_loadu_si128((const __m128i *)w[b + k].qs);
+            const __m256i q4 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+            const __m256i xq = _mm256_loadu_si256((const __m256i *)x[b + k].qs);
+            const __m256i i32 = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4, xq),
+                                                 _mm256_dpbusd_epi32(_mm256_setzero_si256(), eights, xq));
+            const __m256 s = _mm256_set1_ps(f16_scalar(w[b + k].d) * f16_scalar(x[b + k].d));
+            if (k) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, acc1);
+            else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, acc0);
+        }
+    }
+    if (b < nb) {
+        const __m128i q = _mm_loadu_si128((const __m128i *)w[b].qs);
+        const __m256i q4 = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+        const __m256i xq = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const __m256i i32 = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4, xq),
+                                             _mm256_dpbusd_epi32(_mm256_setzero_si256(), eights, xq));
+        const __m256 s = _mm256_set1_ps(f16_scalar(w[b].d) * f16_scalar(x[b].d));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, acc0);
+    }
+    return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
+static void pi_axpy_q4_0_avx512(int64_t n, float a, const void *vw, float *y) {
+    const pi_block_q4_0 *w = vw;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m512i eight = _mm512_set1_epi32(8);
+    for (int64_t b = 0; b < n / PI_QK4_0; b++, y += PI_QK4_0) {
+        const __m512 ad = _mm512_set1_ps(a * f16_scalar(w[b].d));
+        const __m128i q = _mm_loadu_si128((const __m128i *)w[b].qs);
+        const __m512i lo = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(q, m4)), eight);
+        const __m512i hi = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), m4)), eight);
+        _mm512_storeu_ps(y, _mm512_fmadd_ps(ad, _mm512_cvtepi32_ps(lo), _mm512_loadu_ps(y)));
+        _mm512_storeu_ps(y + 16, _mm512_fmadd_ps(ad, _mm512_cvtepi32_ps(hi), _mm512_loadu_ps(y + 16)));
+    }
+}
+
+/* ------------------------------------------------------------ Q8_0 x Q8_0 */
+
+/* The activation for 2 consecutive blocks, matching a 512-bit vector with the
+   two weight blocks' 32 bytes each. */
+typedef struct {
+    __m512i xq;    /* bytes 32k..32k+31: block k's x */
+    __m512i ncorr; /* lane l: -128 * the sum of xq bytes 4l..4l+3 */
+    __m512 dx;     /* lane l: d_x of block l/8 */
+} q8_0_pair;
+
+static void prep_q8_0(const pi_block_q8_0 *x, int64_t nb, q8_0_pair *g) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i bcast8 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int64_t b = 0; b < nb; b += 2, g++) {
+        const __m512i xq = _mm512_inserti64x4(_mm512_castsi256_si512(x_qs_or_zero(x, b, nb)),
+                                              x_qs_or_zero(x, b + 1, nb), 1);
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xq);
+        const __m128i d = _mm_setr_epi16((short)x_d_or_zero(x, b, nb), (short)x_d_or_zero(x, b + 1, nb), 0, 0,
+                                         0, 0, 0, 0);
+        g->xq = xq;
+        g->ncorr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 7));
+        g->dx = _mm512_permutexvar_ps(bcast8, _mm512_castps128_ps512(_mm_cvtph_ps(d)));
+    }
+}
+
+INLINE __m512 q8_0_pair_dot(__m512 acc, const q8_0_pair *G, __m512i q, __m256i dw16) {
+    /* w + 128 as unsigned bytes; ncorr takes the 128 * sum(x) back out */
+    const __m512i qu = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
+    const __m512i i32 = _mm512_dpbusd_epi32(G->ncorr, qu, G->xq);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(_mm512_cvtph_ps(dw16), G->dx), acc);
+}
+
+INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const q8_0_pair *g, int64_t nb, float *sums) {
+    /* words 0 and 17 of a pair are its 2 scales; each goes to 8 lanes */
+    const __m512i sidx = _mm512_setr_epi32(0, 0, 0, 0, 0x00110011, 0x00110011, 0x00110011, 0x00110011, 0, 0, 0, 0,
+                                           0, 0, 0, 0);
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) acc[k] = _mm512_setzero_ps();
+    const int64_t nfull = nb / 2;
+    for (int64_t pi = 0; pi < nfull; pi++) {
+        const q8_0_pair *G = g + pi;
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w + k * stride + pi * (2 * sizeof(pi_block_q8_0));
+            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
+                                                 _mm256_loadu_si256((const __m256i *)(p + 36)), 1);
+            const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, _mm512_loadu_si512(p)));
+            acc[k] = q8_0_pair_dot(acc[k], G, q, dw);
+        }
+    }
+    if (nb & 1) {
+        /* the last block alone (34 bytes) by a masked load: its qs are words
+           1..16; the absent second block meets zero activations and scale */
+        const __m512i qidx = _mm512_setr_epi32(0x00020001, 0x00040003, 0x00060005, 0x00080007, 0x000a0009,
+                                               0x000c000b, 0x000e000d, 0x0010000f, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __mmask64 mask = (1ull << sizeof(pi_block_q8_0)) - 1;
+        const q8_0_pair *G = g + nfull;
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const __m512i a = _mm512_maskz_loadu_epi8(mask, w + k * stride + nfull * (2 * sizeof(pi_block_q8_0)));
+            const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a));
+            acc[k] = q8_0_pair_dot(acc[k], G, _mm512_permutexvar_epi16(qidx, a), dw);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) sums[k] = _mm512_reduce_add_ps(acc[k]);
+}
+
+static void pi_matvec_q8_0_q8_0_avx512(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                       const void *vx, float *y) {
+    const pi_block_q8_0 *x = vx;
+    const int64_t nb = n / PI_QK8_0;
+    q8_0_pair g[PI_SIMD_CHUNK_BLOCKS / 2];
+    if (nb == 0)
+        for (int64_t r = r0; r < r1; r++) y[r] = 0.0f;
+    for (int64_t c0 = 0; c0 < nb; c0 += PI_SIMD_CHUNK_BLOCKS) {
+        const int64_t cb = nb - c0 < PI_SIMD_CHUNK_BLOCKS ? nb - c0 : PI_SIMD_CHUNK_BLOCKS;
+        prep_q8_0(x + c0, cb, g);
+        const uint8_t *base = (const uint8_t *)W + c0 * sizeof(pi_block_q8_0);
+        QUANT_MATVEC_ROWS(q8_0_rows, base, stride, r0, r1, g, cb, y, c0 == 0);
+    }
+}
+
+static float pi_vec_dot_q8_0_q8_0_avx512(int64_t n, const void *vw, const void *vx) {
+    const pi_block_q8_0 *w = vw, *x = vx;
+    const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi8(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const int64_t nb = n / PI_QK8_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i wq = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w[b].qs), bias);
+        const __m256i xq = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        /* (w + 128) . x - 128 * sum(x) */
+        const __m256i sx = _mm256_slli_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, xq), 7);
+        const __m256i i32 = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, xq), sx);
+        const __m256 s = _mm256_set1_ps(f16_scalar(w[b].d) * f16_scalar(x[b].d));
+        if (b & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, acc1);
+        else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), s, acc0);
+    }
+    return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
+static void pi_axpy_q8_0_avx512(int64_t n, float a, const void *vw, float *y) {
+    const pi_block_q8_0 *w = vw;
+    for (int64_t b = 0; b < n / PI_QK8_0; b++, y += PI_QK8_0) {
+        const __m512 ad = _mm512_set1_ps(a * f16_scalar(w[b].d));
+        const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w[b].qs)));
+        const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w[b].qs + 16))));
+        _mm512_storeu_ps(y, _mm512_fmadd_ps(ad, q0, _mm512_loadu_ps(y)));
+        _mm512_storeu_ps(y + 16, _mm512_fmadd_ps(ad, q1, _mm512_loadu_ps(y + 16)));
+    }
+}
+
+const pi_kernels pi_kernels_avx512 = {
+    .name = "avx512",
+    .quantize_q8_0 = pi_quantize_q8_0_avx512,
+    .vec_dot =
+        {
+            [PI_TYPE_F32] = pi_vec_dot_f32_avx512,
+            [PI_TYPE_F16] = pi_vec_dot_f16_avx512,
+            [PI_TYPE_BF16] = pi_vec_dot_bf16_avx512,
+            [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_avx512,
+            [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_avx512,
+        },
+    .axpy =
+        {
+            [PI_TYPE_F32] = pi_axpy_f32_avx512,
+            [PI_TYPE_F16] = pi_axpy_f16_avx512,
+            [PI_TYPE_BF16] = pi_axpy_bf16_avx512,
+            [PI_TYPE_Q8_0] = pi_axpy_q8_0_avx512,
+            [PI_TYPE_Q4_0] = pi_axpy_q4_0_avx512,
+        },
+    .matvec =
+        {
+            [PI_TYPE_F32] = pi_matvec_f32_avx512,
+            [PI_TYPE_F16] = pi_matvec_f16_avx512,
+            [PI_TYPE_BF16] = pi_matvec_bf16_avx512,
+            [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_avx512,
+            [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_avx512,
+        },
+};

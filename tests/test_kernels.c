@@ -1,0 +1,498 @@
+/*
+ * test_kernels.c — the kernels against their specification.
+ *
+ *   1. Scalar half-precision conversions: every f16/bf16 pattern round-trips,
+ *      and f32 -> f16/bf16 rounds to nearest-even as a float64 model does.
+ *   2. The reference (ref.c): quantize -> dequantize error bounds, and its dot
+ *      products against a float64 dot of the dequantized values.
+ *   3. Every table this host runs against ref, on random data: quantize_q8_0
+ *      byte for byte; vec_dot, matvec and axpy within named tolerances, for
+ *      every weight type, short/odd/long rows, several seeds, inputs at odd
+ *      (but legal) alignments, matvec row ranges with padded rows and sentinel
+ *      outputs, axpy with a sentinel past y[n].
+ *   4. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
+ *
+ * Tolerances are relative to S = sum |w_i x_i| over the dequantized values: a
+ * float sum of k terms is off by at most about k * 2^-24 * S however the terms
+ * cancel, so S (not the result) is the scale that bounds correct kernels.
+ */
+#include "kernels/kernels.h"
+#include "test_util.h"
+
+#include <float.h>
+#include <sys/wait.h>
+
+/* Worst-case float summation error, as a fraction of S, for a kernel that adds
+   k terms in sequence per lane: k roundings of at most 2^-24 each, plus 64 for
+   the horizontal reductions, scalar tails and chunk sums. A SIMD row of n
+   elements has at most n / 8 terms per lane (8 lanes is the narrowest table);
+   ref accumulates in double and rounds once, which the slack covers. */
+#define TOL_FLOAT_REL(n) ((double)((n) / 8 + 64) * 0x1p-24)
+
+/* Quant dots: each block's integer dot is exact in every table; the block's
+   term d_w * d_x * idot costs up to 3 roundings (scale product, conversion,
+   FMA) and then adds to a lane that holds at most nb terms. */
+#define TOL_Q_REL(nb) ((double)(3 * (nb) + 64) * 0x1p-24)
+
+/* ref's double accumulation vs an exact float64 model: one final rounding to
+   float (2^-24 of the result, hence of S) plus double-precision noise. */
+#define TOL_REF_REL 0x1p-22
+
+/* axpy: ref rounds a*w then the sum (2 roundings), SIMD may fuse them (1):
+   they differ by at most 2 ulps of |y| + |a w|. */
+#define TOL_AXPY_REL 0x1p-22
+
+#define SENTINEL (-1234.5678f)
+
+static const pi_type k_types[] = {PI_TYPE_F32, PI_TYPE_F16, PI_TYPE_BF16, PI_TYPE_Q8_0, PI_TYPE_Q4_0};
+
+static bool is_quant(pi_type t) { return t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0; }
+
+/* ------------------------------------------------------------ data */
+
+/* Random values whose magnitude changes every 32 elements over ~5 decades,
+   so quant blocks see very different scales; every 11th block (for some
+   seeds) is all zero, which gives a zero scale. */
+static void fill_random(t_rng *r, float *x, int64_t n, bool zero_blocks) {
+    for (int64_t b = 0; b * 32 < n; b++) {
+        const float scale = powf(10.0f, 4.0f * (t_uniform(r) + 1.0f) * 0.5f - 3.0f);
+        const bool zero = zero_blocks && b % 11 == 5;
+        for (int64_t i = b * 32; i < n && i < (b + 1) * 32; i++) x[i] = zero ? 0.0f : t_normal(r) * scale;
+    }
+}
+
+/* A buffer of `size` bytes at `offset` bytes past a malloc'd base, so ASan
+   flags any read past its end and the data start is misaligned on purpose. */
+typedef struct {
+    uint8_t *base;
+    uint8_t *p;
+} tbuf;
+
+static tbuf tbuf_new(size_t size, size_t offset) {
+    tbuf b;
+    b.base = malloc(size + offset);
+    if (!b.base) abort();
+    b.p = b.base + offset;
+    return b;
+}
+
+static void tbuf_free(tbuf *b) { free(b->base); }
+
+/* The legal misalignment for data of type t: quant blocks and halves are
+   2-byte aligned in files, floats 4. */
+static size_t odd_offset(pi_type t, uint64_t seed) {
+    if (t == PI_TYPE_F32) return 4 + 8 * (seed & 1);
+    return 2 + 4 * (seed & 1);
+}
+
+/* ------------------------------------------------------------ 1. conversions */
+
+/* Correctly rounded (RNE) f16 value of a finite float, in double. */
+static double f16_model(double v) {
+    const double a = fabs(v);
+    if (a >= 65520.0) return copysign(INFINITY, v); /* the tie at 65520 goes up (to even) */
+    double q = 0x1p-24;                             /* subnormal spacing */
+    if (a >= 0x1p-14) {
+        int e;
+        frexp(a, &e); /* a in [2^(e-1), 2^e) */
+        q = ldexp(1.0, e - 1 - 10);
+    }
+    return copysign(nearbyint(a / q) * q, v);
+}
+
+/* Correctly rounded (RNE) bf16 value of a finite float, in double. */
+static double bf16_model(double v) {
+    const double a = fabs(v);
+    double q = 0x1p-133; /* subnormal spacing: 7 mantissa bits below 2^-126 */
+    if (a >= 0x1p-126) {
+        int e;
+        frexp(a, &e);
+        q = ldexp(1.0, e - 1 - 7);
+    }
+    const double r = nearbyint(a / q) * q;
+    return copysign(r >= 0x1p128 ? INFINITY : r, v);
+}
+
+static float f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static bool same_value(double got, double want) {
+    return got == want && signbit(got) == signbit(want); /* +0 and -0 differ */
+}
+
+static void test_conversions(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        const float f = pi_f16_to_f32((pi_f16)h);
+        const pi_f16 back = pi_f32_to_f16(f);
+        const bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+        if (nan ? !(isnan(f) && (back & 0x7c00) == 0x7c00 && (back & 0x3ff)) : back != h) bad++;
+    }
+    CHECKF(bad == 0, "%d f16 patterns do not round-trip", bad);
+
+    bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        const float f = pi_bf16_to_f32((pi_bf16)h);
+        const pi_bf16 back = pi_f32_to_bf16(f);
+        const bool nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+        if (nan ? !(isnan(f) && isnan(pi_bf16_to_f32(back))) : back != h) bad++;
+    }
+    CHECKF(bad == 0, "%d bf16 patterns do not round-trip", bad);
+
+    /* Random floats: exponents from deep in the f16 subnormal range to past
+       its overflow (and over the whole f32 range for bf16), plus exact ties
+       halfway between neighbouring f16 / bf16 values. */
+    t_rng r = {0x5eed};
+    int bad16 = 0, bad_bf = 0, bad_tie16 = 0, bad_tiebf = 0;
+    for (int i = 0; i < 200000; i++) {
+        const uint64_t u = t_next(&r);
+        const uint32_t sign = (uint32_t)(u >> 63) << 31;
+        const uint32_t exp16 = 127 - 30 + (uint32_t)((u >> 32) % 48); /* 2^-30 .. 2^17 */
+        const float f = f32_from_bits(sign | exp16 << 23 | ((uint32_t)u & 0x7fffff));
+        if (!same_value(pi_f16_to_f32(pi_f32_to_f16(f)), f16_model(f))) bad16++;
+
+        const uint32_t exp32 = (uint32_t)((u >> 40) % 255); /* every finite exponent */
+        const float g = f32_from_bits(sign | exp32 << 23 | ((uint32_t)u & 0x7fffff));
+        if (!same_value(pi_bf16_to_f32(pi_f32_to_bf16(g)), bf16_model(g))) bad_bf++;
+
+        const pi_f16 h = (pi_f16)(u >> 16 & 0x7bfe); /* finite, with a finite successor */
+        const float tie16 = (float)(((double)pi_f16_to_f32(h) + pi_f16_to_f32((pi_f16)(h + 1))) / 2);
+        if (!same_value(pi_f16_to_f32(pi_f32_to_f16(tie16)), f16_model(tie16))) bad_tie16++;
+
+        const pi_bf16 hb = (pi_bf16)(u >> 16 & 0x7f7e);
+        const float tiebf = (float)(((double)pi_bf16_to_f32(hb) + pi_bf16_to_f32((pi_bf16)(hb + 1))) / 2);
+        if (!same_value(pi_bf16_to_f32(pi_f32_to_bf16(tiebf)), bf16_model(tiebf))) bad_tiebf++;
+    }
+    CHECKF(bad16 == 0, "%d random floats round to f16 differently from the model", bad16);
+    CHECKF(bad_bf == 0, "%d random floats round to bf16 differently from the model", bad_bf);
+    CHECKF(bad_tie16 == 0, "%d f16 ties not rounded to even", bad_tie16);
+    CHECKF(bad_tiebf == 0, "%d bf16 ties not rounded to even", bad_tiebf);
+    CHECK(pi_f32_to_f16(65519.0f) == 0x7bff && pi_f32_to_f16(65520.0f) == 0x7c00);
+    CHECK(pi_f32_to_f16(-INFINITY) == 0xfc00 && isnan(pi_f16_to_f32(pi_f32_to_f16(NAN))));
+}
+
+/* ------------------------------------------------------------ 2. reference */
+
+static void test_quantize_bounds(void) {
+    t_rng r = {42};
+    const int64_t n = 32 * 257;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    void *q = malloc(pi_row_size(PI_TYPE_Q8_0, n));
+    fill_random(&r, x, n, true);
+
+    /* Q8_0: q = round(x / d) with d = amax / 127, so |x - q d| <= d / 2; the
+       stored scale is d rounded to f16, which moves q d by |q| |d - d16|. */
+    pi_quantize_row(PI_TYPE_Q8_0, x, q, n);
+    pi_dequantize_row(PI_TYPE_Q8_0, q, y, n);
+    int bad = 0;
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        const double d = amax / 127.0f, d16 = pi_f16_to_f32(((pi_block_q8_0 *)q)[b].d);
+        const double bound = d / 2 * (1 + 1e-6) + 127 * fabs(d - d16);
+        for (int j = 0; j < 32; j++) bad += fabs((double)x[b * 32 + j] - y[b * 32 + j]) > bound;
+    }
+    CHECKF(bad == 0, "Q8_0: %d elements off by more than d/2", bad);
+
+    /* Q4_0: |x - (q - 8) d| <= |d| / 2 with d = m / -8, except for elements
+       near -m (x / d >= 7.5) that clamp to 15: off by up to |d|. */
+    pi_quantize_row(PI_TYPE_Q4_0, x, q, n);
+    pi_dequantize_row(PI_TYPE_Q4_0, q, y, n);
+    bad = 0;
+    int clamped = 0;
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0.0f, m = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[b * 32 + j])) amax = fabsf(x[b * 32 + j]), m = x[b * 32 + j];
+        const double d = m / -8.0f, d16 = pi_f16_to_f32(((pi_block_q4_0 *)q)[b].d);
+        for (int j = 0; j < 32; j++) {
+            const double xv = x[b * 32 + j];
+            const bool top = d != 0 && xv / d >= 7.5;
+            clamped += top;
+            const double bound = fabs(d) * (top ? 1.0 : 0.5) * (1 + 1e-6) + 8 * fabs(d - d16);
+            bad += fabs(xv - y[b * 32 + j]) > bound;
+        }
+    }
+    CHECKF(bad == 0, "Q4_0: %d elements off by more than d/2 (or d when clamped)", bad);
+    CHECK(clamped > 0); /* the data does exercise the clamp */
+
+    /* F16 / BF16: relative rounding error 2^-11 / 2^-8; below 2^-14 f16 is
+       subnormal with spacing 2^-24, so its error is at most 2^-25 there. */
+    int bad16 = 0, badbf = 0;
+    pi_f16 *h = malloc(n * sizeof *h);
+    pi_quantize_row(PI_TYPE_F16, x, h, n);
+    pi_dequantize_row(PI_TYPE_F16, h, y, n);
+    for (int64_t i = 0; i < n; i++) bad16 += fabs((double)x[i] - y[i]) > fmax(fabs(x[i]) * 0x1p-11, 0x1p-25);
+    pi_quantize_row(PI_TYPE_BF16, x, h, n);
+    pi_dequantize_row(PI_TYPE_BF16, h, y, n);
+    for (int64_t i = 0; i < n; i++) badbf += fabs((double)x[i] - y[i]) > fabs(x[i]) * 0x1p-8;
+    CHECKF(bad16 == 0 && badbf == 0, "f16: %d, bf16: %d elements beyond half an ulp", bad16, badbf);
+
+    /* RNE ties in Q8_0: amax 127 gives d = 1 exactly, so x.5 values are ties. */
+    float t[32] = {127.0f, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 126.5f};
+    pi_block_q8_0 tb;
+    pi_quantize_row(PI_TYPE_Q8_0, t, &tb, 32);
+    CHECK(tb.qs[0] == 127 && tb.qs[1] == 2 && tb.qs[2] == 4 && tb.qs[3] == -2 && tb.qs[4] == -4);
+    CHECK(tb.qs[5] == 0 && tb.qs[6] == 0 && tb.qs[7] == 2 && tb.qs[8] == 126 && tb.d == 0x3c00);
+
+    /* Q4_0 packing: weight j in the low nibble of qs[j], j + 16 in the high. */
+    float p[32];
+    for (int j = 0; j < 32; j++) p[j] = (float)(j % 16) - 8.0f;
+    p[0] = -8.0f; /* m = -8 -> d = 1 */
+    pi_block_q4_0 pb;
+    pi_quantize_row(PI_TYPE_Q4_0, p, &pb, 32);
+    CHECK(pb.d == 0x3c00 && pb.qs[0] == 0x00 && pb.qs[3] == 0x33 && pb.qs[15] == 0xff);
+    free(h);
+    free(x);
+    free(y);
+    free(q);
+}
+
+/* The exact dot of the dequantized operands and S = sum |w_i x_i|. */
+static void exact_dot(pi_type t, int64_t n, const void *w, const void *xa, double *dot, double *S) {
+    float *wd = malloc(n * sizeof *wd), *xd = malloc(n * sizeof *xd);
+    pi_dequantize_row(t, w, wd, n);
+    pi_dequantize_row((pi_type)pi_vec_dot_type(t), xa, xd, n);
+    *dot = *S = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        *dot += (double)wd[i] * xd[i];
+        *S += fabs((double)wd[i] * xd[i]);
+    }
+    free(wd);
+    free(xd);
+}
+
+static void test_ref_dot(void) {
+    const int64_t lens[] = {32, 96, 1024, 4096, 14336};
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const pi_type t = k_types[ti];
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int64_t n = lens[li];
+            t_rng r = {1000 + li};
+            float *w = malloc(n * sizeof *w), *x = malloc(n * sizeof *x);
+            fill_random(&r, w, n, false);
+            fill_random(&r, x, n, false);
+            void *wq = malloc(pi_row_size(t, n)), *xa = malloc(n * sizeof(float));
+            pi_quantize_row(t, w, wq, n);
+            pi_quantize_row((pi_type)pi_vec_dot_type(t), x, xa, n);
+            double dot, S;
+            exact_dot(t, n, wq, xa, &dot, &S);
+            const double got = pi_kernels_ref.vec_dot[t](n, wq, xa);
+            CHECKF(fabs(got - dot) <= TOL_REF_REL * S, "ref %s n=%lld: %.9g vs exact %.9g (S %.3g)", pi_type_name(t),
+                   (long long)n, got, dot, S);
+            free(w);
+            free(x);
+            free(wq);
+            free(xa);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ 3. variants vs ref */
+
+static void test_quantize_bytes(const pi_kernels *k) {
+    /* random blocks, tiny blocks (f16-subnormal scales, and scales below
+       FLT_MIN that quantize to zero), zero blocks, exact ties */
+    const int64_t n = 32 * 40;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        t_rng r = {seed * 77};
+        tbuf xb = tbuf_new(n * sizeof(float), odd_offset(PI_TYPE_F32, seed));
+        float *x = (float *)xb.p;
+        fill_random(&r, x, n, true);
+        for (int j = 0; j < 32; j++) {
+            x[32 * 1 + j] *= 1e-6f;  /* d around 1e-8: f16 subnormal */
+            x[32 * 2 + j] *= 1e-38f; /* d below FLT_MIN: all zero */
+            x[32 * 3 + j] = (float)(j - 16) + 0.5f;
+        }
+        x[32 * 3] = 127.0f; /* d = 1: every other value is a tie */
+        const size_t qsz = pi_row_size(PI_TYPE_Q8_0, n);
+        tbuf want = tbuf_new(qsz, 0), got = tbuf_new(qsz + 2, 2);
+        memset(want.p, 0xaa, qsz);
+        memset(got.p, 0x55, qsz);
+        pi_kernels_ref.quantize_q8_0(x, (pi_block_q8_0 *)want.p, n);
+        k->quantize_q8_0(x, (pi_block_q8_0 *)got.p, n);
+        CHECKF(!memcmp(want.p, got.p, qsz), "%s quantize_q8_0 bytes differ from ref (seed %llu)", k->name,
+               (unsigned long long)seed);
+        tbuf_free(&xb);
+        tbuf_free(&want);
+        tbuf_free(&got);
+    }
+}
+
+/* One weight type, one row length, one seed: vec_dot, matvec and axpy of
+   table k against ref. */
+static void test_one(const pi_kernels *k, pi_type t, int64_t n, uint64_t seed) {
+    const bool q = is_quant(t);
+    const pi_type at = (pi_type)pi_vec_dot_type(t);
+    const size_t rb = pi_row_size(t, n);
+    const size_t pad = q || t != PI_TYPE_F32 ? 2 * (1 + seed % 3) : 4 * (1 + seed % 3);
+    const size_t stride = rb + pad;
+    /* rows [r0, r1) of `rows`: 5..8 of them, so every remainder of a 4-row
+       kernel occurs, with unwritten rows on both sides */
+    const int64_t r0 = 1 + (int64_t)(seed % 2), r1 = r0 + 5 + (int64_t)(seed * 3 % 4), rows = r1 + 2;
+    t_rng r = {seed * 0x9e37 + (uint64_t)n * 31 + t};
+
+    /* weights: `rows` rows, stride bytes apart, at an odd legal offset */
+    tbuf W = tbuf_new(stride * rows, odd_offset(t, seed));
+    float *tmp = malloc((size_t)n * sizeof *tmp);
+    memset(W.p, 0x7f, stride * rows); /* padding bytes: junk the kernels must not read as weights */
+    for (int64_t row = 0; row < rows; row++) {
+        fill_random(&r, tmp, n, seed % 2);
+        pi_quantize_row(t, tmp, W.p + row * stride, n);
+    }
+    /* activation of the vec_dot type, also misaligned */
+    fill_random(&r, tmp, n, seed % 2);
+    const size_t asz = at == PI_TYPE_F32 ? (size_t)n * sizeof(float) : pi_row_size(at, n);
+    tbuf X = tbuf_new(asz, odd_offset(at, seed + 1));
+    pi_quantize_row(at, tmp, X.p, n);
+
+    const double tol = q ? TOL_Q_REL(n / 32) : TOL_FLOAT_REL(n);
+
+    /* vec_dot on every row */
+    int bad = 0;
+    double worst = 0;
+    for (int64_t row = 0; row < rows; row++) {
+        double dot, S;
+        exact_dot(t, n, W.p + row * stride, X.p, &dot, &S);
+        const float want = pi_kernels_ref.vec_dot[t](n, W.p + row * stride, X.p);
+        const float got = k->vec_dot[t](n, W.p + row * stride, X.p);
+        const double err = S > 0 ? fabs((double)got - want) / S : fabs((double)got - want);
+        if (err > tol) bad++;
+        if (err > worst) worst = err;
+    }
+    CHECKF(bad == 0, "%s vec_dot %s n=%lld seed %llu: %d rows beyond tolerance (worst %.3g, tol %.3g)", k->name,
+           pi_type_name(t), (long long)n, (unsigned long long)seed, bad, worst, tol);
+
+    /* matvec on rows [r0, r1) with sentinels around the written range */
+    float *y = malloc((size_t)(rows + 1) * sizeof *y);
+    for (int64_t i = 0; i <= rows; i++) y[i] = SENTINEL;
+    k->matvec[t](n, W.p, stride, r0, r1, X.p, y);
+    bad = 0;
+    for (int64_t row = r0; row < r1; row++) {
+        double dot, S;
+        exact_dot(t, n, W.p + row * stride, X.p, &dot, &S);
+        const float want = pi_kernels_ref.vec_dot[t](n, W.p + row * stride, X.p);
+        if (fabs((double)y[row] - want) > tol * S) bad++;
+    }
+    int touched = 0;
+    for (int64_t i = 0; i <= rows; i++) touched += (i < r0 || i >= r1) && y[i] != SENTINEL;
+    CHECKF(bad == 0, "%s matvec %s n=%lld seed %llu: %d rows beyond tolerance", k->name, pi_type_name(t),
+           (long long)n, (unsigned long long)seed, bad);
+    CHECKF(touched == 0, "%s matvec %s n=%lld: %d outputs outside [r0, r1) written", k->name, pi_type_name(t),
+           (long long)n, touched);
+
+    /* axpy of one row into y (n elements + a sentinel after them) */
+    float *ya = malloc((size_t)(n + 1) * sizeof *ya), *yr = malloc((size_t)(n + 1) * sizeof *yr);
+    float *y0 = malloc((size_t)n * sizeof *y0), *wd = malloc((size_t)n * sizeof *wd);
+    fill_random(&r, y0, n, false);
+    memcpy(ya, y0, (size_t)n * sizeof *ya);
+    memcpy(yr, y0, (size_t)n * sizeof *yr);
+    ya[n] = yr[n] = SENTINEL;
+    const float a = t_normal(&r) * 3.0f;
+    const uint8_t *wrow = W.p + (rows - 1) * stride;
+    pi_dequantize_row(t, wrow, wd, n);
+    pi_kernels_ref.axpy[t](n, a, wrow, yr);
+    k->axpy[t](n, a, wrow, ya);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs((double)ya[i] - yr[i]) > TOL_AXPY_REL * (fabs((double)y0[i]) + fabs((double)a * wd[i]))) bad++;
+    CHECKF(bad == 0, "%s axpy %s n=%lld seed %llu: %d elements beyond tolerance", k->name, pi_type_name(t),
+           (long long)n, (unsigned long long)seed, bad);
+    CHECKF(ya[n] == SENTINEL, "%s axpy %s n=%lld wrote past y[n]", k->name, pi_type_name(t), (long long)n);
+
+    free(tmp);
+    free(y);
+    free(ya);
+    free(yr);
+    free(y0);
+    free(wd);
+    tbuf_free(&W);
+    tbuf_free(&X);
+}
+
+static void test_variant(const pi_kernels *k) {
+    test_quantize_bytes(k);
+    /* float rows: any length (SIMD tails of every size); quant rows: one
+       block, every remainder of the 2- and 4-block groups, long rows, and a
+       row longer than the SIMD activation chunk (512 blocks) */
+    const int64_t flens[] = {1, 5, 7, 8, 15, 16, 17, 31, 33, 63, 1000, 4096, 14336};
+    const int64_t qlens[] = {32, 64, 96, 160, 192, 224, 1056, 4096, 14336, 32 * 600};
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const pi_type t = k_types[ti];
+        CHECKF(k->vec_dot[t] && k->matvec[t] && k->axpy[t], "%s lacks kernels for %s", k->name, pi_type_name(t));
+        if (!k->vec_dot[t] || !k->matvec[t] || !k->axpy[t]) continue;
+        const int64_t *lens = is_quant(t) ? qlens : flens;
+        const size_t nlen = is_quant(t) ? sizeof qlens / sizeof qlens[0] : sizeof flens / sizeof flens[0];
+        for (size_t li = 0; li < nlen; li++)
+            for (uint64_t seed = 1; seed <= 4; seed++) test_one(k, t, lens[li], seed);
+    }
+    /* the longest row a kernel accepts, once per quant type */
+    test_one(k, PI_TYPE_Q4_0, PI_MAX_ROW, 7);
+    test_one(k, PI_TYPE_Q8_0, PI_MAX_ROW, 8);
+}
+
+/* ------------------------------------------------------------ 4. dispatch */
+
+/* Runs pi_kernels_get() in a child with PI_KERNELS set to env (or unset) and
+   returns whether it picked the table named want. */
+static bool child_picks(const char *env, const char *want) {
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (env) setenv("PI_KERNELS", env, 1);
+        else unsetenv("PI_KERNELS");
+        if (env && strcmp(env, want)) freopen("/dev/null", "w", stderr); /* the expected warning */
+        const pi_kernels *k = pi_kernels_get();
+        _exit(k && k == pi_kernels_get() && !strcmp(k->name, want) ? 0 : 1);
+    }
+    int st = 0;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void test_dispatch(void) {
+    const char *const *names = pi_kernels_names();
+    const char *best = NULL;
+    bool has_ref = false;
+    for (const char *const *nm = names; *nm; nm++) {
+        has_ref |= !strcmp(*nm, "ref");
+        const pi_kernels *k = pi_kernels_by_name(*nm);
+        if (k) CHECK(!strcmp(k->name, *nm));
+        if (k && !best) best = *nm; /* names are listed best first */
+    }
+    CHECK(has_ref);
+    CHECK(pi_kernels_by_name("ref") == &pi_kernels_ref);
+    CHECK(pi_kernels_by_name("nonesuch") == NULL && pi_kernels_by_name(NULL) == NULL);
+    CHECK(best != NULL);
+    CHECKF(child_picks(NULL, best ? best : "?"), "default table is not %s", best ? best : "?");
+    CHECK(child_picks("ref", "ref"));
+    CHECK(child_picks("nonesuch", "ref"));
+#if defined(__x86_64__)
+    if (!pi_kernels_by_name("avx512")) CHECK(child_picks("avx512", "ref"));
+#endif
+    CHECK(pi_vec_dot_type(PI_TYPE_F32) == PI_TYPE_F32 && pi_vec_dot_type(PI_TYPE_F16) == PI_TYPE_F32);
+    CHECK(pi_vec_dot_type(PI_TYPE_BF16) == PI_TYPE_F32 && pi_vec_dot_type(PI_TYPE_Q8_0) == PI_TYPE_Q8_0);
+    CHECK(pi_vec_dot_type(PI_TYPE_Q4_0) == PI_TYPE_Q8_0 && pi_vec_dot_type(PI_TYPE_Q4_K) == -1);
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++)
+        CHECK(pi_kernels_ref.vec_dot[k_types[ti]] && pi_kernels_ref.matvec[k_types[ti]]);
+    CHECK(pi_kernels_ref.vec_dot[PI_TYPE_Q4_K] == NULL);
+}
+
+int main(void) {
+    test_conversions();
+    test_quantize_bounds();
+    test_ref_dot();
+    test_dispatch();
+    for (const char *const *nm = pi_kernels_names(); *nm; nm++) {
+        const pi_kernels *k = pi_kernels_by_name(*nm);
+        if (!k) {
+            fprintf(stderr, "note: kernel set %s cannot run here, not tested\n", *nm);
+            continue;
+        }
+        fprintf(stderr, "testing kernel set %s\n", *nm);
+        test_variant(k);
+    }
+    return t_done("test_kernels");
+}
