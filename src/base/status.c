@@ -27,6 +27,10 @@ const char *pi_last_error(void) { return g_errmsg; }
 
 void pi_error_clear(void) { g_errmsg[0] = '\0'; }
 
+void pi_error_save(pi_error_saved *s) { memcpy(s->msg, g_errmsg, sizeof g_errmsg); }
+
+void pi_error_restore(const pi_error_saved *s) { memcpy(g_errmsg, s->msg, sizeof g_errmsg); }
+
 pi_status pi_error(pi_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -26,6 +26,13 @@ pi_status pi_error(pi_status st, const char *fmt, ...) PI_PRINTF(2, 3);
 /* Prefix the current last-error message with "<prefix>: " and return st. */
 pi_status pi_error_prefix(pi_status st, const char *fmt, ...) PI_PRINTF(2, 3);
 
+/* Keep the current message across cleanup calls that may set their own. */
+typedef struct pi_error_saved {
+    char msg[PI_ERRMSG_MAX];
+} pi_error_saved;
+void pi_error_save(pi_error_saved *s);
+void pi_error_restore(const pi_error_saved *s);
+
 /* Clear the thread's last error. */
 void pi_error_clear(void);
 

@@ -254,8 +254,12 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
     }
 done:
     if (w) {
+        /* on failure the writer removes the partial file; keep our message */
+        pi_error_saved saved;
+        pi_error_save(&saved);
         pi_status cst = pi_gguf_writer_close(w);
         if (!st) st = cst;
+        else pi_error_restore(&saved);
     }
     pi_pool_free(pool);
     free(ts);

@@ -221,8 +221,12 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
     free(ts);
 done:
     if (w) {
+        /* on failure the writer removes the partial file; keep our message */
+        pi_error_saved saved;
+        pi_error_save(&saved);
         pi_status cst = pi_gguf_writer_close(w);
         if (!st) st = cst;
+        else pi_error_restore(&saved);
     }
     pi_llama2c_vocab_free(strs, lens, scores);
     free(types);

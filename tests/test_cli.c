@@ -1,0 +1,146 @@
+/*
+ * test_cli.c — the pinfer command end to end, as a user runs it: golden text
+ * on stdout, a converted llama2.c checkpoint giving the same text, inspect on
+ * every fixture, a generated model, and the exit status and message of each
+ * kind of bad input. The binary comes from $PI_TEST_PINFER (set by the test
+ * runner, with $PI_TEST_RUNNER as a prefix such as qemu-aarch64).
+ */
+#include "test_util.h"
+
+#include <stdbool.h>
+#include <sys/wait.h>
+
+static const char *g_pinfer, *g_runner;
+static char g_tmp[256];
+
+/* Run `pinfer ARGS`, stdout to out_path (or /dev/null), stderr to err_path;
+   returns the exit status. */
+static int pinfer(const char *args, const char *out_path, const char *err_path) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s %s >%s 2>%s", g_runner, g_pinfer, args, out_path ? out_path : "/dev/null",
+             err_path ? err_path : "/dev/null");
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = calloc((size_t)sz + 1, 1);
+    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) sz = 0;
+    fclose(f);
+    if (n) *n = (size_t)sz;
+    return p;
+}
+
+static bool same_file(const char *a, const char *b) {
+    size_t na, nb;
+    char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    bool same = pa && pb && na == nb && !memcmp(pa, pb, na);
+    free(pa);
+    free(pb);
+    return same;
+}
+
+static bool file_has(const char *path, const char *needle) {
+    char *p = slurp(path, NULL);
+    bool has = p && strstr(p, needle);
+    free(p);
+    return has;
+}
+
+int main(void) {
+    g_pinfer = getenv("PI_TEST_PINFER");
+    g_runner = getenv("PI_TEST_RUNNER");
+    if (!g_runner) g_runner = "";
+    if (!g_pinfer || access(g_pinfer, X_OK)) {
+        fprintf(stderr, "skip: PI_TEST_PINFER does not name the pinfer binary\n");
+        return PI_TEST_SKIP;
+    }
+    char out[300], err[300], args[2048], model[512], golden[512], bin[512], tok[512], conv[300];
+    t_tmp_path(g_tmp, sizeof g_tmp, "cli");
+    snprintf(out, sizeof out, "%s.out", g_tmp);
+    snprintf(err, sizeof err, "%s.err", g_tmp);
+    snprintf(conv, sizeof conv, "%s.gguf", g_tmp);
+
+    /* usage errors exit 2 with a message */
+    CHECK(pinfer("no-such-command", NULL, err) == 2 && file_has(err, "unknown command"));
+    CHECK(pinfer("run --no-such-flag", NULL, err) == 2 && file_has(err, "--no-such-flag"));
+    CHECK(pinfer("run -m", NULL, err) == 2 && file_has(err, "needs a value"));
+    CHECK(pinfer("inspect /nonexistent.gguf", NULL, err) == 1 && file_has(err, "/nonexistent.gguf"));
+    CHECK(pinfer("version", out, NULL) == 0 && file_has(out, "kernels:"));
+
+    if (t_fixture(model, sizeof model, "stories260K.gguf") &&
+        t_fixture(golden, sizeof golden, "stories260K.greedy.txt")) {
+        /* greedy from BOS, 256 tokens: stdout is exactly llama2.c's text */
+        snprintf(args, sizeof args, "run -m %s -n 256 --temp 0 -t 2", model);
+        CHECK(pinfer(args, out, err) == 0);
+        CHECKF(same_file(out, golden), "run output differs from %s", golden);
+        CHECK(file_has(err, "tok/s"));
+        /* the same from the converted llama2.c checkpoint */
+        if (t_fixture(bin, sizeof bin, "stories260K.bin") && t_fixture(tok, sizeof tok, "tok512.bin")) {
+            snprintf(args, sizeof args, "convert --from-llama2c %s --tokenizer %s -o %s", bin, tok, conv);
+            CHECK(pinfer(args, NULL, err) == 0);
+            snprintf(args, sizeof args, "run -m %s -n 256 --temp 0", conv);
+            CHECK(pinfer(args, out, err) == 0);
+            CHECKF(same_file(out, golden), "converted model's output differs from %s", golden);
+            snprintf(args, sizeof args, "convert --from-llama2c %s --tokenizer %s -o %s", tok, tok, conv);
+            CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "llama2.c checkpoint"));
+        }
+        /* the prompt is echoed, the continuation follows */
+        snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 12 --temp 0", model);
+        CHECK(pinfer(args, out, err) == 0 && file_has(out, "Once upon a time, there was a little girl named Lily."));
+        /* same seed, same text */
+        snprintf(args, sizeof args, "run -m %s -p 'The cat' -n 40 --temp 1 --seed 42 > %s.a 2>/dev/null; %s %s run -m %s -p 'The cat' -n 40 --temp 1 --seed 42",
+                 model, g_tmp, g_runner, g_pinfer, model);
+        CHECK(pinfer(args, out, NULL) == 0);
+        char a_path[320];
+        snprintf(a_path, sizeof a_path, "%s.a", g_tmp);
+        CHECK(same_file(out, a_path));
+        unlink(a_path);
+        /* bad prompts */
+        snprintf(args, sizeof args, "run -m %s -p \"$(printf 'bad \\377 byte')\" -n 4", model);
+        CHECK(pinfer(args, out, err) == 1 && file_has(err, "not valid UTF-8 at byte 4"));
+        snprintf(args, sizeof args, "run -m %s -c 8 -p 'one two three four five six seven eight nine ten' -n 4", model);
+        CHECK(pinfer(args, out, err) == 1 && file_has(err, "context holds 8"));
+        snprintf(args, sizeof args, "run -m %s --top-p 0 -n 4", model);
+        CHECK(pinfer(args, NULL, err) == 2 && file_has(err, "--top-p"));
+        /* inspect: a good file, then a truncated copy */
+        snprintf(args, sizeof args, "inspect %s", model);
+        CHECK(pinfer(args, out, err) == 0 && file_has(out, "blk.4.ffn_down.weight"));
+        snprintf(args, sizeof args, "inspect %s.trunc", g_tmp);
+        char cut[1024];
+        snprintf(cut, sizeof cut, "head -c 20000 %s > %s.trunc", model, g_tmp);
+        CHECK(system(cut) == 0);
+        CHECK(pinfer(args, out, err) == 1 && file_has(err, "byte"));
+        snprintf(cut, sizeof cut, "%s.trunc", g_tmp);
+        unlink(cut);
+    }
+
+    /* every GGUF fixture inspects cleanly */
+    static const char *fixtures[] = {"stories260K.gguf", "llama-2-tiny-random.gguf", "vocab/ggml-vocab-llama-spm.gguf",
+                                     "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",
+                                     "relu/relu-stories.gguf", "relu/drelu-stories.gguf", "relu/moe-relu-stories.gguf"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        if (!t_fixture(model, sizeof model, fixtures[i])) continue;
+        snprintf(args, sizeof args, "inspect %s", model);
+        CHECKF(pinfer(args, out, err) == 0 && file_has(out, "tensors"), "inspect %s", fixtures[i]);
+    }
+
+    /* a generated model runs; its shape is what was asked */
+    snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab-size 300 --vocab /nonexistent", conv);
+    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "/nonexistent"));
+    snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab-size 300 --type q8_0 --act relu", conv);
+    CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "inspect %s", conv);
+    CHECK(pinfer(args, out, err) == 0 && file_has(out, "q8_0") && file_has(out, "pinfer.ffn_activation"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 8 --temp 0", conv);
+    CHECK(pinfer(args, out, err) == 0 && file_has(out, "hello"));
+    unlink(conv);
+    unlink(out);
+    unlink(err);
+    return t_done("test_cli");
+}
