@@ -45,24 +45,27 @@ pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_
         free(s);
         return st;
     }
+    const size_t B = PI_MAX_BATCH, f = sizeof(float);
     const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
     int64_t widest = E > hp->n_ff ? E : hp->n_ff;
     if (QD > widest) widest = QD;
-    size_t kv_bytes = (size_t)hp->n_layer * (size_t)n_ctx * (size_t)KV * sizeof(float);
+    s->xb_dim = E > QD ? E : QD;
+    s->xq_blocks = widest / 32 + 1;
+    size_t kv_bytes = (size_t)hp->n_layer * (size_t)n_ctx * (size_t)KV * f;
     s->k_cache = xalloc(kv_bytes, &st);
     s->v_cache = xalloc(kv_bytes, &st);
-    s->x = xalloc((size_t)E * sizeof(float), &st);
-    s->xb = xalloc((size_t)(E > QD ? E : QD) * sizeof(float), &st);
-    s->xb2 = xalloc((size_t)E * sizeof(float), &st);
-    s->q = xalloc((size_t)QD * sizeof(float), &st);
-    s->att = xalloc((size_t)hp->n_head * (size_t)n_ctx * sizeof(float), &st);
-    s->hb = xalloc((size_t)hp->n_ff * sizeof(float), &st);
-    s->hb2 = xalloc((size_t)hp->n_ff * sizeof(float), &st);
-    s->logits = xalloc((size_t)hp->n_vocab * sizeof(float), &st);
-    s->rope_inv_freq = xalloc((size_t)(hp->n_rot / 2) * sizeof(float), &st);
-    s->xq = xalloc((size_t)(widest / 32 + 1) * sizeof(pi_block_q8_0), &st);
-    s->router = xalloc((size_t)(hp->n_expert + 1) * sizeof(float), &st);
-    s->moe_out = xalloc((size_t)E * sizeof(float), &st);
+    s->x = xalloc(B * (size_t)E * f, &st);
+    s->xb = xalloc(B * (size_t)s->xb_dim * f, &st);
+    s->xb2 = xalloc(B * (size_t)E * f, &st);
+    s->q = xalloc(B * (size_t)QD * f, &st);
+    s->att = xalloc((size_t)hp->n_head * (size_t)n_ctx * f, &st);
+    s->hb = xalloc(B * (size_t)hp->n_ff * f, &st);
+    s->hb2 = xalloc(B * (size_t)hp->n_ff * f, &st);
+    s->logits = xalloc((size_t)hp->n_vocab * f, &st);
+    s->rope_inv_freq = xalloc((size_t)(hp->n_rot / 2) * f, &st);
+    s->xq = xalloc(B * (size_t)s->xq_blocks * sizeof(pi_block_q8_0), &st);
+    s->router = xalloc((size_t)(hp->n_expert + 1) * f, &st);
+    s->moe_out = xalloc(2 * (size_t)E * f, &st);
     if (st) {
         pi_session_free(s);
         return pi_error(PI_ERR_NOMEM, "session: cannot allocate %.1f MiB of KV cache and scratch for context %lld",
@@ -139,92 +142,108 @@ typedef struct {
     const pi_kernels *k;
     const pi_weight *w;
     const uint8_t *base; /* first row of the matrix (an expert's slice for MoE) */
-    const void *x;
-    float *y;
-} matvec_job;
+    const uint8_t *x;    /* nb inputs, x_stride bytes apart */
+    size_t x_stride;
+    float *y;            /* nb outputs, y_stride floats apart */
+    int64_t y_stride, nb;
+} matmul_job;
 
-static void matvec_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
+/* A block of rows for every token of the batch: the rows stay in cache while
+   each token's input passes over them, so weights stream once per batch. */
+static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     (void)tid;
-    matvec_job *j = ctx;
-    j->k->matvec[j->w->type](j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->y);
+    matmul_job *j = ctx;
+    pi_matvec_fn mv = j->k->matvec[j->w->type];
+    for (int64_t b = 0; b < j->nb; b++)
+        mv(j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x + (size_t)b * j->x_stride, j->y + b * j->y_stride);
 }
 
-/* The input in the form W's kernel takes: the float vector itself, or its
-   Q8_0 quantization (made once per distinct input vector). */
-static const void *prepare_input(pi_session *s, pi_type wtype, const float *x, int64_t n) {
-    if (pi_vec_dot_type(wtype) != PI_TYPE_Q8_0) return x;
-    if (s->xq_src != x) {
-        s->k->quantize_q8_0(x, s->xq, n);
-        s->xq_src = x;
+/* Y[b][0..rows) = W[row0 .. row0+rows) X[b] for the nb rows of X (x_stride
+   floats apart). Quantized weights take the Q8_0 form of X, made once per
+   distinct input. */
+static void matmul(pi_session *s, const pi_weight *w, int64_t row0, int64_t rows, const float *X, int64_t x_stride,
+                   int64_t nb, float *Y, int64_t y_stride) {
+    const uint8_t *xin = (const uint8_t *)X;
+    size_t xin_stride = (size_t)x_stride * sizeof(float);
+    if (pi_vec_dot_type(w->type) == PI_TYPE_Q8_0) {
+        if (s->xq_src != X || s->xq_nb != nb) {
+            for (int64_t b = 0; b < nb; b++)
+                s->k->quantize_q8_0(X + b * x_stride, s->xq + b * s->xq_blocks, w->ne[0]);
+            s->xq_src = X;
+            s->xq_nb = nb;
+        }
+        xin = (const uint8_t *)s->xq;
+        xin_stride = (size_t)s->xq_blocks * sizeof(pi_block_q8_0);
     }
-    return s->xq;
+    matmul_job j = {s->k, w, (const uint8_t *)w->data + (size_t)row0 * w->row_bytes, xin, xin_stride, Y, y_stride, nb};
+    pi_pool_for(s->pool, rows, nb > 1 ? 8 : MATVEC_GRAIN, matmul_rows, &j);
 }
 
-/* y[0..rows) = W x for `rows` rows starting at row0 of W (row0 > 0 selects an expert). */
-static void matvec(pi_session *s, const pi_weight *w, int64_t row0, int64_t rows, const float *x, float *y) {
-    matvec_job j = {s->k, w, (const uint8_t *)w->data + (size_t)row0 * w->row_bytes,
-                    prepare_input(s, w->type, x, w->ne[0]), y};
-    pi_pool_for(s->pool, rows, MATVEC_GRAIN, matvec_rows, &j);
-}
-
-/* A float vector was rewritten in place: its Q8_0 copy is stale. */
+/* Float rows were rewritten in place: their Q8_0 copies are stale. */
 static void invalidate_input(pi_session *s) { s->xq_src = NULL; }
 
 typedef struct {
     pi_session *s;
-    int64_t layer, pos;
+    int64_t layer, pos0, nb;
 } attn_job;
 
+/* Heads [h0, h1) for every token of the batch; token b sits at pos0 + b and
+   attends to positions 0..pos0+b (causal). */
 static void attention_heads(void *ctx, int64_t h0, int64_t h1, int tid) {
     (void)tid;
     attn_job *j = ctx;
     pi_session *s = j->s;
     const pi_hparams *hp = &s->m->hp;
-    const int64_t D = hp->head_dim, KV = hp->n_head_kv * D, group = hp->n_head / hp->n_head_kv;
+    const int64_t D = hp->head_dim, KV = hp->n_head_kv * D, QD = hp->n_head * D, group = hp->n_head / hp->n_head_kv;
     const float *kc = s->k_cache + (size_t)j->layer * (size_t)s->n_ctx * (size_t)KV;
     const float *vc = s->v_cache + (size_t)j->layer * (size_t)s->n_ctx * (size_t)KV;
     const float scale = 1.0f / sqrtf((float)D);
     for (int64_t h = h0; h < h1; h++) {
-        const float *q = s->q + h * D;
         float *att = s->att + h * s->n_ctx;
         const int64_t kvh = h / group;
-        for (int64_t t = 0; t <= j->pos; t++) {
-            const float *kt = kc + t * KV + kvh * D;
-            float dot = 0.0f;
-            for (int64_t i = 0; i < D; i++) dot += q[i] * kt[i];
-            att[t] = dot * scale;
-        }
-        softmax(att, j->pos + 1);
-        float *out = s->xb + h * D;
-        memset(out, 0, (size_t)D * sizeof *out);
-        for (int64_t t = 0; t <= j->pos; t++) {
-            const float *vt = vc + t * KV + kvh * D;
-            const float a = att[t];
-            for (int64_t i = 0; i < D; i++) out[i] += a * vt[i];
+        for (int64_t b = 0; b < j->nb; b++) {
+            const int64_t pos = j->pos0 + b;
+            const float *q = s->q + b * QD + h * D;
+            for (int64_t t = 0; t <= pos; t++) {
+                const float *kt = kc + t * KV + kvh * D;
+                float dot = 0.0f;
+                for (int64_t i = 0; i < D; i++) dot += q[i] * kt[i];
+                att[t] = dot * scale;
+            }
+            softmax(att, pos + 1);
+            float *out = s->xb + b * s->xb_dim + h * D;
+            memset(out, 0, (size_t)D * sizeof *out);
+            for (int64_t t = 0; t <= pos; t++) {
+                const float *vt = vc + t * KV + kvh * D;
+                const float a = att[t];
+                for (int64_t i = 0; i < D; i++) out[i] += a * vt[i];
+            }
         }
     }
 }
 
-static void attention(pi_session *s, int64_t il, int64_t pos) {
+static void attention(pi_session *s, int64_t il, int64_t pos0, int64_t nb) {
     const pi_hparams *hp = &s->m->hp;
     const pi_layer *l = &s->m->layers[il];
-    const int64_t KV = hp->n_head_kv * hp->head_dim;
-    float *kdst = s->k_cache + ((size_t)il * (size_t)s->n_ctx + (size_t)pos) * (size_t)KV;
-    float *vdst = s->v_cache + ((size_t)il * (size_t)s->n_ctx + (size_t)pos) * (size_t)KV;
+    const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
+    float *kdst = s->k_cache + ((size_t)il * (size_t)s->n_ctx + (size_t)pos0) * (size_t)KV;
+    float *vdst = s->v_cache + ((size_t)il * (size_t)s->n_ctx + (size_t)pos0) * (size_t)KV;
 
-    rmsnorm(s->xb, s->x, l->attn_norm.data, hp->n_embd, hp->rms_eps);
+    for (int64_t b = 0; b < nb; b++)
+        rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->attn_norm.data, E, hp->rms_eps);
     invalidate_input(s);
-    matvec(s, &l->wq, 0, hp->n_head * hp->head_dim, s->xb, s->q);
-    matvec(s, &l->wk, 0, KV, s->xb, kdst);
-    matvec(s, &l->wv, 0, KV, s->xb, vdst);
-    rope(s, s->q, hp->n_head, pos);
-    rope(s, kdst, hp->n_head_kv, pos);
-
-    attn_job j = {s, il, pos};
+    matmul(s, &l->wq, 0, QD, s->xb, s->xb_dim, nb, s->q, QD);
+    matmul(s, &l->wk, 0, KV, s->xb, s->xb_dim, nb, kdst, KV);
+    matmul(s, &l->wv, 0, KV, s->xb, s->xb_dim, nb, vdst, KV);
+    for (int64_t b = 0; b < nb; b++) {
+        rope(s, s->q + b * QD, hp->n_head, pos0 + b);
+        rope(s, kdst + b * KV, hp->n_head_kv, pos0 + b);
+    }
+    attn_job j = {s, il, pos0, nb};
     pi_pool_for(s->pool, hp->n_head, 1, attention_heads, &j);
     invalidate_input(s);
-    matvec(s, &l->wo, 0, hp->n_embd, s->xb, s->xb2);
-    for (int64_t i = 0; i < hp->n_embd; i++) s->x[i] += s->xb2[i];
+    matmul(s, &l->wo, 0, E, s->xb, s->xb_dim, nb, s->xb2, E);
+    for (int64_t i = 0; i < nb * E; i++) s->x[i] += s->xb2[i];
 }
 
 /* hb = act(gate) * up, elementwise over n values. */
@@ -242,30 +261,26 @@ static void ffn_activate(pi_ffn_act act, float *hb, const float *hb2, int64_t n)
     }
 }
 
-/* out = W_down act(W_gate xb, W_up xb) for one expert (row offset e * n_ff / e * n_embd). */
+/* out[b] = W_down act(W_gate xb[b], W_up xb[b]) for nb normed inputs in xb,
+   with expert e's slice of stacked matrices (e = 0 for a dense FFN). */
 static void ffn_expert(pi_session *s, const pi_weight *gate, const pi_weight *up, const pi_weight *down, int64_t e,
-                       float *out) {
+                       const float *xin, int64_t nb, float *out) {
     const pi_hparams *hp = &s->m->hp;
-    const int64_t F = hp->n_ff;
-    matvec(s, gate, e * F, F, s->xb, s->hb);
-    matvec(s, up, e * F, F, s->xb, s->hb2);
-    ffn_activate(hp->act, s->hb, s->hb2, F);
+    const int64_t F = hp->n_ff, E = hp->n_embd;
+    matmul(s, gate, e * F, F, xin, s->xb_dim, nb, s->hb, F);
+    matmul(s, up, e * F, F, xin, s->xb_dim, nb, s->hb2, F);
+    ffn_activate(hp->act, s->hb, s->hb2, nb * F);
     invalidate_input(s);
-    matvec(s, down, e * hp->n_embd, hp->n_embd, s->hb, out);
+    matmul(s, down, e * E, E, s->hb, F, nb, out, E);
 }
 
-static void ffn(pi_session *s, int64_t il) {
+/* Mixtral routing for one token (xb row b): top-k router logits, softmax
+   over the chosen ones, weighted sum of those experts' outputs. */
+static void moe_token(pi_session *s, const pi_layer *l, int64_t b) {
     const pi_hparams *hp = &s->m->hp;
-    const pi_layer *l = &s->m->layers[il];
-    rmsnorm(s->xb, s->x, l->ffn_norm.data, hp->n_embd, hp->rms_eps);
-    invalidate_input(s);
-    if (!hp->n_expert) {
-        ffn_expert(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, 0, s->xb2);
-        for (int64_t i = 0; i < hp->n_embd; i++) s->x[i] += s->xb2[i];
-        return;
-    }
-    /* Mixtral routing: top-k router logits, softmax over the chosen ones. */
-    matvec(s, &l->ffn_gate_inp, 0, hp->n_expert, s->xb, s->router);
+    const int64_t E = hp->n_embd;
+    const float *xin = s->xb + b * s->xb_dim;
+    matmul(s, &l->ffn_gate_inp, 0, hp->n_expert, xin, s->xb_dim, 1, s->router, hp->n_expert);
     int64_t chosen[64];
     float wsel[64];
     const int64_t K = hp->n_expert_used < 64 ? hp->n_expert_used : 64;
@@ -280,30 +295,54 @@ static void ffn(pi_session *s, int64_t il) {
         wsel[k] = s->router[best];
     }
     softmax(wsel, K);
-    memset(s->moe_out, 0, (size_t)hp->n_embd * sizeof(float));
+    memset(s->moe_out, 0, (size_t)E * sizeof(float));
     for (int64_t k = 0; k < K; k++) {
-        ffn_expert(s, &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps, chosen[k], s->xb2);
-        for (int64_t i = 0; i < hp->n_embd; i++) s->moe_out[i] += wsel[k] * s->xb2[i];
-        /* the next expert reads xb again: restore its quantization */
-        invalidate_input(s);
+        ffn_expert(s, &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps, chosen[k], xin, 1, s->moe_out + E);
+        for (int64_t i = 0; i < E; i++) s->moe_out[i] += wsel[k] * s->moe_out[E + i];
     }
-    for (int64_t i = 0; i < hp->n_embd; i++) s->x[i] += s->moe_out[i];
+    memcpy(s->xb2 + b * E, s->moe_out, (size_t)E * sizeof(float));
 }
 
-static void forward(pi_session *s, int32_t token, int64_t pos) {
+static void ffn(pi_session *s, int64_t il, int64_t nb) {
+    const pi_hparams *hp = &s->m->hp;
+    const pi_layer *l = &s->m->layers[il];
+    const int64_t E = hp->n_embd;
+    for (int64_t b = 0; b < nb; b++)
+        rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->ffn_norm.data, E, hp->rms_eps);
+    invalidate_input(s);
+    if (!hp->n_expert) {
+        ffn_expert(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, 0, s->xb, nb, s->xb2);
+    } else {
+        /* routing differs per token: tokens go one at a time */
+        for (int64_t b = 0; b < nb; b++) moe_token(s, l, b);
+    }
+    for (int64_t i = 0; i < nb * E; i++) s->x[i] += s->xb2[i];
+}
+
+/* nb tokens at positions pos0..; logits of the last token into s->logits,
+   and of every token into all_logits when it is not NULL. */
+static void forward(pi_session *s, const int32_t *tokens, int64_t nb, int64_t pos0, float *all_logits) {
     const pi_model *m = s->m;
     const pi_hparams *hp = &m->hp;
-    pi_weight_row_f32(&m->tok_embd, token, s->x);
+    const int64_t E = hp->n_embd;
+    for (int64_t b = 0; b < nb; b++) pi_weight_row_f32(&m->tok_embd, tokens[b], s->x + b * E);
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        attention(s, il, pos);
-        ffn(s, il);
+        attention(s, il, pos0, nb);
+        ffn(s, il, nb);
     }
-    rmsnorm(s->xb, s->x, m->output_norm.data, hp->n_embd, hp->rms_eps);
+    int64_t first = all_logits ? 0 : nb - 1;
+    for (int64_t b = first; b < nb; b++)
+        rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, m->output_norm.data, E, hp->rms_eps);
     invalidate_input(s);
-    matvec(s, &m->output, 0, hp->n_vocab, s->xb, s->logits);
+    if (all_logits) {
+        matmul(s, &m->output, 0, hp->n_vocab, s->xb, s->xb_dim, nb, all_logits, hp->n_vocab);
+        memcpy(s->logits, all_logits + (nb - 1) * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
+    } else {
+        matmul(s, &m->output, 0, hp->n_vocab, s->xb + first * s->xb_dim, s->xb_dim, 1, s->logits, hp->n_vocab);
+    }
 }
 
-pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n) {
+static pi_status decode(pi_session *s, const int32_t *tokens, int64_t n, float *all_logits) {
     const pi_hparams *hp = &s->m->hp;
     if (n < 0 || s->n_past + n > s->n_ctx)
         return pi_error(PI_ERR_INVALID, "%lld tokens at position %lld exceed the context of %lld", (long long)n,
@@ -312,6 +351,16 @@ pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n) {
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return pi_error(PI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary of %lld", tokens[i],
                             (long long)i, (long long)hp->n_vocab);
-    for (int64_t i = 0; i < n; i++) forward(s, tokens[i], s->n_past++);
+    for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
+        int64_t nb = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
+        forward(s, tokens + i, nb, s->n_past, all_logits ? all_logits + i * hp->n_vocab : NULL);
+        s->n_past += nb;
+    }
     return PI_OK;
+}
+
+pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n) { return decode(s, tokens, n, NULL); }
+
+pi_status pi_session_decode_all(pi_session *s, const int32_t *tokens, int64_t n, float *logits) {
+    return decode(s, tokens, n, logits);
 }

@@ -12,6 +12,8 @@
 #include "base/pool.h"
 #include "model.h"
 
+#define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */
+
 typedef struct pi_session {
     const pi_model *m;
     const pi_kernels *k;
@@ -20,19 +22,23 @@ typedef struct pi_session {
     int64_t n_past;        /* positions already in the cache */
     /* KV cache, F32: (n_layer, n_ctx, n_head_kv * head_dim) each */
     float *k_cache, *v_cache;
-    /* activations of the current token */
-    float *x;              /* (n_embd) residual stream */
-    float *xb, *xb2;       /* (n_embd) normed input / attention output */
-    float *q;              /* (n_head * head_dim) */
+    /* activations of the tokens of one batch, row b for token b */
+    float *x;              /* (PI_MAX_BATCH, n_embd) residual stream */
+    float *xb;             /* (PI_MAX_BATCH, xb_dim) normed input / attention output */
+    float *xb2;            /* (PI_MAX_BATCH, n_embd) */
+    float *q;              /* (PI_MAX_BATCH, n_head * head_dim) */
     float *att;            /* (n_head, n_ctx) attention scores */
-    float *hb, *hb2;       /* (n_ff) FFN gate / up */
-    float *logits;         /* (n_vocab) */
+    float *hb, *hb2;       /* (PI_MAX_BATCH, n_ff) FFN gate / up */
+    float *logits;         /* (n_vocab) of the last token */
     float *rope_inv_freq;  /* (n_rot / 2) */
-    pi_block_q8_0 *xq;     /* Q8_0 copy of the current matvec input, (max width / 32) blocks */
-    const float *xq_src;   /* which float vector xq holds, to quantize once per input */
+    int64_t xb_dim;        /* max(n_embd, n_head * head_dim) */
+    pi_block_q8_0 *xq;     /* (PI_MAX_BATCH, xq_blocks): Q8_0 copies of the current matmul inputs */
+    int64_t xq_blocks;     /* blocks per row of xq */
+    const float *xq_src;   /* which float rows xq holds, so each input is quantized once */
+    int64_t xq_nb;
     /* MoE scratch */
     float *router;         /* (n_expert) */
-    float *moe_out;        /* (n_embd) */
+    float *moe_out;        /* (2, n_embd): the mix, and one expert's output */
 } pi_session;
 
 /* A session with a KV cache of n_ctx positions (n_ctx <= 0: the model's
@@ -48,6 +54,10 @@ void pi_session_reset(pi_session *s);
    PI_ERR_INVALID when the tokens would not fit in the context or an id is
    outside the vocabulary (nothing is run then). */
 pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n);
+
+/* Like pi_session_decode, and also writes the logits of every token to
+   logits (n rows of n_vocab), e.g. for perplexity. */
+pi_status pi_session_decode_all(pi_session *s, const int32_t *tokens, int64_t n, float *logits);
 
 /* Logits (n_vocab) of the last token decoded; borrowed until the next call. */
 const float *pi_session_logits(const pi_session *s);
