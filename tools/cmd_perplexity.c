@@ -69,7 +69,8 @@ int cmd_perplexity(int argc, char **argv) {
     char *owned;
     if (!app_prompt_text(cmd, &o, &text, &owned)) return 2;
     app a;
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, *wtok = NULL;
+    float *logits = NULL;
     int rc = 1;
     size_t n_ids;
     if (!app_load(cmd, &o, &a)) goto out;
@@ -89,23 +90,28 @@ int cmd_perplexity(int argc, char **argv) {
     const int32_t bos = pi_tokenizer_add_bos(a.tok) ? pi_tokenizer_bos(a.tok) : -1;
     const int64_t first = n_ctx / 2;
     bool tty = isatty(2);
+    wtok = malloc((size_t)n_ctx * sizeof *wtok);
+    logits = malloc((size_t)n_ctx * (size_t)V * sizeof *logits);
+    if (!wtok || !logits) {
+        fprintf(stderr, "pinfer: %s: cannot allocate logits for a window of %lld tokens\n", cmd, (long long)n_ctx);
+        goto out;
+    }
     fprintf(stderr, "perplexity: %zu tokens, %lld windows of %lld, scoring the last %lld of each\n", n_ids,
             (long long)n_chunks, (long long)n_ctx, (long long)(n_ctx - 1 - first));
     double sum = 0.0, t0 = pi_time_s();
     int64_t count = 0;
     for (int64_t c = 0; c < n_chunks; c++) {
         const int32_t *win = ids + c * n_ctx;
+        memcpy(wtok, win, (size_t)(n_ctx - 1) * sizeof *wtok);
+        if (bos >= 0) wtok[0] = bos;
         pi_session_reset(a.s);
-        for (int64_t j = 0; j < n_ctx - 1; j++) {
-            int32_t tok = j == 0 && bos >= 0 ? bos : win[j];
-            if (pi_session_decode(a.s, &tok, 1)) {
-                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-                goto out;
-            }
-            if (j >= first) {
-                sum += nll(pi_session_logits(a.s), V, win[j + 1]);
-                count++;
-            }
+        if (pi_session_decode_all(a.s, wtok, n_ctx - 1, logits)) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            goto out;
+        }
+        for (int64_t j = first; j < n_ctx - 1; j++) {
+            sum += nll(logits + (size_t)j * (size_t)V, V, win[j + 1]);
+            count++;
         }
         double el = pi_time_s() - t0, eta = el / (double)(c + 1) * (double)(n_chunks - c - 1);
         if (tty)
@@ -121,6 +127,8 @@ int cmd_perplexity(int argc, char **argv) {
             (double)(n_chunks * (n_ctx - 1)) / (pi_time_s() - t0));
     rc = 0;
 out:
+    free(wtok);
+    free(logits);
     free(ids);
     free(owned);
     app_free(&a);
