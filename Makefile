@@ -123,7 +123,7 @@ FUZZ_BUILD := build/fuzz
 fuzz:
 	@scripts/deps.sh fuzz
 	@mkdir -p $(FUZZ_BUILD)
-	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined \
+	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $(FUZZ_BUILD)/fuzz_gguf fuzz/fuzz_gguf.c src/gguf/*.c src/base/*.c src/kernels/types.c -lm -pthread
 
 FUZZ_SECONDS ?= 600

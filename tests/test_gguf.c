@@ -517,6 +517,13 @@ static void test_writer_misuse(void) {
     CHECK(pi_gguf_set_kv(w, &kv) == PI_ERR_INVALID); /* value does not fit */
     kv.type = (pi_gguf_vtype)99;
     CHECK(pi_gguf_set_kv(w, &kv) == PI_ERR_INVALID);
+    /* a value that fails half-way leaves no trace: the key can be set again */
+    const char *const with_null[] = {"ok", NULL};
+    const uint64_t null_lens[] = {2, 3};
+    CHECK(pi_gguf_set_arr_str(w, "s", with_null, null_lens, 2) == PI_ERR_INVALID);
+    CHECK(pi_gguf_set_arr_str(w, "s", with_null, NULL, 1) == PI_OK);
+    int64_t ovf[4] = {1ll << 40, 1ll << 40, 1 << 20, 1};
+    CHECK(pi_gguf_add_tensor(w, "big", PI_TYPE_F32, 3, ovf) == PI_ERR_INVALID);
     CHECK(pi_gguf_add_tensor(w, "t", PI_TYPE_Q8_0, 1, bad) == PI_ERR_INVALID);
     CHECK(pi_gguf_add_tensor(w, "t", PI_TYPE_F32, 1, neg) == PI_ERR_INVALID);
     CHECK(pi_gguf_add_tensor(w, "t", PI_TYPE_F32, 0, ne) == PI_ERR_INVALID);
@@ -561,6 +568,9 @@ static void test_writer_misuse(void) {
             uint8_t *z = calloc(1, 1 << 16);
             for (int i = 0; i < 64 && st == PI_OK; i++) st = pi_gguf_write_data(w, z, 1 << 16);
             free(z);
+            CHECK(st == PI_ERR_IO);
+            CHECK(pi_gguf_write_data(w, "x", 1) == PI_ERR_IO); /* sticky */
+            CHECK(strstr(pi_last_error(), "failed earlier") != NULL);
             pi_status cs = pi_gguf_writer_close(w);
             CHECKF(cs == PI_ERR_IO && strstr(pi_last_error(), "/dev/full"), "%d %s", cs, pi_last_error());
             CHECK(exists("/dev/full"));
