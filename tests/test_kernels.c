@@ -50,7 +50,7 @@ static bool is_quant(pi_type t) { return t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0;
 
 /* ------------------------------------------------------------ data */
 
-/* Random values whose magnitude changes every 32 elements over ~5 decades,
+/* Random values whose magnitude changes every 32 elements over 4 decades,
    so quant blocks see very different scales; every 11th block (for some
    seeds) is all zero, which gives a zero scale. */
 static void fill_random(t_rng *r, float *x, int64_t n, bool zero_blocks) {

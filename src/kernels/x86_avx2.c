@@ -6,17 +6,25 @@
  * ref's exact bytes.
  *
  * The integer dots use vpmaddubsw (unsigned x signed bytes -> pairs summed to
- * int16) and vpmaddwd against ones (-> int32), then one float FMA per block:
- *   - Q4_0: the nibbles are used unsigned (0..15), so no product can saturate
- *     (15 * 127 * 2 < 32767); the offset of 8 is taken out in int16 with a
- *     per-call prepared -8 * (pair sums of the activation). The 16 packed bytes
- *     are broadcast to both 128-bit halves and shifted by 0 / 4 bits per half,
- *     giving [weights 0..15 | weights 16..31] without a lane-crossing shuffle.
+ * int16) and vpmaddwd against ones (-> int32), then one float FMA per vector:
+ *   - Q4_0: weights are loaded two blocks per 256-bit vector, as they lie in
+ *     the file (no repacking), and the Q8_0 activation is prepared once per
+ *     call to match: [A x0..15 | B x0..15] against the low nibbles, the same
+ *     for x16..31 against the high nibbles, so one shift serves two blocks and
+ *     the two products, the correction and one vpmaddwd give 4 int32 lanes per
+ *     block. Nibbles are used unsigned (0..15), so no product saturates
+ *     (15 * 127 * 2 < 32767); the offset of 8 comes out in int16 with the
+ *     prepared -8 * (pair sums of the activation). The four f16 scales of a
+ *     group of 4 blocks are gathered in a general register and converted at
+ *     once. This halves the vector work per block compared with one block per
+ *     vector, which on a 2-thread Sapphire Rapids was compute-bound at ~75%
+ *     of DRAM bandwidth.
  *   - Q8_0: both operands are signed; vpmaddubsw takes |w| and x with w's sign,
  *     which cannot saturate either (128 * 127 * 2 < 32767).
  * Matvecs process four rows at a time so each activation load serves four
- * rows, keep vector accumulators per row and reduce once per row. Quant rows
- * are only 2-byte aligned; all loads are unaligned and stay inside the row.
+ * rows, keep vector accumulators per row, reduce once per row, and prefetch
+ * one row group ahead (see simd_common.h). Quant rows are only 2-byte
+ * aligned; all loads are unaligned and stay inside the row.
  */
 #include "simd_common.h"
 
@@ -27,6 +35,13 @@
 /* ---------------------------------------------------------------- helpers */
 
 INLINE float f16_scalar(pi_f16 h) { return _cvtsh_ss(h); }
+
+/* An f16 scale at p (2-byte aligned) as 8 floats. */
+INLINE __m256 f16_bcast(const void *p) {
+    pi_f16 h;
+    __builtin_memcpy(&h, p, sizeof h);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
 
 INLINE float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -85,8 +100,11 @@ static void pi_quantize_q8_0_avx2(const float *x, pi_block_q8_0 *y, int64_t n) {
 
 /* ------------------------------------------------------- F32, F16, BF16 */
 
+/* sums[k] = dot(row k, x) for R rows stride bytes apart; pf: how far ahead
+   of the bytes being read to prefetch. */
 INLINE void float_rows(pi_type t, const int R, int64_t n, const uint8_t *w, size_t stride, const float *x,
-                       float *sums) {
+                       size_t pf, float *sums) {
+    const size_t esize = t == PI_TYPE_F32 ? 4 : 2;
     __m256 acc0[4], acc1[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc0[k] = acc1[k] = _mm256_setzero_ps();
@@ -95,6 +113,7 @@ INLINE void float_rows(pi_type t, const int R, int64_t n, const uint8_t *w, size
         const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
+            prefetch_span(w + k * stride + pf + i * esize, 16 * esize);
             acc0[k] = _mm256_fmadd_ps(load8(t, w + k * stride, i), x0, acc0[k]);
             acc1[k] = _mm256_fmadd_ps(load8(t, w + k * stride, i + 8), x1, acc1[k]);
         }
@@ -113,8 +132,9 @@ INLINE void float_rows(pi_type t, const int R, int64_t n, const uint8_t *w, size
 INLINE void float_matvec(pi_type t, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
                          const float *x, float *y) {
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) float_rows(t, 4, n, (const uint8_t *)W + (size_t)r * stride, stride, x, y + r);
-    for (; r < r1; r++) float_rows(t, 1, n, (const uint8_t *)W + (size_t)r * stride, stride, x, y + r);
+    for (; r + 4 <= r1; r += 4)
+        float_rows(t, 4, n, (const uint8_t *)W + (size_t)r * stride, stride, x, 4 * stride, y + r);
+    for (; r < r1; r++) float_rows(t, 1, n, (const uint8_t *)W + (size_t)r * stride, stride, x, stride, y + r);
 }
 
 INLINE void float_axpy(pi_type t, int64_t n, float a, const void *w, float *y) {
@@ -130,17 +150,20 @@ INLINE void float_axpy(pi_type t, int64_t n, float a, const void *w, float *y) {
 
 static float pi_vec_dot_f32_avx2(int64_t n, const void *w, const void *x) {
     float s;
-    float_rows(PI_TYPE_F32, 1, n, w, 0, x, &s);
+    prefetch_row_start(w, (size_t)n * 4);
+    float_rows(PI_TYPE_F32, 1, n, w, 0, x, PI_VEC_DOT_PF, &s);
     return s;
 }
 static float pi_vec_dot_f16_avx2(int64_t n, const void *w, const void *x) {
     float s;
-    float_rows(PI_TYPE_F16, 1, n, w, 0, x, &s);
+    prefetch_row_start(w, (size_t)n * 2);
+    float_rows(PI_TYPE_F16, 1, n, w, 0, x, PI_VEC_DOT_PF, &s);
     return s;
 }
 static float pi_vec_dot_bf16_avx2(int64_t n, const void *w, const void *x) {
     float s;
-    float_rows(PI_TYPE_BF16, 1, n, w, 0, x, &s);
+    prefetch_row_start(w, (size_t)n * 2);
+    float_rows(PI_TYPE_BF16, 1, n, w, 0, x, PI_VEC_DOT_PF, &s);
     return s;
 }
 static void pi_matvec_f32_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *x,
@@ -161,51 +184,120 @@ static void pi_axpy_bf16_avx2(int64_t n, float a, const void *w, float *y) { flo
 
 /* ------------------------------------------------------------ Q4_0 x Q8_0 */
 
-/* One activation block, prepared for unsigned nibbles in natural order. */
+/* The activation for 4 consecutive blocks, laid out for weights loaded two
+   blocks per 256-bit vector: pair j holds blocks A = 2j and B = 2j + 1 as
+   [A's 16 packed bytes | B's 16 packed bytes], whose low nibbles are weights
+   0..15 and high nibbles weights 16..31 of each block. */
 typedef struct {
-    __m256i xq;    /* the block's 32 activation bytes */
-    __m256i ncorr; /* int16 lane l: -8 * (x[2l] + x[2l+1]) */
-} q4_0_xblock;
+    __m256i xlo[2];   /* [A x[0..15] | B x[0..15]] */
+    __m256i xhi[2];   /* [A x[16..31] | B x[16..31]] */
+    __m256i ncorr[2]; /* int16 lane l: -8 * (xlo + xhi bytes 2l and 2l + 1) */
+    __m128 dx;        /* d_x of the 4 blocks */
+} q4_0_group;
 
-static void prep_q4_0(const pi_block_q8_0 *x, int64_t nb, q4_0_xblock *g, float *dx) {
+/* Blocks past nb are zero (scale 0, no correction). */
+INLINE __m256i x_qs_or_zero(const pi_block_q8_0 *x, int64_t b, int64_t nb) {
+    return b < nb ? _mm256_loadu_si256((const __m256i *)x[b].qs) : _mm256_setzero_si256();
+}
+
+/* The prepared activation of blocks b..b+3 (those past nb read as zero). */
+INLINE q4_0_group q4_0_make_group(const pi_block_q8_0 *x, int64_t b, int64_t nb) {
     const __m256i ones = _mm256_set1_epi8(1);
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i xq = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        g[b].xq = xq;
-        g[b].ncorr = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_setzero_si256(), _mm256_maddubs_epi16(ones, xq)), 3);
-        dx[b] = f16_scalar(x[b].d);
+    q4_0_group g;
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; j++) {
+        const __m256i qa = x_qs_or_zero(x, b + 2 * j, nb), qb = x_qs_or_zero(x, b + 2 * j + 1, nb);
+        g.xlo[j] = _mm256_permute2x128_si256(qa, qb, 0x20);
+        g.xhi[j] = _mm256_permute2x128_si256(qa, qb, 0x31);
+        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(ones, g.xlo[j]), _mm256_maddubs_epi16(ones, g.xhi[j]));
+        g.ncorr[j] = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_setzero_si256(), s), 3);
     }
+    uint64_t d = 0;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) d |= b + k < nb ? (uint64_t)x[b + k].d << (16 * k) : 0;
+    g.dx = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)d));
+    return g;
 }
 
-/* The 32 weights of a block as unsigned bytes in natural order: the 16 packed
-   bytes go to both halves, the upper half shifted right by 4 (per dword: the
-   next byte's bits land in the masked-off high nibble). */
-INLINE __m256i q4_0_unpack(const uint8_t *qs) {
-    const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    return _mm256_and_si256(_mm256_srlv_epi32(q, shift), _mm256_set1_epi8(0x0f));
+static void prep_q4_0(const pi_block_q8_0 *x, int64_t nb, q4_0_group *g) {
+    for (int64_t b = 0; b < nb; b += 4) *g++ = q4_0_make_group(x, b, nb);
 }
 
-INLINE __m256 f16_bcast(const void *p) {
-    pi_f16 h;
-    __builtin_memcpy(&h, p, sizeof h);
-    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+INLINE uint64_t load_u16(const uint8_t *p) {
+    uint16_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
 }
 
-INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_xblock *g, const float *dx,
-                      int64_t nb, float *sums) {
-    const __m256i ones16 = _mm256_set1_epi16(1);
+/* acc += the 4 blocks of one group: q01 / q23 hold the packed bytes of
+   blocks 0,1 and 2,3; d4 their 4 f16 scales in its low 64 bits. */
+INLINE __m256 q4_0_group_dot(__m256 acc, const q4_0_group *G, __m256i q01, __m256i q23, __m128i d4) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+    const __m128 s4 = _mm_mul_ps(_mm_cvtph_ps(d4), G->dx);
+    const __m256 s = _mm256_castps128_ps256(s4);
+    const __m256i q[2] = {q01, q23};
+    const __m256 sc[2] = {_mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+                          _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3))};
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; j++) {
+        const __m256i lo = _mm256_and_si256(q[j], m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q[j], 4), m4);
+        /* int16 partial sums stay within 2 * 3810 + 4064 */
+        const __m256i p16 = _mm256_add_epi16(
+            _mm256_add_epi16(_mm256_maddubs_epi16(lo, G->xlo[j]), _mm256_maddubs_epi16(hi, G->xhi[j])),
+            G->ncorr[j]);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones16)), sc[j], acc);
+    }
+    return acc;
+}
+
+INLINE __m256i load_pair(const uint8_t *a, const uint8_t *b) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                   _mm_loadu_si128((const __m128i *)b), 1);
+}
+
+/* sums[k] = dot over nb blocks of row k (R rows stride bytes apart), with the
+   activation prepared in g, or (g NULL, for a single row) prepared on the fly
+   from x. pf: how far ahead of the bytes being read to prefetch. */
+INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_group *g, const pi_block_q8_0 *x,
+                      int64_t nb, size_t pf, float *sums) {
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc[k] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256 vdx = _mm256_broadcast_ss(dx + b);
+    const int64_t nfull = nb / 4;
+    for (int64_t gi = 0; gi < nfull; gi++) {
+        q4_0_group xg;
+        if (!g) xg = q4_0_make_group(x, 4 * gi, nb);
+        const q4_0_group *G = g ? g + gi : &xg;
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + b * sizeof(pi_block_q4_0);
-            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(q4_0_unpack(p + 2), g[b].xq), g[b].ncorr);
-            const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones16));
-            acc[k] = _mm256_fmadd_ps(f, _mm256_mul_ps(f16_bcast(p), vdx), acc[k]);
+            const uint8_t *p = w + k * stride + gi * (4 * sizeof(pi_block_q4_0));
+            prefetch_span(p + pf, 4 * sizeof(pi_block_q4_0));
+            /* the 4 scales gathered in a general register: cheaper than
+               inserting words into a vector one by one */
+            const uint64_t d = load_u16(p) | load_u16(p + 18) << 16 | load_u16(p + 36) << 32 | load_u16(p + 54) << 48;
+            acc[k] = q4_0_group_dot(acc[k], G, load_pair(p + 2, p + 20), load_pair(p + 38, p + 56),
+                                    _mm_cvtsi64_si128((long long)d));
+        }
+    }
+    if (nb > nfull * 4) {
+        /* 1-3 blocks: absent ones read as zero bytes (their activation and
+           scale are zero too) */
+        const int64_t m = nb - nfull * 4;
+        q4_0_group xg;
+        if (!g) xg = q4_0_make_group(x, 4 * nfull, nb);
+        const q4_0_group *G = g ? g + nfull : &xg;
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w + k * stride + nfull * (4 * sizeof(pi_block_q4_0));
+            __m128i qb[4];
+            uint64_t d = 0;
+            for (int64_t j = 0; j < 4; j++) {
+                qb[j] = j < m ? _mm_loadu_si128((const __m128i *)(p + 18 * j + 2)) : _mm_setzero_si128();
+                d |= j < m ? load_u16(p + 18 * j) << (16 * j) : 0;
+            }
+            acc[k] = q4_0_group_dot(acc[k], G, _mm256_set_m128i(qb[1], qb[0]), _mm256_set_m128i(qb[3], qb[2]),
+                                    _mm_cvtsi64_si128((long long)d));
         }
     }
 #pragma GCC unroll 4
@@ -216,45 +308,33 @@ static void pi_matvec_q4_0_q8_0_avx2(int64_t n, const void *W, size_t stride, in
                                      const void *vx, float *y) {
     const pi_block_q8_0 *x = vx;
     const int64_t nb = n / PI_QK4_0;
-    q4_0_xblock g[PI_SIMD_CHUNK_BLOCKS];
-    float dx[PI_SIMD_CHUNK_BLOCKS];
+    q4_0_group g[PI_SIMD_CHUNK_BLOCKS / 4];
     if (nb == 0)
         for (int64_t r = r0; r < r1; r++) y[r] = 0.0f;
     for (int64_t c0 = 0; c0 < nb; c0 += PI_SIMD_CHUNK_BLOCKS) {
         const int64_t cb = nb - c0 < PI_SIMD_CHUNK_BLOCKS ? nb - c0 : PI_SIMD_CHUNK_BLOCKS;
-        prep_q4_0(x + c0, cb, g, dx);
+        prep_q4_0(x + c0, cb, g);
         const uint8_t *base = (const uint8_t *)W + c0 * sizeof(pi_block_q4_0);
         float s[4];
         int64_t r = r0;
         for (; r + 4 <= r1; r += 4) {
-            q4_0_rows(4, base + (size_t)r * stride, stride, g, dx, cb, s);
+            q4_0_rows(4, base + (size_t)r * stride, stride, g, NULL, cb, 4 * stride, s);
             for (int k = 0; k < 4; k++) y[r + k] = c0 ? y[r + k] + s[k] : s[k];
         }
         for (; r < r1; r++) {
-            q4_0_rows(1, base + (size_t)r * stride, stride, g, dx, cb, s);
+            q4_0_rows(1, base + (size_t)r * stride, stride, g, NULL, cb, stride, s);
             y[r] = c0 ? y[r] + s[0] : s[0];
         }
     }
 }
 
-static float pi_vec_dot_q4_0_q8_0_avx2(int64_t n, const void *vw, const void *vx) {
-    /* One row: no preparation; the offset of 8 comes out via a second
-       vpmaddubsw of bytes 8 against x (each at most 8 * 127 * 2). */
-    const pi_block_q4_0 *w = vw;
-    const pi_block_q8_0 *x = vx;
-    const __m256i ones16 = _mm256_set1_epi16(1), eights = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    const int64_t nb = n / PI_QK4_0;
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i xq = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        const __m256i p16 =
-            _mm256_sub_epi16(_mm256_maddubs_epi16(q4_0_unpack(w[b].qs), xq), _mm256_maddubs_epi16(eights, xq));
-        const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones16));
-        const __m256 s = _mm256_set1_ps(f16_scalar(w[b].d) * f16_scalar(x[b].d));
-        if (b & 1) acc1 = _mm256_fmadd_ps(f, s, acc1);
-        else acc0 = _mm256_fmadd_ps(f, s, acc0);
-    }
-    return hsum256(_mm256_add_ps(acc0, acc1));
+static float pi_vec_dot_q4_0_q8_0_avx2(int64_t n, const void *w, const void *x) {
+    /* One row: the activation groups are built as they are needed (preparing
+       them ahead would cost a second pass). */
+    float s;
+    prefetch_row_start(w, (size_t)(n / PI_QK4_0) * sizeof(pi_block_q4_0));
+    q4_0_rows(1, w, 0, NULL, x, n / PI_QK4_0, PI_VEC_DOT_PF, &s);
+    return s;
 }
 
 static void pi_axpy_q4_0_avx2(int64_t n, float a, const void *vw, float *y) {
@@ -281,7 +361,9 @@ INLINE __m256i q8_0_block_dot(__m256i wq, __m256i xq) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_block_q8_0 *x, int64_t nb,
+/* sums[k] = dot over nb blocks of row k (R rows stride bytes apart); pf: how
+   far ahead of the bytes being read to prefetch. */
+INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_block_q8_0 *x, int64_t nb, size_t pf,
                       float *sums) {
     __m256 acc[4];
 #pragma GCC unroll 4
@@ -292,6 +374,7 @@ INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_blo
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
             const uint8_t *p = w + k * stride + b * sizeof(pi_block_q8_0);
+            if (b % 2 == 0) prefetch_span(p + pf, 2 * sizeof(pi_block_q8_0));
             const __m256 f = _mm256_cvtepi32_ps(q8_0_block_dot(_mm256_loadu_si256((const __m256i *)(p + 2)), xq));
             acc[k] = _mm256_fmadd_ps(f, _mm256_mul_ps(f16_bcast(p), vdx), acc[k]);
         }
@@ -306,15 +389,16 @@ static void pi_matvec_q8_0_q8_0_avx2(int64_t n, const void *W, size_t stride, in
     float s[4];
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
-        q8_0_rows(4, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, s);
+        q8_0_rows(4, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, 4 * stride, s);
         for (int k = 0; k < 4; k++) y[r + k] = s[k];
     }
-    for (; r < r1; r++) q8_0_rows(1, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, y + r);
+    for (; r < r1; r++) q8_0_rows(1, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, stride, y + r);
 }
 
 static float pi_vec_dot_q8_0_q8_0_avx2(int64_t n, const void *w, const void *x) {
     float s;
-    q8_0_rows(1, w, 0, x, n / PI_QK8_0, &s);
+    prefetch_row_start(w, (size_t)(n / PI_QK8_0) * sizeof(pi_block_q8_0));
+    q8_0_rows(1, w, 0, x, n / PI_QK8_0, PI_VEC_DOT_PF, &s);
     return s;
 }
 
