@@ -154,8 +154,18 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     (void)tid;
     matmul_job *j = ctx;
     pi_matvec_fn mv = j->k->matvec[j->w->type];
-    for (int64_t b = 0; b < j->nb; b++)
-        mv(j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x + (size_t)b * j->x_stride, j->y + b * j->y_stride);
+    if (j->nb == 1) {
+        mv(j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->y);
+        return;
+    }
+    /* blocks of about 64 KiB of weights: they stay in L2 across the batch */
+    int64_t blk = (int64_t)((64 << 10) / j->w->row_bytes);
+    if (blk < 4) blk = 4;
+    for (int64_t rb = r0; rb < r1; rb += blk) {
+        int64_t re = rb + blk < r1 ? rb + blk : r1;
+        for (int64_t b = 0; b < j->nb; b++)
+            mv(j->w->ne[0], j->base, j->w->row_bytes, rb, re, j->x + (size_t)b * j->x_stride, j->y + b * j->y_stride);
+    }
 }
 
 /* Y[b][0..rows) = W[row0 .. row0+rows) X[b] for the nb rows of X (x_stride
@@ -176,7 +186,7 @@ static void matmul(pi_session *s, const pi_weight *w, int64_t row0, int64_t rows
         xin_stride = (size_t)s->xq_blocks * sizeof(pi_block_q8_0);
     }
     matmul_job j = {s->k, w, (const uint8_t *)w->data + (size_t)row0 * w->row_bytes, xin, xin_stride, Y, y_stride, nb};
-    pi_pool_for(s->pool, rows, nb > 1 ? 8 : MATVEC_GRAIN, matmul_rows, &j);
+    pi_pool_for(s->pool, rows, MATVEC_GRAIN, matmul_rows, &j);
 }
 
 /* Float rows were rewritten in place: their Q8_0 copies are stale. */
