@@ -12,6 +12,7 @@ int cmd_gen_model(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 

@@ -88,12 +88,14 @@ static pi_status load_strings(pi_tokenizer *t, const pi_gguf_kv *kv) {
     char empty[32];
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++)
-        total += kv->arr_str[i].len ? kv->arr_str[i].len : (size_t)snprintf(empty, sizeof empty, "[EMPTY_%u]", (unsigned)i);
+        total += kv->arr_str[i].len ? (size_t)kv->arr_str[i].len
+                                    : (size_t)snprintf(empty, sizeof empty, "[EMPTY_%u]", (unsigned)i);
     t->text = malloc(total ? total : 1);
     t->text_off = malloc((n + 1) * sizeof *t->text_off);
     size_t cap = pow2_at_least(2 * n);
     t->slots = malloc(cap * sizeof *t->slots);
-    if (!t->text || !t->text_off || !t->slots) return pi_error(PI_ERR_NOMEM, "tokenizer: out of memory for %llu tokens", (unsigned long long)n);
+    if (!t->text || !t->text_off || !t->slots)
+        return pi_error(PI_ERR_NOMEM, "tokenizer: out of memory for %llu tokens", (unsigned long long)n);
     t->slot_mask = cap - 1;
     for (size_t i = 0; i < cap; i++) t->slots[i].id = -1;
     size_t off = 0;
@@ -198,8 +200,11 @@ static bool eog_has(const pi_tokenizer *t, int32_t id) {
     return false;
 }
 
+#define EOG_MAX 16 /* 3 fill-in-the-middle + 7 names + EOS, EOT, EOM */
+
 static void eog_add(pi_tokenizer *t, int32_t id) {
     if (id < 0 || eog_has(t, id)) return;
+    PI_ASSERT(t->n_eog < EOG_MAX);
     int32_t i = t->n_eog++;
     while (i > 0 && t->eog[i - 1] > id) {
         t->eog[i] = t->eog[i - 1];
@@ -235,7 +240,7 @@ static pi_status find_named_tokens(pi_tokenizer *t, const pi_gguf *g) {
         for (int j = 0; j < 2; j++)
             if (fim_keys[k][j] && (st = get_id(t, g, fim_keys[k][j], &fim[k]))) return st;
 
-    t->eog = malloc(16 * sizeof *t->eog);
+    t->eog = malloc(EOG_MAX * sizeof *t->eog);
     if (!t->eog) return pi_error(PI_ERR_NOMEM, "tokenizer: out of memory");
     int32_t id;
     if (t->eot < 0) {
@@ -317,7 +322,10 @@ static int spm_byte_value(const char *s, size_t len) {
     int v = 0;
     for (size_t i = 3; i < len && i < 5; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) break;
         v = v * 16 + d;
     }
@@ -483,7 +491,8 @@ pi_status pi_tokenizer_load(const pi_gguf *g, pi_tokenizer **out) {
     if ((st = get_id(t, g, KEY("bos_token_id"), &t->bos)) || (st = get_id(t, g, KEY("eos_token_id"), &t->eos)) ||
         (st = get_id(t, g, KEY("eot_token_id"), &t->eot)) || (st = get_id(t, g, KEY("eom_token_id"), &t->eom)) ||
         (st = get_id(t, g, KEY("unknown_token_id"), &t->unk)) ||
-        (st = get_id(t, g, KEY("padding_token_id"), &t->pad)) || (st = get_flag(g, KEY("add_bos_token"), &t->add_bos)) ||
+        (st = get_id(t, g, KEY("padding_token_id"), &t->pad)) ||
+        (st = get_flag(g, KEY("add_bos_token"), &t->add_bos)) ||
         (st = get_flag(g, KEY("add_eos_token"), &t->add_eos)) ||
         (st = get_flag(g, KEY("add_space_prefix"), &t->add_space_prefix)))
         goto fail;
@@ -673,7 +682,8 @@ pi_status pi_tokenize(const pi_tokenizer *t, const char *text, size_t len, bool 
     free(fr.v);
     if (st) return st;
     *n_out = sink.n;
-    if (sink.n > cap) return pi_error(PI_ERR_INVALID, "tokenize: the text needs %zu tokens, room for %zu", sink.n, cap);
+    if (sink.n > cap)
+        return pi_error(PI_ERR_INVALID, "tokenize: the text needs %zu token(s), room for %zu", sink.n, cap);
     return PI_OK;
 }
 
@@ -737,14 +747,15 @@ pi_status pi_detokenize(const pi_tokenizer *t, const int32_t *ids, size_t n, cha
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab)
-            return pi_error(PI_ERR_INVALID, "detokenize: token id %d at position %zu is out of range [0, %d)", ids[i], i,
-                            t->n_vocab);
+            return pi_error(PI_ERR_INVALID, "detokenize: token id %d at position %zu is out of range [0, %d)",
+                            ids[i], i, t->n_vocab);
         size_t len;
         const char *p = piece_of(t, ids[i], false, &len);
         total += len - (i == strip_at && len && p[0] == ' ');
     }
-    char *dst = total <= cap ? buf : malloc(total);
-    if (!dst) return pi_error(PI_ERR_NOMEM, "detokenize: out of memory for %zu bytes", total);
+    char *dst = buf;
+    if (total > cap && !(dst = malloc(total)))
+        return pi_error(PI_ERR_NOMEM, "detokenize: out of memory for %zu bytes", total);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len;

@@ -48,10 +48,11 @@ typedef enum pi_token_type {
    PI_ERR_NOT_FOUND for a missing required key (tokenizer.ggml.model, .tokens,
    .merges for BPE); PI_ERR_FORMAT for a wrong value type, an array whose
    length differs from .tokens, a duplicate token, a special-token id out of
-   range (0xFFFFFFFF or a negative value means "none"), a merge without a
-   space or naming a string that is not a token; PI_ERR_UNSUPPORTED for
-   another tokenizer model or pre-tokenizer (named); PI_ERR_NOMEM. Memory is
-   proportional to the metadata's size. */
+   range (0xFFFFFFFF or a negative value keeps llama.cpp's default instead),
+   a merge without a space or naming a string that is not a token;
+   PI_ERR_UNSUPPORTED for another tokenizer model or pre-tokenizer (named);
+   PI_ERR_NOMEM. A missing tokenizer.ggml.pre means "default", as in
+   llama.cpp. Memory is proportional to the metadata's size. Thread-safe. */
 pi_status pi_tokenizer_load(const pi_gguf *g, pi_tokenizer **out);
 void pi_tokenizer_free(pi_tokenizer *tok); /* accepts NULL */
 
@@ -112,7 +113,9 @@ pi_status pi_token_piece(const pi_tokenizer *tok, int32_t id, bool special, cons
    after a BOS); BPE vocabularies of the gpt-2/default kind get llama.cpp's
    clean-up of spaces before punctuation and contractions. Writes at most cap
    bytes and sets *n_out to the full length; a NUL follows when cap > length.
-   PI_ERR_INVALID when the text does not fit or an id is out of range. */
+   PI_ERR_INVALID when the text does not fit or an id is out of range.
+   To print text as it is generated, concatenate pi_token_piece() instead:
+   the first token of a continuation keeps its space there. */
 pi_status pi_detokenize(const pi_tokenizer *tok, const int32_t *ids, size_t n, char *buf, size_t cap,
                         size_t *n_out);
 
