@@ -80,7 +80,7 @@ static void test_stories_gguf(const char *model_path, const char *label) {
     char gp[512];
     if (!t_fixture(gp, sizeof gp, "stories260K.greedy.tokens.txt")) return;
     pi_model *m;
-    pi_status st = pi_model_load(model_path, &m);
+    pi_status st = pi_model_load(model_path, PI_MAP_FILE, &m);
     CHECKF(st == PI_OK, "%s: %s", label, pi_last_error());
     if (st) return;
     CHECK(m->hp.n_embd == 64 && m->hp.n_layer == 5 && m->hp.n_head == 8 && m->hp.n_head_kv == 4 &&
@@ -197,7 +197,7 @@ static void test_golden(const char *name) {
     pi_session *s = NULL;
     if (!prompts || !logits || !greedy_ids || !margin) goto done;
     CHECK(n_prompts_b == 3 * 32 * 4 && n_logits_b == 3 * 32 * 512 * 4 && n_greedy_b == 3 * 64 * 4);
-    pi_status st = pi_model_load(mp, &m);
+    pi_status st = pi_model_load(mp, PI_MAP_LOAD, &m);
     CHECKF(st == PI_OK, "%s: %s", name, pi_last_error());
     if (st) goto done;
     CHECK(pi_session_create(m, 256, 2, &s) == PI_OK);
@@ -344,7 +344,7 @@ static void test_bad_models(void) {
     t_tmp_path(p, sizeof p, "tiny.gguf");
     pi_model *m = NULL;
     write_tiny(p, "llama", NULL, 0);
-    CHECKF(pi_model_load(p, &m) == PI_OK, "%s", pi_last_error());
+    CHECKF(pi_model_load(p, PI_MAP_FILE, &m) == PI_OK, "%s", pi_last_error());
     CHECK(m && m->tied_output && m->hp.n_vocab == 300 && m->hp.head_dim == 16 && m->hp.act == PI_ACT_SILU);
     pi_session *s = NULL;
     CHECK(pi_session_create(m, 8, 1, &s) == PI_OK);
@@ -357,11 +357,11 @@ static void test_bad_models(void) {
     pi_model_free(m);
     m = NULL;
     write_tiny(p, "llama", "blk.0.ffn_up.weight", 0);
-    CHECK(pi_model_load(p, &m) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "blk.0.ffn_up.weight") && !m);
+    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "blk.0.ffn_up.weight") && !m);
     write_tiny(p, "gpt-neox", NULL, 0);
-    CHECK(pi_model_load(p, &m) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "gpt-neox") && !m);
+    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "gpt-neox") && !m);
     write_tiny(p, "llama", NULL, 32);
-    CHECK(pi_model_load(p, &m) == PI_ERR_FORMAT && strstr(pi_last_error(), "attn_q") && !m);
+    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_ERR_FORMAT && strstr(pi_last_error(), "attn_q") && !m);
     unlink(p);
     pi_model_free(NULL);
     pi_session_free(NULL);

@@ -12,6 +12,7 @@
 #include "cmds.h"
 
 #include "base/cpu.h"
+#include "base/mapfile.h"
 #include "base/pool.h"
 #include "base/timer.h"
 #include "kernels/kernels.h"
@@ -153,7 +154,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         size_t mat_bytes = rb * (size_t)rows;
         size_t n_mat = ((size_t)ws_mib << 20) / mat_bytes + 1;
         if (n_mat < 2) n_mat = 2;
-        uint8_t *mats = malloc(mat_bytes * n_mat);
+        uint8_t *mats = pi_huge_alloc(mat_bytes * n_mat);
         float *xf = malloc((size_t)cols * sizeof *xf);
         pi_block_q8_0 *xq = malloc((size_t)cols / 32 * sizeof *xq);
         float *y = malloc((size_t)rows * sizeof *y);
@@ -200,7 +201,7 @@ int cmd_bench_kernels(int argc, char **argv) {
                 pi_pool_free(pool);
             }
         }
-        free(mats);
+        pi_huge_free(mats, mat_bytes * n_mat);
         free(xf);
         free(xq);
         free(y);

@@ -22,6 +22,8 @@ void app_usage_common(FILE *f) {
             "  -m FILE              model (GGUF)\n"
             "  -t N                 threads (default: all cores)\n"
             "  -c N                 context size (default: the model's, at most 4096)\n"
+            "  --mmap               map the model file instead of loading it into memory\n"
+            "                       (starts faster and shares the page cache; decodes ~15%% slower)\n"
             "  --temp T             temperature (default 0.8; 0 = greedy)\n"
             "  --top-k N            (default 40; 0 = off)\n"
             "  --top-p P            (default 0.95; 1 = off)\n"
@@ -35,6 +37,10 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     long n;
     if (!strcmp(a, "--ignore-eos")) {
         o->ignore_eos = true;
+        return 1;
+    }
+    if (!strcmp(a, "--mmap")) {
+        o->use_mmap = true;
         return 1;
     }
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
@@ -76,7 +82,7 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         return false;
     }
     double t0 = pi_time_s();
-    if (pi_model_load(o->model, &a->m) || pi_tokenizer_load(a->m->gguf, &a->tok)) {
+    if (pi_model_load(o->model, o->use_mmap ? PI_MAP_FILE : PI_MAP_LOAD, &a->m) || pi_tokenizer_load(a->m->gguf, &a->tok)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;

@@ -24,6 +24,7 @@ typedef struct app_opts {
     bool ignore_eos;
     bool special;        /* parse special tokens in the prompt */
     bool seed_given;
+    bool use_mmap;       /* --mmap: map the file instead of loading it */
     pi_sampler_params sp;
 } app_opts;
 

@@ -17,6 +17,7 @@
 #ifndef PI_GGUF_H
 #define PI_GGUF_H
 
+#include "../base/mapfile.h"
 #include "../base/status.h"
 #include "../kernels/types.h"
 
@@ -88,6 +89,11 @@ typedef struct pi_gguf pi_gguf;
    nested arrays), PI_ERR_NOT_FOUND when the file does not exist, PI_ERR_IO
    when it cannot be opened or mapped. */
 pi_status pi_gguf_open(const char *path, pi_gguf **out);
+
+/* pi_gguf_open, choosing how the file comes into memory: PI_MAP_FILE maps
+   it (the page cache holds it), PI_MAP_LOAD reads it into huge-page-backed
+   private memory (faster to stream, see base/mapfile.h). */
+pi_status pi_gguf_open_mode(const char *path, pi_map_mode mode, pi_gguf **out);
 
 /* Parse a buffer held by the caller (must outlive the pi_gguf); for fuzzing
    and tests. */

@@ -25,22 +25,17 @@
  */
 #include "gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 struct pi_gguf {
     const uint8_t *base; /* mapping or caller buffer */
     uint64_t size;
-    bool mapped; /* base was mmap()ed by pi_gguf_open */
+    pi_mapping map; /* what pi_gguf_open mapped or loaded; zeroed for open_mem */
     char *path;  /* for messages of the getters; NULL for memory */
     uint32_t version;
     bool pwri;
@@ -606,49 +601,25 @@ pi_status pi_gguf_open_mem(const void *data, size_t size, pi_gguf **out) {
     return open_common(g, out);
 }
 
-pi_status pi_gguf_open(const char *path, pi_gguf **out) {
+pi_status pi_gguf_open(const char *path, pi_gguf **out) { return pi_gguf_open_mode(path, PI_MAP_FILE, out); }
+
+pi_status pi_gguf_open_mode(const char *path, pi_map_mode mode, pi_gguf **out) {
     PI_ASSERT(path && out);
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return pi_error(e == ENOENT ? PI_ERR_NOT_FOUND : PI_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return pi_error(PI_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return pi_error(PI_ERR_IO, "%s: not a regular file", path);
-    }
-    if (sb.st_size == 0) {
-        close(fd);
-        return pi_error(PI_ERR_FORMAT, "%s: byte 0: magic: empty file", path);
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        close(fd);
-        return pi_error(PI_ERR_UNSUPPORTED, "%s: file too large to map", path);
-    }
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (m == MAP_FAILED)
-        return pi_error(PI_ERR_IO, "%s: cannot map %lld bytes: %s", path, (long long)sb.st_size, strerror(e));
-
+    pi_mapping map;
+    pi_status st = pi_map_file_mode(path, mode, &map);
+    if (st) return st;
     pi_gguf *g = calloc(1, sizeof *g);
     char *pc = strdup(path);
     if (!g || !pc) {
         free(g);
         free(pc);
-        munmap(m, (size_t)sb.st_size);
+        pi_unmap_file(&map);
         return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     }
-    g->base = m;
-    g->size = (uint64_t)sb.st_size;
-    g->mapped = true;
+    g->map = map;
+    g->base = map.data;
+    g->size = (uint64_t)map.size;
     g->path = pc;
     return open_common(g, out);
 }
@@ -660,7 +631,7 @@ void pi_gguf_close(pi_gguf *g) {
     free(g->tensors);
     free(g->kv_hash);
     free(g->t_hash);
-    if (g->mapped) munmap((void *)g->base, (size_t)g->size);
+    pi_unmap_file(&g->map); /* no-op for pi_gguf_open_mem */
     free(g->path);
     free(g);
 }

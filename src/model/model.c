@@ -263,10 +263,10 @@ fail:
     return st;
 }
 
-pi_status pi_model_load(const char *path, pi_model **out) {
+pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out) {
     *out = NULL;
     pi_gguf *g;
-    pi_status st = pi_gguf_open(path, &g);
+    pi_status st = pi_gguf_open_mode(path, mode, &g);
     if (st) return st;
     if ((st = pi_model_from_gguf(g, path, out))) pi_gguf_close(g);
     return st;

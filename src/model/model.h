@@ -78,9 +78,11 @@ typedef struct pi_model {
     uint64_t weight_bytes;  /* bytes of all tensors bound */
 } pi_model;
 
-/* Load a model from a GGUF file. Errors name the missing tensor or key, the
-   unsupported architecture or type, or the shape that does not agree. */
-pi_status pi_model_load(const char *path, pi_model **out);
+/* Load a model from a GGUF file, mapped (PI_MAP_FILE) or read into
+   huge-page-backed memory (PI_MAP_LOAD: faster decode, see base/mapfile.h).
+   Errors name the missing tensor or key, the unsupported architecture or
+   type, or the shape that does not agree. */
+pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out);
 
 /* Bind a model to an already-open GGUF (taking ownership of g on success). */
 pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out);
