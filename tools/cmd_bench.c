@@ -26,7 +26,9 @@ static void usage(FILE *f) {
                "  -n N                 generated tokens for the tg test (default 128; 0 = skip)\n"
                "  -t N                 threads (default: all cores)\n"
                "  -r N                 repetitions, median reported (default 5)\n"
-               "  --peer PATH          also run this llama-bench binary on the same file and print ratios\n");
+               "  --peer PATH          also run this llama-bench binary on the same file and print ratios\n"
+               "  --rounds N           alternate pinfer and the peer N times; report medians and the\n"
+               "                       median of the per-round ratios (robust to a noisy machine)\n");
 }
 
 /* Parse llama-bench's CSV: avg_ts of the row with the given n_prompt/n_gen. */
@@ -88,9 +90,40 @@ static bool run_peer(const char *peer, const char *model, long p, long n, long t
     return true;
 }
 
+/* Median tok/s of `reps` prompt evaluations of n tokens from an empty context. */
+static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *out) {
+    double v[MAX_REPS];
+    for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
+        pi_session_reset(a->s);
+        double t0 = pi_time_s();
+        if (pi_session_decode(a->s, toks, n)) return false;
+        if (r >= 0) v[r] = (double)n / (pi_time_s() - t0);
+    }
+    *out = pi_median(v, (int)reps);
+    return true;
+}
+
+/* Median tok/s of `reps` runs generating n tokens one at a time. */
+static bool measure_tg(app *a, long n, long reps, double *out) {
+    const int64_t V = a->m->hp.n_vocab;
+    double v[MAX_REPS];
+    for (long r = -1; r < reps; r++) {
+        pi_session_reset(a->s);
+        int32_t tok = 1 % (int32_t)V;
+        double t0 = pi_time_s();
+        for (long i = 0; i < n; i++) {
+            if (pi_session_decode(a->s, &tok, 1)) return false;
+            tok = (int32_t)((tok * 31 + 7) % V);
+        }
+        if (r >= 0) v[r] = (double)n / (pi_time_s() - t0);
+    }
+    *out = pi_median(v, (int)reps);
+    return true;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench", *peer = NULL;
-    long n_prompt = 512, n_gen = 128, reps = 5;
+    long n_prompt = 512, n_gen = 128, reps = 5, rounds = 1;
     app_opts o;
     app_opts_init(&o);
     for (int i = 1; i < argc; i++) {
@@ -99,8 +132,10 @@ int cmd_bench(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-r") || !strcmp(a, "--peer")) {
+        if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-r") || !strcmp(a, "--peer") ||
+            !strcmp(a, "--rounds")) {
             if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            if (!strcmp(a, "--rounds") && !arg_int(cmd, a, v, 1, MAX_REPS, &rounds)) return 2;
             if (!strcmp(a, "-p") && !arg_int(cmd, a, v, 0, 1 << 20, &n_prompt)) return 2;
             if (!strcmp(a, "-n") && !arg_int(cmd, a, v, 0, 1 << 20, &n_gen)) return 2;
             if (!strcmp(a, "-r") && !arg_int(cmd, a, v, 1, MAX_REPS, &reps)) return 2;
@@ -138,45 +173,37 @@ int cmd_bench(int argc, char **argv) {
     printf("memory read bandwidth, %d thread%s: %.1f GB/s -> decode bound %.1f tok/s\n", T, T > 1 ? "s" : "", bw, bound);
     printf("%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
 
-    double pp = 0.0, tg = 0.0, v[MAX_REPS];
-    if (n_prompt > 0) {
-        for (long r = -1; r < reps; r++) {
-            pi_session_reset(a.s);
-            double t0 = pi_time_s();
-            if (pi_session_decode(a.s, toks, n_prompt)) {
-                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-                goto out;
-            }
-            if (r >= 0) v[r] = (double)n_prompt / (pi_time_s() - t0);
+    double pp[MAX_REPS], tg[MAX_REPS], ppp[MAX_REPS], ptg[MAX_REPS], rpp[MAX_REPS], rtg[MAX_REPS];
+    for (long k = 0; k < rounds; k++) {
+        pp[k] = tg[k] = ppp[k] = ptg[k] = 0.0;
+        if ((n_prompt > 0 && !measure_pp(&a, toks, n_prompt, reps, &pp[k])) ||
+            (n_gen > 0 && !measure_tg(&a, n_gen, reps, &tg[k]))) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            goto out;
         }
-        pp = pi_median(v, (int)reps);
-        printf("pp%-6ld %7d %12.2f %12s\n", n_prompt, T, pp, "");
+        if (peer && !run_peer(peer, o.model, n_prompt, n_gen, T, reps, &ppp[k], &ptg[k])) goto out;
+        rpp[k] = ppp[k] > 0 ? pp[k] / ppp[k] : 0.0;
+        rtg[k] = ptg[k] > 0 ? tg[k] / ptg[k] : 0.0;
+        if (rounds > 1)
+            fprintf(stderr, "bench: round %ld: pp %.2f tg %.2f%s", k + 1, pp[k], tg[k], peer ? "" : "\n");
+        if (rounds > 1 && peer) fprintf(stderr, " | peer pp %.2f tg %.2f\n", ppp[k], ptg[k]);
     }
+    const char *med = rounds > 1 ? " (median of rounds)" : "";
+    if (n_prompt > 0) printf("pp%-6ld %7d %12.2f %12s%s\n", n_prompt, T, pi_median(pp, (int)rounds), "", med);
     if (n_gen > 0) {
-        for (long r = -1; r < reps; r++) {
-            pi_session_reset(a.s);
-            int32_t tok = 1 % (int32_t)V;
-            double t0 = pi_time_s();
-            for (long i = 0; i < n_gen; i++) {
-                if (pi_session_decode(a.s, &tok, 1)) {
-                    fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-                    goto out;
-                }
-                tok = (int32_t)((tok * 31 + 7) % V);
-            }
-            if (r >= 0) v[r] = (double)n_gen / (pi_time_s() - t0);
-        }
-        tg = pi_median(v, (int)reps);
-        printf("tg%-6ld %7d %12.2f %11.0f%%\n", n_gen, T, tg, 100.0 * tg / bound);
+        double m = pi_median(tg, (int)rounds);
+        printf("tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, m, 100.0 * m / bound, med);
     }
     if (peer) {
-        double ppp, ptg;
-        if (!run_peer(peer, o.model, n_prompt, n_gen, T, reps, &ppp, &ptg)) goto out;
         printf("peer (%s):\n", peer);
-        if (n_prompt > 0) printf("pp%-6ld %7d %12.2f   pinfer/peer = %.2f\n", n_prompt, T, ppp, ppp > 0 ? pp / ppp : 0.0);
-        if (n_gen > 0)
-            printf("tg%-6ld %7d %12.2f %11.0f%%   pinfer/peer = %.2f\n", n_gen, T, ptg, 100.0 * ptg / bound,
-                   ptg > 0 ? tg / ptg : 0.0);
+        if (n_prompt > 0)
+            printf("pp%-6ld %7d %12.2f   pinfer/peer = %.2f\n", n_prompt, T, pi_median(ppp, (int)rounds),
+                   pi_median(rpp, (int)rounds));
+        if (n_gen > 0) {
+            double m = pi_median(ptg, (int)rounds);
+            printf("tg%-6ld %7d %12.2f %11.0f%%   pinfer/peer = %.2f\n", n_gen, T, m, 100.0 * m / bound,
+                   pi_median(rtg, (int)rounds));
+        }
     }
     rc = 0;
 out:
