@@ -87,6 +87,9 @@ int main(void) {
             snprintf(args, sizeof args, "run -m %s -n 256 --temp 0", conv);
             CHECK(pinfer(args, out, err) == 0);
             CHECKF(same_file(out, golden), "converted model's output differs from %s", golden);
+            /* and its tokenizer reads prompts as the original's does */
+            snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 12 --temp 0", conv);
+            CHECK(pinfer(args, out, err) == 0 && file_has(out, "Once upon a time, there was a little girl named Lily."));
             snprintf(args, sizeof args, "convert --from-llama2c %s --tokenizer %s -o %s", tok, tok, conv);
             CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "llama2.c checkpoint"));
         }

@@ -279,6 +279,18 @@ static void test_llama2c(void) {
         same += tb && tb->nbytes == ta->nbytes && !memcmp(ta->data, tb->data, ta->nbytes);
     }
     CHECKF(same == total && total == 47, "%d of %d converted tensors equal stories260K.gguf's", same, total);
+    /* and the same vocabulary as llama.cpp's conversion: pieces and scores */
+    const pi_gguf_kv *ta, *tb, *sa, *sb;
+    CHECK(pi_gguf_get_arr(a, "tokenizer.ggml.tokens", PI_GGUF_STRING, &ta) == PI_OK);
+    CHECK(pi_gguf_get_arr(b, "tokenizer.ggml.tokens", PI_GGUF_STRING, &tb) == PI_OK);
+    CHECK(pi_gguf_get_arr(a, "tokenizer.ggml.scores", PI_GGUF_FLOAT32, &sa) == PI_OK);
+    CHECK(pi_gguf_get_arr(b, "tokenizer.ggml.scores", PI_GGUF_FLOAT32, &sb) == PI_OK);
+    int vocab_same = 0;
+    for (uint64_t i = 0; i < 512 && ta->arr_n == 512 && tb->arr_n == 512; i++)
+        vocab_same += ta->arr_str[i].len == tb->arr_str[i].len &&
+                      !memcmp(ta->arr_str[i].data, tb->arr_str[i].data, ta->arr_str[i].len) &&
+                      ((const float *)sa->arr_data)[i] == ((const float *)sb->arr_data)[i];
+    CHECKF(vocab_same == 512, "%d of 512 converted tokens equal stories260K.gguf's", vocab_same);
     pi_gguf_close(a);
     pi_gguf_close(b);
     test_stories_gguf(out, "converted stories260K.bin");

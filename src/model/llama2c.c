@@ -124,6 +124,37 @@ pi_status pi_llama2c_parse_vocab(const void *data, size_t size, int32_t n_vocab,
     return PI_OK;
 }
 
+/* llama2.c vocabularies store SentencePiece pieces with plain spaces and
+   BOS/EOS as "\n<s>\n" / "\n</s>\n"; GGUF (and llama.cpp's tokenizer) expect
+   U+2581 for spaces and "<s>" / "</s>". Writes the GGUF form of every token
+   into one returned block (at most 3x the input), with views in gstrs/glens. */
+static char *to_gguf_pieces(char *const *strs, const uint64_t *lens, int32_t n, char **gstrs, uint64_t *glens) {
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += 3 * lens[i] + 1;
+    char *block = malloc(total), *p = block;
+    if (!block) return NULL;
+    for (int32_t i = 0; i < n; i++) {
+        const char *src = strs[i];
+        uint64_t len = lens[i], out = 0;
+        if (len == 5 && !memcmp(src, "\n<s>\n", 5)) src = "<s>", len = 3;
+        else if (len == 6 && !memcmp(src, "\n</s>\n", 6)) src = "</s>", len = 4;
+        char *start = p;
+        for (uint64_t k = 0; k < len; k++) {
+            if (src[k] == ' ') {
+                memcpy(p, "\xe2\x96\x81", 3);
+                p += 3;
+                out += 3;
+            } else {
+                *p++ = src[k];
+                out++;
+            }
+        }
+        gstrs[i] = start;
+        glens[i] = out;
+    }
+    return block;
+}
+
 static int is_byte_token(const char *s, uint64_t n) {
     return n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>';
 }
@@ -135,6 +166,8 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
     uint64_t *lens = NULL;
     float *scores = NULL;
     int32_t *types = NULL;
+    char *pieces = NULL, **gstrs = NULL; /* GGUF form of the token strings, views into pieces */
+    uint64_t *glens = NULL;
     pi_llama2c_config c;
     pi_status st;
     if ((st = pi_map_file(ckpt_path, &ck))) goto done;
@@ -147,12 +180,15 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
         pi_error_prefix(st, "%s", tok_path);
         goto done;
     }
-    if (!(types = malloc((size_t)c.vocab_size * sizeof *types))) {
+    gstrs = malloc((size_t)c.vocab_size * sizeof *gstrs);
+    glens = malloc((size_t)c.vocab_size * sizeof *glens);
+    if (!gstrs || !glens || !(pieces = to_gguf_pieces(strs, lens, c.vocab_size, gstrs, glens)) ||
+        !(types = malloc((size_t)c.vocab_size * sizeof *types))) {
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto done;
     }
     for (int32_t i = 0; i < c.vocab_size; i++)
-        types[i] = i == 0 ? TOKEN_UNKNOWN : i <= 2 ? TOKEN_CONTROL : is_byte_token(strs[i], lens[i]) ? TOKEN_BYTE : TOKEN_NORMAL;
+        types[i] = i == 0 ? TOKEN_UNKNOWN : i <= 2 ? TOKEN_CONTROL : is_byte_token(gstrs[i], glens[i]) ? TOKEN_BYTE : TOKEN_NORMAL;
 
     const int64_t d = c.dim, hd = c.hidden_dim, hs = c.dim / c.n_heads, kv = hs * c.n_kv_heads, V = c.vocab_size;
     if ((st = pi_gguf_writer_create(out_path, false, &w))) goto done;
@@ -168,7 +204,7 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
         (st = pi_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f)) ||
         (st = pi_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f)) ||
         (st = pi_gguf_set_str(w, "tokenizer.ggml.model", "llama")) ||
-        (st = pi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)strs, lens, (uint64_t)V)) ||
+        (st = pi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)gstrs, glens, (uint64_t)V)) ||
         (st = pi_gguf_set_arr(w, "tokenizer.ggml.scores", PI_GGUF_FLOAT32, scores, (uint64_t)V)) ||
         (st = pi_gguf_set_arr(w, "tokenizer.ggml.token_type", PI_GGUF_INT32, types, (uint64_t)V)) ||
         (st = pi_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
@@ -229,6 +265,9 @@ done:
         else pi_error_restore(&saved);
     }
     pi_llama2c_vocab_free(strs, lens, scores);
+    free(pieces);
+    free(gstrs);
+    free(glens);
     free(types);
     pi_unmap_file(&ck);
     pi_unmap_file(&tk);
