@@ -256,6 +256,78 @@ done:
     free(margin);
 }
 
+/* The FFN observer sees the golden FFN inputs and activation masks. */
+typedef struct {
+    const int32_t *positions; /* (256, 2): window, position */
+    int window;
+    float *ffn_in;            /* (256, n_layer, n_embd) captured */
+    uint8_t *mask;            /* (256, n_layer, n_ff / 8) captured */
+    int64_t n_layer, n_embd, n_ff;
+} obs_ctx;
+
+static void observe(void *vctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act) {
+    obs_ctx *o = vctx;
+    for (int k = 0; k < 256; k++) {
+        if (o->positions[2 * k] != o->window || o->positions[2 * k + 1] != pos) continue;
+        memcpy(o->ffn_in + ((size_t)k * o->n_layer + layer) * o->n_embd, ffn_in, o->n_embd * sizeof(float));
+        uint8_t *m = o->mask + ((size_t)k * o->n_layer + layer) * (o->n_ff / 8);
+        for (int64_t i = 0; i < o->n_ff; i++)
+            if (act[i] != 0.0f) m[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+}
+
+static void test_observer(const char *name) {
+    char mp[512], rel[256], fp[700];
+    snprintf(rel, sizeof rel, "relu/%s.gguf", name);
+    if (!t_fixture(mp, sizeof mp, rel)) return;
+    size_t nw, np, ni, nm;
+    snprintf(fp, sizeof fp, "%s/relu/golden/%s/act_windows.i32", t_models_dir(), name);
+    int32_t *windows = read_all(fp, &nw);
+    snprintf(fp, sizeof fp, "%s/relu/golden/%s/act_positions.i32", t_models_dir(), name);
+    int32_t *positions = read_all(fp, &np);
+    snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_in.f32", t_models_dir(), name);
+    float *ffn_in = read_all(fp, &ni);
+    snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_mask.bits", t_models_dir(), name);
+    uint8_t *mask = read_all(fp, &nm);
+    pi_model *m = NULL;
+    pi_session *s = NULL;
+    obs_ctx o = {positions, 0, NULL, NULL, 6, 128, 512};
+    CHECK(windows && positions && ffn_in && mask && nw == 8 * 256 * 4 && ni == 256 * 6 * 128 * 4 && nm == 256 * 6 * 64);
+    if (!windows || !positions || !ffn_in || !mask) goto done;
+    CHECK(pi_model_load(mp, PI_MAP_LOAD, &m) == PI_OK);
+    CHECK(m && pi_session_create(m, 256, 2, &s) == PI_OK);
+    if (!s) goto done;
+    o.ffn_in = calloc(256 * 6 * 128, sizeof(float));
+    o.mask = calloc(256 * 6 * 64, 1);
+    pi_session_set_observer(s, observe, &o);
+    for (int w = 0; w < 8; w++) {
+        o.window = w;
+        pi_session_reset(s);
+        CHECK(pi_session_decode(s, windows + w * 256, 256) == PI_OK);
+    }
+    pi_session_set_observer(s, NULL, NULL);
+    double worst = rel_err(o.ffn_in, ffn_in, 256 * 6 * 128);
+    long differ = 0, active = 0;
+    for (int i = 0; i < 256 * 6 * 64; i++) {
+        differ += __builtin_popcount((unsigned)(o.mask[i] ^ mask[i]));
+        active += __builtin_popcount(mask[i]);
+    }
+    fprintf(stderr, "%s: observer: ffn_in relative error %.2e; mask bits differing %ld of %ld active\n", name, worst,
+            differ, active);
+    CHECK(worst < 1e-4);
+    /* masks from float64 may differ only where a pre-activation is within rounding of zero */
+    CHECK(differ <= active / 10000 + 2);
+    free(o.ffn_in);
+    free(o.mask);
+done:
+    pi_session_free(s);
+    pi_model_free(m);
+    free(windows);
+    free(positions);
+    free(ffn_in);
+    free(mask);
+}
+
 static void test_llama2c(void) {
     char bin[512], tok[512], out[512], gg[512];
     if (!t_fixture(bin, sizeof bin, "stories260K.bin") || !t_fixture(tok, sizeof tok, "tok512.bin") ||
@@ -385,6 +457,8 @@ int main(void) {
     test_golden("relu-stories");
     test_golden("drelu-stories");
     test_golden("moe-relu-stories");
+    test_observer("relu-stories");
+    test_observer("drelu-stories");
     test_llama2c();
     test_bad_models();
     return t_done("test_model");

@@ -18,6 +18,15 @@
 
 #define MATVEC_GRAIN 16 /* rows per chunk: contiguous row shares per thread */
 
+/* Rows per matmul call for a batch. The matmul kernels walk the rows' length
+   in chunks (a few KiB of each row), so this many rows' chunk stays in L2
+   while all the inputs pass over it, whatever the row length; the outputs
+   (256 x 64 floats) stay there too. Blocks are handed out dynamically: a batch
+   is compute-bound, and a thread slowed by a noisy neighbour then takes fewer
+   blocks. Each row is still computed whole by one call, so results do not
+   depend on the thread count. A multiple of 16, the widest row tile. */
+#define MATMUL_BLOCK_ROWS 256
+
 static void *xalloc(size_t n, pi_status *st) {
     void *p = NULL;
     if (*st) return NULL;
@@ -99,6 +108,11 @@ void pi_session_free(pi_session *s) {
 
 void pi_session_reset(pi_session *s) { s->n_past = 0; }
 
+void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx) {
+    s->observer = fn;
+    s->observer_ctx = ctx;
+}
+
 const float *pi_session_logits(const pi_session *s) { return s->logits; }
 
 /* ---- building blocks ---- */
@@ -148,24 +162,18 @@ typedef struct {
     int64_t y_stride, nb;
 } matmul_job;
 
-/* A block of rows for every token of the batch: the rows stay in cache while
-   each token's input passes over them, so weights stream once per batch. */
+/* Rows [r0, r1) for every token of the batch: one matvec per row share for a
+   single token (decode streams the weights at memory speed), else one matmul
+   call, which reads each weight row once for all nb tokens. */
 static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     (void)tid;
     matmul_job *j = ctx;
-    pi_matvec_fn mv = j->k->matvec[j->w->type];
     if (j->nb == 1) {
-        mv(j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->y);
+        j->k->matvec[j->w->type](j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->y);
         return;
     }
-    /* blocks of about 64 KiB of weights: they stay in L2 across the batch */
-    int64_t blk = (int64_t)((64 << 10) / j->w->row_bytes);
-    if (blk < 4) blk = 4;
-    for (int64_t rb = r0; rb < r1; rb += blk) {
-        int64_t re = rb + blk < r1 ? rb + blk : r1;
-        for (int64_t b = 0; b < j->nb; b++)
-            mv(j->w->ne[0], j->base, j->w->row_bytes, rb, re, j->x + (size_t)b * j->x_stride, j->y + b * j->y_stride);
-    }
+    j->k->matmul[j->w->type](j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->x_stride, j->nb, j->y,
+                             j->y_stride);
 }
 
 /* Y[b][0..rows) = W[row0 .. row0+rows) X[b] for the nb rows of X (x_stride
@@ -186,7 +194,8 @@ static void matmul(pi_session *s, const pi_weight *w, int64_t row0, int64_t rows
         xin_stride = (size_t)s->xq_blocks * sizeof(pi_block_q8_0);
     }
     matmul_job j = {s->k, w, (const uint8_t *)w->data + (size_t)row0 * w->row_bytes, xin, xin_stride, Y, y_stride, nb};
-    pi_pool_for(s->pool, rows, MATVEC_GRAIN, matmul_rows, &j);
+    if (nb == 1) pi_pool_for(s->pool, rows, MATVEC_GRAIN, matmul_rows, &j);
+    else pi_pool_for_dynamic(s->pool, rows, MATMUL_BLOCK_ROWS, matmul_rows, &j);
 }
 
 /* Float rows were rewritten in place: their Q8_0 copies are stale. */
@@ -280,6 +289,9 @@ static void ffn_expert(pi_session *s, const pi_weight *gate, const pi_weight *up
     matmul(s, gate, e * F, F, xin, s->xb_dim, nb, s->hb, F);
     matmul(s, up, e * F, F, xin, s->xb_dim, nb, s->hb2, F);
     ffn_activate(hp->act, s->hb, s->hb2, nb * F);
+    if (s->observer && !hp->n_expert)
+        for (int64_t b = 0; b < nb; b++)
+            s->observer(s->observer_ctx, s->cur_layer, s->cur_pos0 + b, xin + b * s->xb_dim, s->hb + b * F);
     invalidate_input(s);
     matmul(s, down, e * E, E, s->hb, F, nb, out, E);
 }
@@ -336,7 +348,9 @@ static void forward(pi_session *s, const int32_t *tokens, int64_t nb, int64_t po
     const pi_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
     for (int64_t b = 0; b < nb; b++) pi_weight_row_f32(&m->tok_embd, tokens[b], s->x + b * E);
+    s->cur_pos0 = pos0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
+        s->cur_layer = il;
         attention(s, il, pos0, nb);
         ffn(s, il, nb);
     }

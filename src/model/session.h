@@ -12,6 +12,12 @@
 #include "base/pool.h"
 #include "model.h"
 
+/* Called once per token and dense FFN layer with the FFN input (after
+   ffn_norm, n_embd floats) and the FFN hidden activation act(gate)*up
+   (n_ff floats), in token order, on the thread driving the session. Used by
+   the profiler and predictor training; MoE layers are not reported. */
+typedef void (*pi_ffn_observer)(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
+
 #define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */
 
 typedef struct pi_session {
@@ -36,6 +42,9 @@ typedef struct pi_session {
     int64_t xq_blocks;     /* blocks per row of xq */
     const float *xq_src;   /* which float rows xq holds, so each input is quantized once */
     int64_t xq_nb;
+    pi_ffn_observer observer;
+    void *observer_ctx;
+    int64_t cur_layer, cur_pos0; /* where the forward pass is, for the observer */
     /* MoE scratch */
     float *router;         /* (n_expert) */
     float *moe_out;        /* (2, n_embd): the mix, and one expert's output */
@@ -45,6 +54,9 @@ typedef struct pi_session {
    training context) and n_threads threads (<= 0: one per CPU). */
 pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_session **out);
 void pi_session_free(pi_session *s); /* accepts NULL */
+
+/* Install (or with fn NULL, remove) the FFN observer. */
+void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx);
 
 /* Forget the conversation (positions restart at 0). */
 void pi_session_reset(pi_session *s);
