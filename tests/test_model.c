@@ -328,6 +328,107 @@ done:
     free(mask);
 }
 
+/* A PowerInfer "PWRI" file made from relu-stories: same kv (minus the
+   activation key: PWRI means ReLU), ffn_down stored transposed as
+   ffn_down_t, and a rank-16 predictor per layer. */
+static bool write_pwri(const char *src, const char *dst) {
+    pi_gguf *g;
+    if (pi_gguf_open(src, &g)) return false;
+    pi_gguf_writer *w;
+    CHECK(pi_gguf_writer_create(dst, true, &w) == PI_OK);
+    for (int64_t i = 0; i < pi_gguf_n_kv(g); i++) {
+        const pi_gguf_kv *kv = pi_gguf_kv_at(g, i);
+        if (!pi_gguf_str_eq(kv->key, "pinfer.ffn_activation")) CHECK(pi_gguf_set_kv(w, kv) == PI_OK);
+    }
+    pi_gguf_set_f32(w, "powerinfer.sparse_threshold", 0.25f);
+    const int64_t E = 128, F = 512, R = 16;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) CHECK(pi_gguf_writer_begin_data(w) == PI_OK);
+        for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
+            const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
+            char nm[128];
+            snprintf(nm, sizeof nm, "%.*s", (int)t->name.len, t->name.data);
+            char *down = strstr(nm, "ffn_down.weight");
+            if (!down) {
+                if (pass == 0) pi_gguf_add_tensor(w, nm, (pi_type)t->type, t->n_dims, t->ne);
+                else pi_gguf_write_data(w, t->data, t->nbytes);
+                continue;
+            }
+            /* ffn_down {F, E} -> ffn_down_t {E, F}: row i = column i */
+            int layer = atoi(nm + 4);
+            char tn[128];
+            snprintf(tn, sizeof tn, "blk.%d.ffn_down_t.weight", layer);
+            int64_t ne_t[2] = {E, F}, ne1[2] = {E, R}, ne2[2] = {R, F};
+            char n1[64], n2[64];
+            snprintf(n1, sizeof n1, "blk.%d.fc1.weight", layer);
+            snprintf(n2, sizeof n2, "blk.%d.fc2.weight", layer);
+            if (pass == 0) {
+                pi_gguf_add_tensor(w, tn, PI_TYPE_F32, 2, ne_t);
+                pi_gguf_add_tensor(w, n1, PI_TYPE_F32, 2, ne1);
+                pi_gguf_add_tensor(w, n2, PI_TYPE_F32, 2, ne2);
+                continue;
+            }
+            const float *d = t->data;
+            float *tr = malloc((size_t)(E * F) * sizeof *tr);
+            for (int64_t r = 0; r < E; r++)
+                for (int64_t c = 0; c < F; c++) tr[c * E + r] = d[r * F + c];
+            pi_gguf_write_data(w, tr, (size_t)(E * F) * sizeof *tr);
+            t_rng rng = {(uint64_t)layer + 1};
+            for (int64_t k = 0; k < E * F; k++) tr[k] = t_uniform(&rng) * 0.1f;
+            pi_gguf_write_data(w, tr, (size_t)(E * R) * sizeof *tr);
+            pi_gguf_write_data(w, tr, (size_t)(R * F) * sizeof *tr);
+            free(tr);
+        }
+    }
+    pi_status st = pi_gguf_writer_close(w);
+    CHECKF(st == PI_OK, "%s", pi_last_error());
+    pi_gguf_close(g);
+    return st == PI_OK;
+}
+
+static void test_pwri(void) {
+    char src[512], dst[512], fp[700];
+    if (!t_fixture(src, sizeof src, "relu/relu-stories.gguf")) return;
+    t_tmp_path(dst, sizeof dst, "pwri.gguf");
+    if (!write_pwri(src, dst)) return;
+    pi_model *m = NULL;
+    pi_session *s = NULL;
+    size_t n1, n2;
+    snprintf(fp, sizeof fp, "%s/relu/golden/relu-stories/prompts.i32", t_models_dir());
+    int32_t *prompts = read_all(fp, &n1);
+    snprintf(fp, sizeof fp, "%s/relu/golden/relu-stories/logits.f32", t_models_dir());
+    float *logits = read_all(fp, &n2);
+    pi_status st = pi_model_load(dst, PI_MAP_FILE, &m);
+    CHECKF(st == PI_OK, "PWRI: %s", pi_last_error());
+    if (st || !prompts || !logits) goto done;
+    CHECK(m->pwri && m->has_predictor && m->sparse_threshold == 0.25f && m->hp.act == PI_ACT_RELU);
+    CHECK(!m->layers[0].ffn_down.data && m->layers[0].ffn_down_t.data && m->layers[0].fc1.ne[1] == 16);
+    double worst = 0.0;
+    float *all = malloc(32 * 512 * sizeof *all);
+    for (int threads = 1; threads <= 2; threads++) {
+        CHECK(pi_session_create(m, 256, threads, &s) == PI_OK);
+        for (int p = 0; p < 3; p++) {
+            pi_session_reset(s);
+            CHECK(pi_session_decode_all(s, prompts + p * 32, 32, all) == PI_OK);
+            for (int t = 0; t < 32; t++) {
+                double e = rel_err(all + t * 512, logits + ((size_t)p * 32 + (size_t)t) * 512, 512);
+                if (e > worst) worst = e;
+            }
+        }
+        pi_session_free(s);
+        s = NULL;
+    }
+    free(all);
+    fprintf(stderr, "PWRI relu-stories (ffn_down_t): logits max relative error %.2e\n", worst);
+    CHECK(worst <= 1e-4);
+done:
+    pi_session_free(s);
+    pi_model_free(m);
+    free(prompts);
+    free(logits);
+    unlink(dst);
+}
+
 static void test_llama2c(void) {
     char bin[512], tok[512], out[512], gg[512];
     if (!t_fixture(bin, sizeof bin, "stories260K.bin") || !t_fixture(tok, sizeof tok, "tok512.bin") ||
@@ -459,6 +560,7 @@ int main(void) {
     test_golden("moe-relu-stories");
     test_observer("relu-stories");
     test_observer("drelu-stories");
+    test_pwri();
     test_llama2c();
     test_bad_models();
     return t_done("test_model");

@@ -24,12 +24,16 @@
 #define TN_FFN_GATE "blk.%d.ffn_gate.weight"
 #define TN_FFN_UP "blk.%d.ffn_up.weight"
 #define TN_FFN_DOWN "blk.%d.ffn_down.weight"
+#define TN_FFN_DOWN_T "blk.%d.ffn_down_t.weight"
+#define TN_FC1 "blk.%d.fc1.weight"
+#define TN_FC2 "blk.%d.fc2.weight"
 #define TN_FFN_GATE_INP "blk.%d.ffn_gate_inp.weight"
 #define TN_FFN_GATE_EXPS "blk.%d.ffn_gate_exps.weight"
 #define TN_FFN_UP_EXPS "blk.%d.ffn_up_exps.weight"
 #define TN_FFN_DOWN_EXPS "blk.%d.ffn_down_exps.weight"
 
 #define KEY_ACTIVATION "pinfer.ffn_activation"
+#define KEY_PWRI_THRESHOLD "powerinfer.sparse_threshold"
 
 const char *pi_ffn_act_name(pi_ffn_act a) {
     switch (a) {
@@ -165,7 +169,8 @@ static pi_status load_hparams(loader *L, const char *arch) {
     if (!(hp->rms_eps > 0.0f) || !(hp->rope_freq_base > 0.0f))
         return pi_error(PI_ERR_FORMAT, "%s: rms epsilon and rope frequency base must be positive", L->path);
 
-    hp->act = PI_ACT_SILU;
+    /* PowerInfer's files are ReLU models and have no activation key */
+    hp->act = pi_gguf_is_pwri(L->m->gguf) ? PI_ACT_RELU : PI_ACT_SILU;
     pi_gguf_str act;
     st = pi_gguf_get_str(L->m->gguf, KEY_ACTIVATION, &act);
     if (st == PI_OK) {
@@ -198,8 +203,15 @@ static pi_status bind_layer(loader *L, int il) {
     if (!hp->n_expert) {
         if ((st = bind(L, &l->ffn_gate, NM(TN_FFN_GATE), 2, E, F, 0, true)) ||
             (st = bind(L, &l->ffn_up, NM(TN_FFN_UP), 2, E, F, 0, true)) ||
-            (st = bind(L, &l->ffn_down, NM(TN_FFN_DOWN), 2, F, E, 0, true)))
+            (st = bind(L, &l->ffn_down_t, NM(TN_FFN_DOWN_T), 2, E, F, 0, false)) ||
+            (st = bind(L, &l->ffn_down, NM(TN_FFN_DOWN), 2, F, E, 0, !l->ffn_down_t.data)))
             return st;
+        /* the predictor: both matrices or neither, with one rank */
+        if ((st = bind(L, &l->fc1, NM(TN_FC1), 2, E, -1, 0, false)) ||
+            (st = bind(L, &l->fc2, NM(TN_FC2), 2, l->fc1.data ? l->fc1.ne[1] : -1, F, 0, false)))
+            return st;
+        if (!l->fc1.data != !l->fc2.data)
+            return pi_error(PI_ERR_FORMAT, "%s: layer %d has only one of the predictor tensors fc1/fc2", L->path, il);
     } else {
         const int64_t X = hp->n_expert;
         if ((st = bind(L, &l->ffn_gate_inp, NM(TN_FFN_GATE_INP), 2, E, X, 0, true)) ||
@@ -231,6 +243,7 @@ pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out) {
                       (int)(arch.len > 64 ? 64 : arch.len), arch.data);
         goto fail;
     }
+    m->pwri = pi_gguf_is_pwri(g);
     if ((st = load_hparams(&L, "llama"))) goto fail;
     pi_hparams *hp = &m->hp;
     if (!(m->path = strdup(path)) ||
@@ -255,6 +268,14 @@ pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out) {
     }
     for (int il = 0; il < hp->n_layer; il++)
         if ((st = bind_layer(&L, il))) goto fail;
+    m->has_predictor = !hp->n_expert;
+    for (int il = 0; il < hp->n_layer; il++) m->has_predictor &= m->layers[il].fc1.data != NULL;
+    m->sparse_threshold = 0.0f; /* logit 0 = probability 0.5 */
+    if ((st = pi_gguf_get_f32(g, KEY_PWRI_THRESHOLD, &m->sparse_threshold)) && st != PI_ERR_NOT_FOUND) {
+        pi_error_prefix(st, "%s", path);
+        goto fail;
+    }
+    st = PI_OK;
     *out = m;
     return PI_OK;
 fail:
@@ -288,7 +309,8 @@ uint64_t pi_model_bytes_per_token(const pi_model *m) {
     for (int il = 0; il < hp->n_layer; il++) {
         const pi_layer *l = &m->layers[il];
         const pi_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
-                                 &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ffn_gate_inp};
+                                 &l->ffn_gate, &l->ffn_up, l->ffn_down.data ? &l->ffn_down : &l->ffn_down_t,
+                                 &l->ffn_gate_inp};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (ws[i]->data) b += ws[i]->row_bytes * (uint64_t)ws[i]->ne[1];
         if (hp->n_expert) { /* n_expert_used of the experts' matrices */

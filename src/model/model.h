@@ -58,7 +58,11 @@ typedef struct pi_layer {
     pi_weight wq, wk, wv, wo;        /* (n_embd -> n_head*head_dim), (-> n_head_kv*head_dim) x2, (-> n_embd) */
     pi_weight ffn_norm;              /* (n_embd) F32 */
     pi_weight ffn_gate, ffn_up;      /* (n_embd -> n_ff) */
-    pi_weight ffn_down;              /* (n_ff -> n_embd) */
+    pi_weight ffn_down;              /* (n_ff -> n_embd); absent when ffn_down_t is given */
+    pi_weight ffn_down_t;            /* (n_ff rows of n_embd): row i is neuron i's down column, so
+                                        the down projection is an axpy over active neurons */
+    pi_weight fc1, fc2;              /* activation predictor fc2(relu(fc1 x)): (n_embd -> rank),
+                                        (rank -> n_ff); PowerInfer's names and shapes */
     /* Mixture of experts (n_expert > 0): router and stacked expert matrices */
     pi_weight ffn_gate_inp;          /* (n_embd -> n_expert) */
     pi_weight ffn_gate_exps, ffn_up_exps; /* (n_embd -> n_ff) x n_expert */
@@ -73,6 +77,9 @@ typedef struct pi_model {
     pi_weight output_norm;  /* (n_embd) F32 */
     pi_weight output;       /* (n_embd -> n_vocab); tok_embd when tied */
     bool tied_output;
+    bool pwri;              /* PowerInfer "PWRI" file */
+    bool has_predictor;     /* every layer has fc1/fc2 */
+    float sparse_threshold; /* a neuron is predicted active when its fc2 logit >= this */
     pi_layer *layers;       /* n_layer */
     float *owned_f32;       /* norm vectors converted to F32 */
     uint64_t weight_bytes;  /* bytes of all tensors bound */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DOWN_T_CHUNKS 64 /* fixed, so the reduction order does not depend on the thread count */
 #define MATVEC_GRAIN 16 /* rows per chunk: contiguous row shares per thread */
 
 /* Rows per matmul call for a batch. The matmul kernels walk the rows' length
@@ -75,6 +76,7 @@ pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_
     s->xq = xalloc(B * (size_t)s->xq_blocks * sizeof(pi_block_q8_0), &st);
     s->router = xalloc((size_t)(hp->n_expert + 1) * f, &st);
     s->moe_out = xalloc(2 * (size_t)E * f, &st);
+    s->reduce_scratch = xalloc((size_t)DOWN_T_CHUNKS * (size_t)E * f, &st);
     if (st) {
         pi_session_free(s);
         return pi_error(PI_ERR_NOMEM, "session: cannot allocate %.1f MiB of KV cache and scratch for context %lld",
@@ -103,6 +105,7 @@ void pi_session_free(pi_session *s) {
     free(s->xq);
     free(s->router);
     free(s->moe_out);
+    free(s->reduce_scratch);
     free(s);
 }
 
@@ -265,6 +268,34 @@ static void attention(pi_session *s, int64_t il, int64_t pos0, int64_t nb) {
     for (int64_t i = 0; i < nb * E; i++) s->x[i] += s->xb2[i];
 }
 
+typedef struct {
+    const pi_kernels *k;
+    const pi_weight *w;
+    const float *h;
+} down_t_job;
+
+/* acc += sum over neurons [i0, i1) of h[i] * row i of down_t; silent
+   neurons (h == 0, most of them for ReLU models) cost nothing. */
+static void down_t_chunk(void *ctx, int64_t i0, int64_t i1, float *acc, int tid) {
+    (void)tid;
+    down_t_job *j = ctx;
+    pi_axpy_fn axpy = j->k->axpy[j->w->type];
+    const uint8_t *base = j->w->data;
+    for (int64_t i = i0; i < i1; i++)
+        if (j->h[i] != 0.0f) axpy(j->w->ne[0], j->h[i], base + (size_t)i * j->w->row_bytes, acc);
+}
+
+/* Y[b] = sum_i H[b][i] * down_t[i] for nb rows of H (the down projection
+   with the matrix stored one neuron per row). */
+static void matmul_down_t(pi_session *s, const pi_weight *w, const float *H, int64_t h_stride, int64_t nb, float *Y,
+                          int64_t y_stride) {
+    const int64_t n = w->ne[1], chunk = (n + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS;
+    for (int64_t b = 0; b < nb; b++) {
+        down_t_job j = {s->k, w, H + b * h_stride};
+        pi_pool_reduce_f32(s->pool, n, chunk, down_t_chunk, &j, Y + b * y_stride, w->ne[0], s->reduce_scratch);
+    }
+}
+
 /* hb = act(gate) * up, elementwise over n values. */
 static void ffn_activate(pi_ffn_act act, float *hb, const float *hb2, int64_t n) {
     switch (act) {
@@ -293,7 +324,8 @@ static void ffn_expert(pi_session *s, const pi_weight *gate, const pi_weight *up
         for (int64_t b = 0; b < nb; b++)
             s->observer(s->observer_ctx, s->cur_layer, s->cur_pos0 + b, xin + b * s->xb_dim, s->hb + b * F);
     invalidate_input(s);
-    matmul(s, down, e * E, E, s->hb, F, nb, out, E);
+    if (down->data) matmul(s, down, e * E, E, s->hb, F, nb, out, E);
+    else matmul_down_t(s, &s->m->layers[s->cur_layer].ffn_down_t, s->hb, F, nb, out, E);
 }
 
 /* Mixtral routing for one token (xb row b): top-k router logits, softmax

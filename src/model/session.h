@@ -48,6 +48,7 @@ typedef struct pi_session {
     /* MoE scratch */
     float *router;         /* (n_expert) */
     float *moe_out;        /* (2, n_embd): the mix, and one expert's output */
+    float *reduce_scratch; /* (64, n_embd): partial sums of the down_t reduction */
 } pi_session;
 
 /* A session with a KV cache of n_ctx positions (n_ctx <= 0: the model's
