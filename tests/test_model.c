@@ -459,10 +459,13 @@ static void test_llama2c(void) {
     CHECK(pi_gguf_get_arr(a, "tokenizer.ggml.scores", PI_GGUF_FLOAT32, &sa) == PI_OK);
     CHECK(pi_gguf_get_arr(b, "tokenizer.ggml.scores", PI_GGUF_FLOAT32, &sb) == PI_OK);
     int vocab_same = 0;
-    for (uint64_t i = 0; i < 512 && ta->arr_n == 512 && tb->arr_n == 512; i++)
+    for (uint64_t i = 0; i < 512 && ta->arr_n == 512 && tb->arr_n == 512; i++) {
+        float fa, fb; /* GGUF arrays are packed: no alignment */
+        memcpy(&fa, (const uint8_t *)sa->arr_data + 4 * i, 4);
+        memcpy(&fb, (const uint8_t *)sb->arr_data + 4 * i, 4);
         vocab_same += ta->arr_str[i].len == tb->arr_str[i].len &&
-                      !memcmp(ta->arr_str[i].data, tb->arr_str[i].data, ta->arr_str[i].len) &&
-                      ((const float *)sa->arr_data)[i] == ((const float *)sb->arr_data)[i];
+                      !memcmp(ta->arr_str[i].data, tb->arr_str[i].data, ta->arr_str[i].len) && fa == fb;
+    }
     CHECKF(vocab_same == 512, "%d of 512 converted tokens equal stories260K.gguf's", vocab_same);
     pi_gguf_close(a);
     pi_gguf_close(b);
