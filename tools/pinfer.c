@@ -21,6 +21,7 @@ static const command k_commands[] = {
     {"perplexity", cmd_perplexity, "perplexity -m FILE --text FILE   perplexity over a text in windows of -c"},
     {"bench", cmd_bench, "bench -m FILE           prompt and decode tok/s vs the bandwidth bound (--peer llama-bench)"},
     {"tokenize", cmd_tokenize, "tokenize -m FILE TEXT   a text's token ids and pieces (--ids, --no-bos, --special, -f FILE)"},
+    {"profile", cmd_profile, "profile -m FILE -o STATS  per-neuron FFN activation counts (--text FILE or sampled tokens)"},
     {"inspect", cmd_inspect, "inspect FILE            print a GGUF file's metadata and tensors"},
     {"bench-kernels", cmd_bench_kernels, "bench-kernels [opts]    matvec throughput per type vs memory bandwidth"},
     {"gen-model", cmd_gen_model, "gen-model -o FILE       write a llama GGUF with random weights (--preset 7b-l8)"},

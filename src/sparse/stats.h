@@ -1,0 +1,106 @@
+/*
+ * stats.h — per-neuron activation statistics of a model's FFN layers: how
+ * many of the profiled tokens activated each neuron (DESIGN.md §5, `profile`).
+ *
+ * A pi_stats is filled by running text through a dense session with
+ * pi_stats_observe installed as the FFN observer, saved as a small GGUF, and
+ * read back by the tools that come later: the reorder step takes
+ * pi_stats_order() as the neuron permutation, the planner takes the hit-rate
+ * curve pi_stats_coverage() to size the hot set.
+ *
+ * "Active" means |act| > threshold, where act = act(gate)*up is the FFN hidden
+ * value. For ReLU and dReLU models the threshold is 0, so active means exactly
+ * non-zero; SiLU never gives exact zeros, so those models need a small positive
+ * threshold (pi_stats_default_threshold).
+ *
+ * File format (GGUF v3, general.architecture = "pinfer-stats"):
+ *   pinfer.stats.tokens     u64  tokens profiled (every token reaches every layer)
+ *   pinfer.stats.n_layer    u32
+ *   pinfer.stats.n_ff       u32
+ *   pinfer.stats.threshold  f32
+ *   pinfer.stats.model      str  the model profiled (its path as given)
+ *   blk.N.act_count         I32 [n_ff], N = 0..n_layer-1: tokens in which
+ *                           neuron i of layer N was active
+ * Counts are I32 rather than F32 because F32 stops counting exactly at 2^24
+ * (16.8M tokens: a few hours of profiling a small model), whereas I32 is exact
+ * to 2^31-1 tokens, more than dense profiling of any model will see. In memory
+ * the counts are 64-bit, so accumulating cannot overflow; saving refuses
+ * statistics of more than INT32_MAX tokens instead of writing wrong numbers.
+ *
+ * Invariants: 0 <= counts[l][i] <= tokens. A pi_stats is owned by one thread
+ * while it accumulates; the query functions only read it.
+ */
+#ifndef PI_SPARSE_STATS_H
+#define PI_SPARSE_STATS_H
+
+#include "model/model.h"
+
+#include <stdint.h>
+
+#define PI_STATS_ARCH "pinfer-stats"
+#define PI_STATS_MAX_TOKENS INT32_MAX /* the most tokens a stats file can count (I32 counts) */
+
+typedef struct pi_stats {
+    int64_t n_layer;
+    int64_t n_ff;
+    int64_t tokens;   /* tokens observed */
+    float threshold;  /* active: |act| > threshold */
+    char *model;      /* owned, NUL-terminated: the model profiled ("" when unknown) */
+    int64_t *counts;  /* (n_layer, n_ff): tokens in which each neuron was active */
+} pi_stats;
+
+/* The threshold `profile` uses unless told otherwise: 0 for ReLU and dReLU
+   (exact zeros), PI_STATS_SILU_THRESHOLD for SiLU (see stats.c for why). */
+#define PI_STATS_SILU_THRESHOLD 0.01f
+float pi_stats_default_threshold(pi_ffn_act act);
+
+/* Empty statistics (all counts 0) for n_layer layers of n_ff neurons.
+   model (may be NULL) is copied. PI_ERR_INVALID for a shape out of range or
+   a threshold that is negative or not finite; PI_ERR_NOMEM. */
+pi_status pi_stats_create(int64_t n_layer, int64_t n_ff, float threshold, const char *model, pi_stats **out);
+
+/* Empty statistics shaped for a model, naming it by its path.
+   PI_ERR_UNSUPPORTED for a mixture-of-experts model: the session's observer
+   reports dense FFN layers only. */
+pi_status pi_stats_for_model(const pi_model *m, float threshold, pi_stats **out);
+
+void pi_stats_free(pi_stats *st); /* accepts NULL */
+
+/* A pi_ffn_observer (model/session.h); ctx is the pi_stats. Counts the
+   neurons of act (n_ff floats) that are active; a call for layer 0 counts one
+   token. Runs on the session's driving thread, so it takes no lock; the
+   layer must be below n_layer (a shape mismatch is a programming error). */
+void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
+
+/* Write the statistics as a GGUF file (format above). PI_ERR_UNSUPPORTED
+   when more than PI_STATS_MAX_TOKENS tokens were counted; PI_ERR_IO (or
+   PI_ERR_NOT_FOUND for a missing directory). A file that fails half-way is
+   removed. */
+pi_status pi_stats_save(const pi_stats *st, const char *path);
+
+/* Read statistics saved by pi_stats_save, checking every key, tensor type
+   and shape and that no count exceeds the token count. PI_ERR_FORMAT (or
+   PI_ERR_NOT_FOUND for a missing key, tensor or file) with a message naming
+   the path and the field at fault. */
+pi_status pi_stats_load(const char *path, pi_stats **out);
+
+/* Fraction of all activations of the layer that its k most active neurons
+   account for: the hit rate of a hot set of k neurons. Non-decreasing in k,
+   0 for k <= 0, 1 for k >= n_ff (and 1 for every k when the layer never
+   activated anything). Allocates nothing. */
+double pi_stats_coverage(const pi_stats *st, int64_t layer, int64_t k);
+
+/* The smallest k with pi_stats_coverage(st, layer, k) >= frac. */
+int64_t pi_stats_neurons_for(const pi_stats *st, int64_t layer, double frac);
+
+/* Mean fraction of the layer's neurons active per token (0 when no tokens). */
+double pi_stats_mean_active(const pi_stats *st, int64_t layer);
+
+/* Neurons of the layer that never activated. */
+int64_t pi_stats_never_active(const pi_stats *st, int64_t layer);
+
+/* perm[0..n_ff) = the layer's neuron indices by count, most active first;
+   equal counts in index order, so the permutation is deterministic. */
+void pi_stats_order(const pi_stats *st, int64_t layer, int32_t *perm);
+
+#endif

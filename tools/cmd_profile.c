@@ -1,0 +1,336 @@
+/*
+ * cmd_profile.c — `pinfer profile`: run calibration tokens through the dense
+ * model, count per layer how often each FFN neuron is active, write the
+ * counts as a stats GGUF (src/sparse/stats.h) and print the per-layer
+ * sparsity and skew.
+ *
+ * Tokens come from a text (--text), cut into windows of n_ctx tokens like
+ * the perplexity tool does: each window is evaluated from an empty cache and
+ * starts with BOS, so every position sees the kind of context it sees in
+ * use. A window is BOS and the next n_ctx-1 tokens of text (perplexity
+ * overwrites a text token with BOS instead; here no text is skipped), and
+ * the last, partial window is profiled too. Without a text, the model samples its own calibration tokens
+ * (temperature 1, no truncation, so they follow the model's distribution),
+ * one window per sequence, a new window at end of text; the seed is printed
+ * so a run can be repeated. Every token evaluated is profiled, BOS included.
+ *
+ * stdout carries the report only; progress and timings go to stderr.
+ */
+#include "args.h"
+#include "cmds.h"
+#include "common.h"
+
+#include "base/timer.h"
+#include "sparse/stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_CTX 512      /* window size unless -c; at most the model's context */
+#define DEFAULT_SAMPLED 8192 /* tokens to sample when there is no --text and no --tokens */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: pinfer profile -m FILE [--text FILE | --tokens N] -o STATS [options]\n"
+            "  -m FILE              model (GGUF) with dense FFN layers\n"
+            "  -o FILE              where to write the statistics (GGUF, pinfer-stats)\n"
+            "  --text FILE          calibration text (UTF-8); without it the model samples its own\n"
+            "                       tokens (temperature 1, seeded)\n"
+            "  --tokens N           profile at most N tokens (default: all of --text, or %d sampled)\n"
+            "  -c CTX               window size in tokens (default: the model's context, at most %d)\n"
+            "  -t N                 threads (default: all cores)\n"
+            "  --threshold T        a neuron is active when |act| > T (default: 0 for relu/drelu,\n"
+            "                       %g for SiLU models, whose activations are never exactly 0)\n"
+            "  --seed N             sampling seed (default: random, printed)\n"
+            "  --mmap               map the model file instead of loading it into memory\n",
+            DEFAULT_SAMPLED, DEFAULT_CTX, (double)PI_STATS_SILU_THRESHOLD);
+}
+
+/* Progress on stderr: a redrawn bar with ETA on a terminal, otherwise a
+   line per tenth of the work (logs stay short). */
+typedef struct {
+    bool tty;
+    int64_t total;
+    double t0, last_draw;
+    int last_tenth;
+} progress;
+
+static void progress_show(progress *p, int64_t done) {
+    double now = pi_time_s(), el = now - p->t0;
+    double rate = el > 0 ? (double)done / el : 0.0, eta = rate > 0 ? (double)(p->total - done) / rate : 0.0;
+    double frac = p->total ? (double)done / (double)p->total : 1.0;
+    if (p->tty) {
+        if (done < p->total && now - p->last_draw < 0.1) return;
+        p->last_draw = now;
+        char bar[31];
+        int fill = (int)(frac * 30.0);
+        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+        bar[30] = '\0';
+        fprintf(stderr, "\rprofile [%s] %3.0f%%  %lld/%lld tokens  %.0f tok/s  ETA %.0f s   ", bar, frac * 100.0,
+                (long long)done, (long long)p->total, rate, eta);
+        if (done == p->total) fputc('\n', stderr);
+        return;
+    }
+    int tenth = (int)(frac * 10.0);
+    if (tenth == p->last_tenth && done < p->total) return;
+    p->last_tenth = tenth;
+    fprintf(stderr, "profile: %lld/%lld tokens (%.0f%%), %.0f tok/s, ETA %.0f s\n", (long long)done,
+            (long long)p->total, frac * 100.0, rate, eta);
+}
+
+/* Evaluate toks[0..n) in batch-sized pieces (so progress moves within a long
+   window); the observer counts them. */
+static bool eval(const char *cmd, pi_session *s, const int32_t *toks, int64_t n, int64_t *done, progress *p) {
+    for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
+        int64_t b = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
+        if (pi_session_decode(s, toks + i, b)) {
+            if (p->tty) fputc('\n', stderr);
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            return false;
+        }
+        *done += b;
+        progress_show(p, *done);
+    }
+    return true;
+}
+
+/* Profile the text's tokens (ids, starting with BOS when bos >= 0) in
+   windows of n_ctx, at most max_tokens of them; *n_win counts windows. */
+static bool profile_text(const char *cmd, app *a, const int32_t *ids, int64_t n_ids, int32_t bos, int64_t max_tokens,
+                         int64_t *n_win) {
+    const int64_t n_ctx = a->s->n_ctx, head = bos >= 0 ? 1 : 0, per = n_ctx - head;
+    const int32_t *body = ids + head;
+    const int64_t n_body = n_ids - head, windows = (n_body + per - 1) / per;
+    int64_t total = n_body + windows * head;
+    if (max_tokens > 0 && total > max_tokens) total = max_tokens;
+    int32_t *win = malloc((size_t)n_ctx * sizeof *win);
+    if (!win) {
+        fprintf(stderr, "pinfer: %s: out of memory\n", cmd);
+        return false;
+    }
+    progress p = {isatty(2), total, pi_time_s(), 0.0, -1};
+    int64_t done = 0, pos = 0;
+    bool ok = true;
+    *n_win = 0;
+    while (ok && done < total) {
+        int64_t take = n_body - pos < per ? n_body - pos : per;
+        if (head) win[0] = bos;
+        memcpy(win + head, body + pos, (size_t)take * sizeof *win);
+        pos += take;
+        int64_t n = head + take;
+        if (n > total - done) n = total - done;
+        pi_session_reset(a->s);
+        ok = eval(cmd, a->s, win, n, &done, &p);
+        ++*n_win;
+    }
+    free(win);
+    return ok;
+}
+
+/* Sample max_tokens tokens from the model, window by window, and profile
+   them; a window ends when the context is full or at end of text. */
+static bool profile_sampled(const char *cmd, app *a, int32_t bos, uint64_t seed, int64_t max_tokens, int64_t *n_win) {
+    pi_sampler_params sp = pi_sampler_default_params();
+    sp.temp = 1.0f; /* the model's own distribution: no top-k/p, no min-p, no penalty */
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.repeat_penalty = 1.0f;
+    sp.seed = seed;
+    pi_sampler *smp;
+    if (pi_sampler_create(&sp, a->m->hp.n_vocab, &smp)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return false;
+    }
+    progress p = {isatty(2), max_tokens, pi_time_s(), 0.0, -1};
+    int64_t done = 0;
+    bool ok = true;
+    *n_win = 0;
+    while (ok && done < max_tokens) {
+        pi_session_reset(a->s);
+        ++*n_win;
+        int32_t tok = bos;
+        for (;;) {
+            if (!(ok = eval(cmd, a->s, &tok, 1, &done, &p)) || done == max_tokens || a->s->n_past == a->s->n_ctx)
+                break;
+            tok = pi_sampler_sample(smp, pi_session_logits(a->s));
+            if (pi_tokenizer_is_eog(a->tok, tok)) break;
+        }
+    }
+    pi_sampler_free(smp);
+    return ok;
+}
+
+static void report(const pi_stats *st) {
+    printf("layer  active/token  neurons for 80%%  never active\n");
+    double mean_sum = 0.0, cov_sum = 0.0;
+    int64_t never = 0;
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        double mean = pi_stats_mean_active(st, l);
+        double cov = (double)pi_stats_neurons_for(st, l, 0.8) / (double)st->n_ff;
+        int64_t nv = pi_stats_never_active(st, l);
+        printf("%5lld  %12.3f  %15.3f  %12.3f\n", (long long)l, mean, cov, (double)nv / (double)st->n_ff);
+        mean_sum += mean;
+        cov_sum += cov;
+        never += nv;
+    }
+    printf("  all  %12.3f  %15.3f  %12.3f\n", mean_sum / (double)st->n_layer, cov_sum / (double)st->n_layer,
+           (double)never / (double)(st->n_layer * st->n_ff));
+    printf("(fractions of each layer's %lld neurons; \"neurons for 80%%\": the most active neurons that account for\n"
+           " 80%% of the layer's activations, 0.8 meaning no skew; \"all\": mean over layers)\n",
+           (long long)st->n_ff);
+}
+
+/* The directory of path can take a new file (checked before a long run). */
+static bool out_writable(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return access(".", W_OK) == 0;
+    if (slash == path) return access("/", W_OK) == 0;
+    char dir[4096];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof dir) return true; /* let the save report it */
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return access(dir, W_OK) == 0;
+}
+
+int cmd_profile(int argc, char **argv) {
+    const char *cmd = "profile", *text_path = NULL, *out_path = NULL;
+    long max_tokens = 0;
+    float threshold = -1.0f;
+    app_opts o;
+    app_opts_init(&o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--text") || !strcmp(a, "--tokens") || !strcmp(a, "-o") || !strcmp(a, "--threshold")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            if (!strcmp(a, "--text")) text_path = v;
+            else if (!strcmp(a, "-o")) out_path = v;
+            else if (!strcmp(a, "--tokens")) {
+                if (!arg_int(cmd, a, v, 1, PI_STATS_MAX_TOKENS, &max_tokens)) return 2;
+            } else {
+                char *end;
+                threshold = strtof(v, &end);
+                if (end == v || *end || !(threshold >= 0.0f) || isinf(threshold)) {
+                    fprintf(stderr, "pinfer: %s: --threshold expects a number >= 0, got '%s'\n", cmd, v);
+                    return 2;
+                }
+            }
+            continue;
+        }
+        /* of the common options, only those that mean something here */
+        static const char *common[] = {"-m", "-t", "-c", "--seed", "--mmap"};
+        bool ours = false;
+        for (size_t k = 0; k < sizeof common / sizeof common[0]; k++) ours |= !strcmp(a, common[k]);
+        int r = ours ? app_parse_common(cmd, &o, argc, argv, &i) : 0;
+        if (r < 0) return 2;
+        if (r == 0) {
+            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.model || !out_path) {
+        fprintf(stderr, "pinfer: %s: %s is required\n", cmd, !o.model ? "-m FILE" : "-o STATS");
+        usage(stderr);
+        return 2;
+    }
+    if (!out_writable(out_path)) {
+        fprintf(stderr, "pinfer: %s: cannot write %s: its directory is missing or not writable\n", cmd, out_path);
+        return 1;
+    }
+    const bool user_ctx = o.n_ctx > 0;
+    if (!user_ctx) o.n_ctx = DEFAULT_CTX;
+    if (!o.seed_given) o.sp.seed = (uint64_t)time(NULL) & 0x7fffffff;
+    const char *text = NULL;
+    char *owned = NULL;
+    o.prompt_file = text_path;
+    if (text_path && !app_prompt_text(cmd, &o, &text, &owned)) return 2;
+
+    app a;
+    int32_t *ids = NULL;
+    pi_stats *st = NULL;
+    int rc = 1;
+    size_t n_ids = 0;
+    if (!app_load(cmd, &o, &a)) goto out;
+    const pi_hparams *hp = &a.m->hp;
+    if (pi_stats_for_model(a.m, threshold >= 0.0f ? threshold : pi_stats_default_threshold(hp->act), &st)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        goto out;
+    }
+    if (user_ctx && hp->n_ctx_train > 0 && o.n_ctx > hp->n_ctx_train) {
+        fprintf(stderr, "pinfer: %s: -c %ld exceeds the model's context of %lld tokens\n", cmd, o.n_ctx,
+                (long long)hp->n_ctx_train);
+        goto out;
+    }
+    if (!user_ctx && hp->n_ctx_train > 0 && hp->n_ctx_train < a.s->n_ctx) {
+        /* the default window is the model's context when that is shorter */
+        pi_session_free(a.s);
+        if (pi_session_create(a.m, hp->n_ctx_train, (int)o.threads, &a.s)) {
+            a.s = NULL;
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            goto out;
+        }
+    }
+    const int64_t n_ctx = a.s->n_ctx;
+    const int32_t bos = pi_tokenizer_bos(a.tok);
+    if (text_path) {
+        if (!app_tokenize(cmd, &a, text, false, &ids, &n_ids)) goto out;
+        const int32_t wbos = pi_tokenizer_add_bos(a.tok) ? bos : -1;
+        if ((int64_t)n_ids <= (wbos >= 0 ? 1 : 0)) {
+            fprintf(stderr, "pinfer: %s: %s holds no text to profile\n", cmd, text_path);
+            goto out;
+        }
+        fprintf(stderr, "profile: %s: %zu tokens, windows of %lld\n", text_path, n_ids, (long long)n_ctx);
+    } else if (bos < 0) {
+        fprintf(stderr, "pinfer: %s: the model has no BOS token to start sampling from; give --text\n", cmd);
+        goto out;
+    }
+    if (!text_path && max_tokens == 0) max_tokens = DEFAULT_SAMPLED;
+    if (n_ctx < 2 && (!text_path || pi_tokenizer_add_bos(a.tok))) {
+        fprintf(stderr, "pinfer: %s: a window of %lld token holds BOS and nothing else (raise -c)\n", cmd,
+                (long long)n_ctx);
+        goto out;
+    }
+
+    pi_session_set_observer(a.s, pi_stats_observe, st);
+    double t0 = pi_time_s();
+    int64_t n_win = 0;
+    bool ok = text_path ? profile_text(cmd, &a, ids, (int64_t)n_ids, pi_tokenizer_add_bos(a.tok) ? bos : -1,
+                                       max_tokens, &n_win)
+                        : profile_sampled(cmd, &a, bos, o.sp.seed, max_tokens, &n_win);
+    pi_session_set_observer(a.s, NULL, NULL);
+    double el = pi_time_s() - t0;
+    if (!ok) goto out;
+
+    printf("profile: %s: %s FFN, %lld layers x %lld neurons; active: |act| > %g\n", o.model, pi_ffn_act_name(hp->act),
+           (long long)st->n_layer, (long long)st->n_ff, (double)st->threshold);
+    if (text_path)
+        printf("profile: %lld tokens of %s in %lld windows of up to %lld\n", (long long)st->tokens, text_path,
+               (long long)n_win, (long long)n_ctx);
+    else
+        printf("profile: %lld tokens sampled from the model (temperature 1, seed %llu) in %lld windows of up to %lld\n",
+               (long long)st->tokens, (unsigned long long)o.sp.seed, (long long)n_win, (long long)n_ctx);
+    report(st);
+    if (pi_stats_save(st, out_path)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        goto out;
+    }
+    printf("wrote %s\n", out_path);
+    fprintf(stderr, "profile: %.1f s, %.1f tok/s, %d threads, load %.2f s, peak RSS %.1f MiB\n", el,
+            el > 0 ? (double)st->tokens / el : 0.0, pi_pool_size(a.s->pool), a.load_s, app_peak_rss_mib());
+    rc = 0;
+out:
+    pi_stats_free(st);
+    free(ids);
+    free(owned);
+    app_free(&a);
+    return rc;
+}
