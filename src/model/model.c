@@ -293,8 +293,59 @@ pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out) {
     return st;
 }
 
+pi_status pi_model_make_down_t(pi_model *m) {
+    const pi_hparams *hp = &m->hp;
+    if (hp->n_expert) return pi_error(PI_ERR_UNSUPPORTED, "%s: sparse FFN for mixture-of-experts models", m->path);
+    const int64_t E = hp->n_embd, F = hp->n_ff;
+    if (!m->owned_down_t) {
+        m->owned_down_t = calloc((size_t)hp->n_layer, sizeof *m->owned_down_t);
+        m->owned_down_t_bytes = calloc((size_t)hp->n_layer, sizeof *m->owned_down_t_bytes);
+        if (!m->owned_down_t || !m->owned_down_t_bytes) return pi_error(PI_ERR_NOMEM, "out of memory");
+    }
+    float *dense = NULL, *row = NULL;
+    pi_status st = PI_OK;
+    for (int64_t il = 0; il < hp->n_layer && !st; il++) {
+        pi_layer *l = &m->layers[il];
+        if (l->ffn_down_t.data) continue;
+        const pi_weight *d = &l->ffn_down; /* E rows of F */
+        pi_type t = d->type;
+        size_t rb = pi_row_size(t, E);
+        if (!rb) { /* E not a multiple of the block: keep full precision */
+            t = PI_TYPE_F32;
+            rb = pi_row_size(t, E);
+        }
+        size_t bytes = rb * (size_t)F;
+        if (!dense && (!(dense = malloc((size_t)E * (size_t)F * sizeof *dense)) || !(row = malloc((size_t)E * sizeof *row)))) {
+            st = pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB to transpose the down projections", m->path,
+                          (double)E * (double)F * 4 / (1 << 20));
+            break;
+        }
+        uint8_t *dst = pi_huge_alloc(bytes);
+        if (!dst) {
+            st = pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB for transposed down projections", m->path,
+                          (double)bytes / (1 << 20));
+            break;
+        }
+        for (int64_t j = 0; j < E; j++) pi_weight_row_f32(d, j, dense + j * F);
+        for (int64_t i = 0; i < F; i++) {
+            for (int64_t j = 0; j < E; j++) row[j] = dense[j * F + i];
+            pi_quantize_row(t, row, dst + (size_t)i * rb, E);
+        }
+        m->owned_down_t[il] = dst;
+        m->owned_down_t_bytes[il] = bytes;
+        l->ffn_down_t = (pi_weight){dst, t, {E, F, 1, 1}, rb, {0, NULL}};
+    }
+    free(dense);
+    free(row);
+    return st;
+}
+
 void pi_model_free(pi_model *m) {
     if (!m) return;
+    for (int64_t il = 0; m->owned_down_t && il < m->hp.n_layer; il++)
+        pi_huge_free(m->owned_down_t[il], m->owned_down_t_bytes[il]);
+    free(m->owned_down_t);
+    free(m->owned_down_t_bytes);
     pi_gguf_close(m->gguf);
     free(m->layers);
     free(m->owned_f32);

@@ -82,6 +82,8 @@ typedef struct pi_model {
     float sparse_threshold; /* a neuron is predicted active when its fc2 logit >= this */
     pi_layer *layers;       /* n_layer */
     float *owned_f32;       /* norm vectors converted to F32 */
+    void **owned_down_t;    /* (n_layer) transposed down matrices made by pi_model_make_down_t */
+    size_t *owned_down_t_bytes;
     uint64_t weight_bytes;  /* bytes of all tensors bound */
 } pi_model;
 
@@ -99,6 +101,14 @@ void pi_model_free(pi_model *m); /* accepts NULL */
 /* Bytes of weights a dense decode step reads (every matrix once, plus one
    embedding row). */
 uint64_t pi_model_bytes_per_token(const pi_model *m);
+
+/* Give every dense layer that lacks one an ffn_down_t: the down matrix
+   stored one neuron per row, which the sparse FFN needs (an axpy over the
+   active neurons). Exact for F32/F16/BF16; Q8_0/Q4_0 rows are requantized
+   after transposing (blocks run along the other axis), which adds that
+   type's rounding once. Costs the down matrices' size in memory again.
+   Not thread-safe; call before sessions use the model. */
+pi_status pi_model_make_down_t(pi_model *m);
 
 /* Dequantize row `row` of a weight matrix into out[0..ne[0]). */
 void pi_weight_row_f32(const pi_weight *w, int64_t row, float *out);

@@ -77,6 +77,14 @@ pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_
     s->router = xalloc((size_t)(hp->n_expert + 1) * f, &st);
     s->moe_out = xalloc(2 * (size_t)E * f, &st);
     s->reduce_scratch = xalloc((size_t)DOWN_T_CHUNKS * (size_t)E * f, &st);
+    int64_t rank = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].fc1.data && m->layers[il].fc1.ne[1] > rank) rank = m->layers[il].fc1.ne[1];
+    s->sp_idx = xalloc((size_t)hp->n_ff * sizeof(int32_t), &st);
+    s->sp_val = xalloc((size_t)(hp->n_ff > rank ? hp->n_ff : rank) * f, &st);
+    s->sp_pred = xalloc((size_t)hp->n_ff * f, &st);
+    s->sp_stats = xalloc((size_t)hp->n_layer * sizeof(pi_sparse_stats), &st);
+    s->sp_xq = xalloc((size_t)(E / 32 + 1) * sizeof(pi_block_q8_0), &st);
     if (st) {
         pi_session_free(s);
         return pi_error(PI_ERR_NOMEM, "session: cannot allocate %.1f MiB of KV cache and scratch for context %lld",
@@ -106,10 +114,35 @@ void pi_session_free(pi_session *s) {
     free(s->router);
     free(s->moe_out);
     free(s->reduce_scratch);
+    free(s->sp_idx);
+    free(s->sp_val);
+    free(s->sp_pred);
+    free(s->sp_stats);
+    free(s->sp_xq);
     free(s);
 }
 
 void pi_session_reset(pi_session *s) { s->n_past = 0; }
+
+pi_status pi_session_set_ffn_mode(pi_session *s, pi_ffn_mode mode, int64_t hot) {
+    const pi_model *m = s->m;
+    if (mode == PI_FFN_DENSE) {
+        s->ffn_mode = mode;
+        return PI_OK;
+    }
+    if (m->hp.n_expert || m->hp.act == PI_ACT_SILU)
+        return pi_error(PI_ERR_INVALID, "%s: the sparse FFN needs a dense ReLU or dReLU model (this one is %s%s)",
+                        m->path, m->hp.n_expert ? "mixture-of-experts, " : "", pi_ffn_act_name(m->hp.act));
+    if (mode == PI_FFN_SPARSE && !m->has_predictor)
+        return pi_error(PI_ERR_INVALID, "%s: no activation predictors (blk.N.fc1/fc2): train them with "
+                        "pinfer train-predictor, or use the dense path", m->path);
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        if (!m->layers[il].ffn_down_t.data)
+            return pi_error(PI_ERR_INVALID, "layer %lld has no ffn_down_t (pi_model_make_down_t)", (long long)il);
+    s->ffn_mode = mode;
+    s->hot = hot < 0 ? 0 : hot > m->hp.n_ff ? m->hp.n_ff : hot;
+    return PI_OK;
+}
 
 void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx) {
     s->observer = fn;
@@ -362,6 +395,143 @@ static void moe_token(pi_session *s, const pi_layer *l, int64_t b) {
     memcpy(s->xb2 + b * E, s->moe_out, (size_t)E * sizeof(float));
 }
 
+/* ---- sparse FFN (decode) ---- */
+
+typedef struct {
+    pi_session *s;
+    const pi_layer *l;
+    const void *xg, *xu; /* FFN input in the gate's and the up's kernel form */
+    const float *gate;   /* ORACLE: precomputed gate (and up) values, else NULL */
+    const float *up;
+    int64_t first;       /* list position of the first cold neuron */
+} cold_job;
+
+/* act(g, u) for one neuron, 0 when silent. */
+static inline float activation(pi_ffn_act act, float g, float u) {
+    if (g <= 0.0f) return 0.0f;
+    if (act == PI_ACT_DRELU && u <= 0.0f) return 0.0f;
+    return g * u;
+}
+
+/* For the listed neurons k in first + [k0, k1): sp_val[k] = act(gate . x,
+   up . x); the up row is skipped when the gate is silent. */
+static void cold_rows(void *ctx, int64_t k0, int64_t k1, int tid) {
+    (void)tid;
+    cold_job *j = ctx;
+    k0 += j->first;
+    k1 += j->first;
+    pi_session *s = j->s;
+    const pi_layer *l = j->l;
+    const int64_t E = s->m->hp.n_embd;
+    pi_vec_dot_fn dg = s->k->vec_dot[l->ffn_gate.type], du = s->k->vec_dot[l->ffn_up.type];
+    for (int64_t k = k0; k < k1; k++) {
+        int32_t i = s->sp_idx[k];
+        float g = j->gate ? j->gate[i] : dg(E, (const uint8_t *)l->ffn_gate.data + (size_t)i * l->ffn_gate.row_bytes, j->xg);
+        float h = 0.0f;
+        if (g > 0.0f) {
+            float u = j->up ? j->up[i] : du(E, (const uint8_t *)l->ffn_up.data + (size_t)i * l->ffn_up.row_bytes, j->xu);
+            h = activation(s->m->hp.act, g, u);
+        }
+        s->sp_val[k] = h;
+    }
+}
+
+typedef struct {
+    const pi_kernels *k;
+    const pi_weight *w;
+    const int32_t *idx;
+    const float *val;
+} sparse_down_job;
+
+/* acc += sum over list entries [k0, k1) of val[k] * down_t row idx[k]. */
+static void sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
+    (void)tid;
+    sparse_down_job *j = ctx;
+    pi_axpy_fn axpy = j->k->axpy[j->w->type];
+    for (int64_t k = k0; k < k1; k++)
+        axpy(j->w->ne[0], j->val[k], (const uint8_t *)j->w->data + (size_t)j->idx[k] * j->w->row_bytes, acc);
+}
+
+/* The FFN of one token on the sparse path: out = sum over active neurons i
+   of act_i * down_t[i], computing only the neurons that are (predicted)
+   active. The input is row 0 of xb; the result goes to row 0 of xb2. */
+static void ffn_sparse(pi_session *s, int64_t il) {
+    const pi_model *m = s->m;
+    const pi_hparams *hp = &m->hp;
+    const pi_layer *l = &m->layers[il];
+    const int64_t E = hp->n_embd, F = hp->n_ff;
+    pi_sparse_stats *st = &s->sp_stats[il];
+    const float *x = s->xb;
+    const float *gate_all = NULL, *up_all = NULL;
+    int64_t n = 0;
+
+    if (s->ffn_mode == PI_FFN_ORACLE) {
+        /* the exact mask: every gate (and for dReLU every up) computed */
+        matmul(s, &l->ffn_gate, 0, F, x, s->xb_dim, 1, s->hb, F);
+        gate_all = s->hb;
+        if (hp->act == PI_ACT_DRELU) {
+            matmul(s, &l->ffn_up, 0, F, x, s->xb_dim, 1, s->hb2, F);
+            up_all = s->hb2;
+        }
+        for (int64_t i = 0; i < F; i++)
+            if (gate_all[i] > 0.0f && (!up_all || up_all[i] > 0.0f)) s->sp_idx[n++] = (int32_t)i;
+        st->bytes += l->ffn_gate.row_bytes * (uint64_t)F + (up_all ? l->ffn_up.row_bytes * (uint64_t)F : 0);
+    } else {
+        /* predictor: logits = fc2 relu(fc1 x); hot prefix always, cold by threshold */
+        const int64_t R = l->fc1.ne[1];
+        float *u = s->sp_val, *z = s->sp_pred; /* sp_val is free until the activations */
+        matmul(s, &l->fc1, 0, R, x, s->xb_dim, 1, u, R);
+        for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
+        matmul(s, &l->fc2, 0, F, u, R, 1, z, F);
+        st->bytes += l->fc1.row_bytes * (uint64_t)R + l->fc2.row_bytes * (uint64_t)F;
+        const float thr = s->m->sparse_threshold;
+        for (int64_t i = 0; i < s->hot; i++) s->sp_idx[n++] = (int32_t)i;
+        for (int64_t i = s->hot; i < F; i++)
+            if (z[i] >= thr) s->sp_idx[n++] = (int32_t)i;
+        if (s->hot > 0) { /* the hot prefix as one dense cluster */
+            matmul(s, &l->ffn_gate, 0, s->hot, x, s->xb_dim, 1, s->hb, s->hot);
+            matmul(s, &l->ffn_up, 0, s->hot, x, s->xb_dim, 1, s->hb2, s->hot);
+            for (int64_t i = 0; i < s->hot; i++) s->sp_val[i] = activation(hp->act, s->hb[i], s->hb2[i]);
+        }
+    }
+    st->tokens++;
+    st->predicted += (uint64_t)n;
+
+    /* cold neurons one by one (in ORACLE mode all of them, from the precomputed gates) */
+    int64_t first_cold = s->ffn_mode == PI_FFN_ORACLE ? 0 : s->hot;
+    const void *xf = x, *xq = x;
+    if (pi_vec_dot_type(l->ffn_gate.type) == PI_TYPE_Q8_0 || pi_vec_dot_type(l->ffn_up.type) == PI_TYPE_Q8_0) {
+        s->k->quantize_q8_0(x, s->sp_xq, E);
+        xq = s->sp_xq;
+    }
+    cold_job cj = {s, l, pi_vec_dot_type(l->ffn_gate.type) == PI_TYPE_Q8_0 ? xq : xf,
+                   pi_vec_dot_type(l->ffn_up.type) == PI_TYPE_Q8_0 ? xq : xf, gate_all, up_all, first_cold};
+    if (n > first_cold) pi_pool_for(s->pool, n - first_cold, 16, cold_rows, &cj);
+    if (!gate_all) {
+        uint64_t cold = (uint64_t)(n - first_cold), computed_up = 0;
+        for (int64_t k = first_cold; k < n; k++) computed_up += s->sp_val[k] != 0.0f;
+        st->bytes += (l->ffn_gate.row_bytes + l->ffn_up.row_bytes) * (uint64_t)s->hot +
+                     l->ffn_gate.row_bytes * cold + l->ffn_up.row_bytes * computed_up;
+    }
+    st->computed += (uint64_t)n;
+
+    /* keep the non-zero activations, in neuron order */
+    int64_t a = 0;
+    for (int64_t k = 0; k < n; k++)
+        if (s->sp_val[k] != 0.0f) {
+            s->sp_idx[a] = s->sp_idx[k];
+            s->sp_val[a++] = s->sp_val[k];
+        }
+    s->sp_n = a;
+    st->active += (uint64_t)a;
+    st->bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
+
+    /* down: a reduction over fixed chunks of the active list (deterministic) */
+    sparse_down_job dj = {s->k, &l->ffn_down_t, s->sp_idx, s->sp_val};
+    int64_t chunk = (a + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS;
+    pi_pool_reduce_f32(s->pool, a, chunk ? chunk : 1, sparse_down_chunk, &dj, s->xb2, E, s->reduce_scratch);
+}
+
 static void ffn(pi_session *s, int64_t il, int64_t nb) {
     const pi_hparams *hp = &s->m->hp;
     const pi_layer *l = &s->m->layers[il];
@@ -369,7 +539,9 @@ static void ffn(pi_session *s, int64_t il, int64_t nb) {
     for (int64_t b = 0; b < nb; b++)
         rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->ffn_norm.data, E, hp->rms_eps);
     invalidate_input(s);
-    if (!hp->n_expert) {
+    if (s->ffn_mode != PI_FFN_DENSE && nb == 1) {
+        ffn_sparse(s, il);
+    } else if (!hp->n_expert) {
         ffn_expert(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, 0, s->xb, nb, s->xb2);
     } else {
         /* routing differs per token: tokens go one at a time */

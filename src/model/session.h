@@ -18,6 +18,22 @@
    the profiler and predictor training; MoE layers are not reported. */
 typedef void (*pi_ffn_observer)(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
 
+/* How decode computes the FFN (prefill always takes the dense path). */
+typedef enum pi_ffn_mode {
+    PI_FFN_DENSE = 0,  /* every neuron */
+    PI_FFN_SPARSE = 1, /* the hot prefix plus the neurons the predictor selects */
+    PI_FFN_ORACLE = 2, /* exactly the active neurons (gates computed densely): for tests */
+} pi_ffn_mode;
+
+/* Per-layer counters of the sparse FFN, summed over decoded tokens. */
+typedef struct pi_sparse_stats {
+    uint64_t tokens;     /* tokens decoded by the sparse path (per layer) */
+    uint64_t predicted;  /* neurons selected (hot prefix + predicted cold) */
+    uint64_t computed;   /* neurons whose gate row was read */
+    uint64_t active;     /* neurons with a non-zero activation */
+    uint64_t bytes;      /* weight bytes read by the FFN and the predictor */
+} pi_sparse_stats;
+
 #define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */
 
 typedef struct pi_session {
@@ -42,6 +58,15 @@ typedef struct pi_session {
     int64_t xq_blocks;     /* blocks per row of xq */
     const float *xq_src;   /* which float rows xq holds, so each input is quantized once */
     int64_t xq_nb;
+    /* sparse FFN */
+    pi_ffn_mode ffn_mode;
+    int64_t hot;           /* neurons in each layer's hot prefix (computed densely) */
+    int32_t *sp_idx;       /* (n_ff) neurons to compute / with non-zero activation */
+    float *sp_val;         /* (max(n_ff, rank)) their activations; the predictor's hidden layer before */
+    float *sp_pred;        /* (n_ff) predictor logits */
+    int64_t sp_n;          /* entries of sp_idx in use */
+    pi_sparse_stats *sp_stats; /* (n_layer) */
+    pi_block_q8_0 *sp_xq;  /* (n_embd / 32) Q8_0 form of the sparse FFN's input */
     pi_ffn_observer observer;
     void *observer_ctx;
     int64_t cur_layer, cur_pos0; /* where the forward pass is, for the observer */
@@ -58,6 +83,13 @@ void pi_session_free(pi_session *s); /* accepts NULL */
 
 /* Install (or with fn NULL, remove) the FFN observer. */
 void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx);
+
+/* Choose how decode computes the FFN. SPARSE needs a model with predictors;
+   SPARSE and ORACLE need a dense ReLU or dReLU model whose layers all have an
+   ffn_down_t (call pi_model_make_down_t first); PI_ERR_INVALID otherwise.
+   hot: neurons [0, hot) of every layer are always computed as one dense
+   cluster (after reordering by activation frequency they are the hottest). */
+pi_status pi_session_set_ffn_mode(pi_session *s, pi_ffn_mode mode, int64_t hot);
 
 /* Forget the conversation (positions restart at 0). */
 void pi_session_reset(pi_session *s);

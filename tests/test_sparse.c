@@ -1,0 +1,174 @@
+/*
+ * test_sparse.c — the sparse FFN against the dense one:
+ *  - oracle mode (exactly the active neurons) equals dense decoding to 1e-5
+ *    relative on relu-stories, drelu-stories and a generated ReLU model, and
+ *    is bit-identical for 1 and 2 threads;
+ *  - predictor mode with every neuron in the hot prefix equals dense;
+ *  - with a real (random) predictor the counters are consistent;
+ *  - models the sparse path cannot serve are refused with a message.
+ */
+#include "model/genmodel.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "test_util.h"
+
+#include <stdbool.h>
+
+static double rel_err(const float *got, const float *ref, int64_t n) {
+    double maxref = 0.0, maxerr = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = fabs((double)ref[i]), e = fabs((double)got[i] - (double)ref[i]);
+        if (r > maxref) maxref = r;
+        if (e > maxerr) maxerr = e;
+    }
+    return maxref > 0.0 ? maxerr / maxref : maxerr;
+}
+
+/* Decode n tokens one at a time with both sessions; worst relative logit
+   error of b against a. */
+static double compare(pi_session *a, pi_session *b, const int32_t *toks, int n) {
+    pi_session_reset(a);
+    pi_session_reset(b);
+    double worst = 0.0;
+    const int64_t V = a->m->hp.n_vocab;
+    for (int t = 0; t < n; t++) {
+        CHECK(pi_session_decode(a, &toks[t], 1) == PI_OK);
+        CHECK(pi_session_decode(b, &toks[t], 1) == PI_OK);
+        double e = rel_err(pi_session_logits(b), pi_session_logits(a), V);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+static void test_oracle(const char *path, const char *label, int n_tokens) {
+    pi_model *m;
+    pi_status st = pi_model_load(path, PI_MAP_LOAD, &m);
+    CHECKF(st == PI_OK, "%s: %s", label, pi_last_error());
+    if (st) return;
+    CHECK(pi_model_make_down_t(m) == PI_OK);
+    pi_session *dense, *o1, *o2;
+    CHECK(pi_session_create(m, 256, 2, &dense) == PI_OK);
+    CHECK(pi_session_create(m, 256, 1, &o1) == PI_OK);
+    CHECK(pi_session_create(m, 256, 2, &o2) == PI_OK);
+    CHECK(pi_session_set_ffn_mode(o1, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECK(pi_session_set_ffn_mode(o2, PI_FFN_ORACLE, 0) == PI_OK);
+    int32_t toks[256];
+    t_rng r = {7};
+    toks[0] = 1;
+    for (int i = 1; i < n_tokens; i++) toks[i] = (int32_t)(t_next(&r) % (uint64_t)m->hp.n_vocab);
+    double e = compare(dense, o2, toks, n_tokens);
+    /* the same tokens, 1 thread vs 2: bit-identical */
+    pi_session_reset(o1);
+    pi_session_reset(o2);
+    int same = 0;
+    for (int t = 0; t < n_tokens; t++) {
+        CHECK(pi_session_decode(o1, &toks[t], 1) == PI_OK && pi_session_decode(o2, &toks[t], 1) == PI_OK);
+        same += !memcmp(pi_session_logits(o1), pi_session_logits(o2), (size_t)m->hp.n_vocab * sizeof(float));
+    }
+    uint64_t act = 0, tok = 0;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        act += o2->sp_stats[il].active;
+        tok += o2->sp_stats[il].tokens;
+    }
+    fprintf(stderr, "%s: oracle vs dense: logits relative error %.2e over %d tokens; %.1f%% of neurons active; "
+            "1 vs 2 threads identical at %d/%d positions\n", label, e, n_tokens,
+            100.0 * (double)act / (double)tok / (double)m->hp.n_ff, same, n_tokens);
+    CHECKF(e <= 1e-5, "%s: oracle differs from dense by %.3g", label, e);
+    CHECK(same == n_tokens);
+    pi_session_free(dense);
+    pi_session_free(o1);
+    pi_session_free(o2);
+    pi_model_free(m);
+}
+
+/* A generated F32 ReLU model with predictors bolted on: every neuron hot
+   gives the dense result; a random predictor keeps the counters sane. */
+static void test_predictor_mode(void) {
+    char path[256];
+    t_tmp_path(path, sizeof path, "sparse-gen.gguf");
+    pi_genmodel_params p;
+    CHECK(pi_genmodel_preset("tiny", &p) == PI_OK);
+    p.n_embd = 128;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ff = 384;
+    p.n_layer = 2;
+    p.n_vocab = 300;
+    p.type = p.embd_type = p.output_type = PI_TYPE_F32;
+    p.act = PI_ACT_RELU;
+    p.n_threads = 2;
+    CHECK(pi_genmodel_write(&p, path) == PI_OK);
+    test_oracle(path, "generated relu (f32)", 48);
+
+    pi_model *m;
+    if (pi_model_load(path, PI_MAP_LOAD, &m) != PI_OK) return;
+    /* no predictor: SPARSE is refused, ORACLE needs down_t first */
+    pi_session *s;
+    CHECK(pi_session_create(m, 64, 2, &s) == PI_OK);
+    CHECK(pi_session_set_ffn_mode(s, PI_FFN_SPARSE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "predictor"));
+    CHECK(pi_session_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "ffn_down_t"));
+    CHECK(pi_model_make_down_t(m) == PI_OK);
+    /* a random rank-8 predictor in memory */
+    const int64_t E = 128, F = 384, R = 8;
+    float *fc1 = malloc((size_t)(E * R) * sizeof *fc1), *fc2 = malloc((size_t)(R * F) * sizeof *fc2);
+    t_rng r = {3};
+    for (int64_t i = 0; i < E * R; i++) fc1[i] = t_uniform(&r);
+    for (int64_t i = 0; i < R * F; i++) fc2[i] = t_uniform(&r);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        m->layers[il].fc1 = (pi_weight){fc1, PI_TYPE_F32, {E, R, 1, 1}, (size_t)E * 4, {0, NULL}};
+        m->layers[il].fc2 = (pi_weight){fc2, PI_TYPE_F32, {R, F, 1, 1}, (size_t)R * 4, {0, NULL}};
+    }
+    m->has_predictor = true;
+    pi_session_free(s);
+    pi_session *dense, *all_hot, *sp;
+    CHECK(pi_session_create(m, 64, 2, &dense) == PI_OK);
+    CHECK(pi_session_create(m, 64, 2, &all_hot) == PI_OK);
+    CHECK(pi_session_create(m, 64, 2, &sp) == PI_OK);
+    CHECK(pi_session_set_ffn_mode(all_hot, PI_FFN_SPARSE, F) == PI_OK);
+    CHECK(pi_session_set_ffn_mode(sp, PI_FFN_SPARSE, 32) == PI_OK);
+    int32_t toks[32];
+    for (int i = 0; i < 32; i++) toks[i] = (int32_t)(t_next(&r) % 300);
+    double e = compare(dense, all_hot, toks, 32);
+    CHECKF(e <= 1e-5, "all-hot sparse differs from dense by %.3g", e);
+    compare(dense, sp, toks, 32);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const pi_sparse_stats *st = &sp->sp_stats[il];
+        CHECK(st->tokens == 32 && st->predicted >= 32 * 32 && st->computed == st->predicted && st->active <= st->computed);
+        CHECK(st->bytes > 0);
+    }
+    pi_session_free(dense);
+    pi_session_free(all_hot);
+    pi_session_free(sp);
+    free(fc1);
+    free(fc2);
+    pi_model_free(m);
+    unlink(path);
+}
+
+static void test_refused(void) {
+    char p[512];
+    if (!t_fixture(p, sizeof p, "stories260K.gguf")) return;
+    pi_model *m;
+    pi_session *s;
+    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_OK);
+    CHECK(pi_session_create(m, 16, 1, &s) == PI_OK);
+    CHECK(pi_session_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "silu"));
+    CHECK(pi_session_set_ffn_mode(s, PI_FFN_DENSE, 0) == PI_OK);
+    pi_session_free(s);
+    pi_model_free(m);
+    if (!t_fixture(p, sizeof p, "relu/moe-relu-stories.gguf")) return;
+    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_OK);
+    CHECK(pi_model_make_down_t(m) == PI_ERR_UNSUPPORTED);
+    pi_model_free(m);
+}
+
+int main(void) {
+    char p[512];
+    bool emulated = getenv("PI_TEST_RUNNER") && *getenv("PI_TEST_RUNNER");
+    int n = emulated ? 24 : 96;
+    if (t_fixture(p, sizeof p, "relu/relu-stories.gguf")) test_oracle(p, "relu-stories", n);
+    if (t_fixture(p, sizeof p, "relu/drelu-stories.gguf")) test_oracle(p, "drelu-stories", n);
+    test_predictor_mode();
+    test_refused();
+    return t_done("test_sparse");
+}
