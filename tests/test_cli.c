@@ -123,6 +123,22 @@ int main(void) {
         unlink(cut);
     }
 
+    /* the sparse FFN with the exact mask writes the dense text; a SiLU model refuses it */
+    if (t_fixture(model, sizeof model, "relu/relu-stories.gguf")) {
+        char dense_out[320];
+        snprintf(dense_out, sizeof dense_out, "%s.dense", g_tmp);
+        snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 40 --temp 0 --dense", model);
+        CHECK(pinfer(args, dense_out, err) == 0 && file_has(err, "FFN dense"));
+        snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 40 --temp 0 --predictor oracle", model);
+        CHECK(pinfer(args, out, err) == 0 && file_has(err, "FFN sparse (oracle mask)"));
+        CHECK(same_file(out, dense_out));
+        unlink(dense_out);
+        if (t_fixture(model, sizeof model, "stories260K.gguf")) {
+            snprintf(args, sizeof args, "run -m %s -n 4 --predictor oracle", model);
+            CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "ReLU"));
+        }
+    }
+
     /* every GGUF fixture inspects cleanly */
     static const char *fixtures[] = {"stories260K.gguf", "llama-2-tiny-random.gguf", "vocab/ggml-vocab-llama-spm.gguf",
                                      "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",

@@ -121,6 +121,38 @@ static bool measure_tg(app *a, long n, long reps, double *out) {
     return true;
 }
 
+/* Weight bytes of the dense FFNs (gate, up, down) of all layers. */
+static double ffn_dense_bytes(const pi_model *m) {
+    double b = 0.0;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const pi_layer *l = &m->layers[il];
+        const pi_weight *down = l->ffn_down.data ? &l->ffn_down : &l->ffn_down_t;
+        b += (double)l->ffn_gate.row_bytes * (double)l->ffn_gate.ne[1] +
+             (double)l->ffn_up.row_bytes * (double)l->ffn_up.ne[1] + (double)down->row_bytes * (double)down->ne[1];
+    }
+    return b;
+}
+
+/* The sparse FFN's counters since they were cleared: per layer, per token. */
+static void print_sparse_stats(const app *a, double bw, double tg) {
+    const pi_model *m = a->m;
+    const double F = (double)m->hp.n_ff;
+    double touched = 0.0;
+    printf("sparse FFN per token (%s), fractions of %lld neurons:\n", app_ffn_mode(a), (long long)m->hp.n_ff);
+    printf("%-6s %10s %10s %10s %12s\n", "layer", "predicted", "computed", "active", "MB touched");
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const pi_sparse_stats *st = &a->s->sp_stats[il];
+        double t = st->tokens ? (double)st->tokens : 1.0;
+        printf("%-6lld %10.3f %10.3f %10.3f %12.2f\n", (long long)il, (double)st->predicted / t / F,
+               (double)st->computed / t / F, (double)st->active / t / F, (double)st->bytes / t * 1e-6);
+        touched += (double)st->bytes / t;
+    }
+    double all = (double)pi_model_bytes_per_token(m) - ffn_dense_bytes(m) + touched;
+    double bound = bw * 1e9 / all;
+    printf("weights touched per token: %.1f MB (FFN %.1f of %.1f MB dense) -> bound %.1f tok/s; tg reaches %.0f%%\n",
+           all * 1e-6, touched * 1e-6, ffn_dense_bytes(m) * 1e-6, bound, 100.0 * tg / bound);
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench", *peer = NULL;
     long n_prompt = 512, n_gen = 128, reps = 5, rounds = 1;
@@ -193,6 +225,12 @@ int cmd_bench(int argc, char **argv) {
     if (n_gen > 0) {
         double m = pi_median(tg, (int)rounds);
         printf("tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, m, 100.0 * m / bound, med);
+    }
+    if (n_gen > 0 && a.s->ffn_mode != PI_FFN_DENSE) {
+        memset(a.s->sp_stats, 0, (size_t)a.m->hp.n_layer * sizeof *a.s->sp_stats);
+        double once;
+        if (!measure_tg(&a, n_gen, 1, &once)) goto out;
+        print_sparse_stats(&a, bw, pi_median(tg, (int)rounds));
     }
     if (peer) {
         printf("peer (%s):\n", peer);

@@ -118,8 +118,9 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "\n%s", full ? "run: stopped: the context is full (raise -c)\n" : ended ? "run: end of text\n" : "");
     fprintf(stderr, "run: load %.2f s; prompt %zu tokens in %.3f s (%.1f tok/s); generated %ld tokens in %.3f s (%.2f tok/s)\n",
             a.load_s, n_ids, t_prompt, (double)n_ids / t_prompt, n_gen, t_gen, n_gen ? (double)n_gen / t_gen : 0.0);
-    fprintf(stderr, "run: %d threads, context %lld, seed %llu, kernels %s, peak RSS %.1f MiB\n", pi_pool_size(a.s->pool),
-            (long long)a.s->n_ctx, (unsigned long long)o.sp.seed, a.s->k->name, app_peak_rss_mib());
+    fprintf(stderr, "run: %d threads, context %lld, seed %llu, kernels %s, FFN %s, peak RSS %.1f MiB\n",
+            pi_pool_size(a.s->pool), (long long)a.s->n_ctx, (unsigned long long)o.sp.seed, a.s->k->name,
+            app_ffn_mode(&a), app_peak_rss_mib());
     rc = 0;
 out:
     pi_sampler_free(smp);

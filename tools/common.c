@@ -22,6 +22,9 @@ void app_usage_common(FILE *f) {
             "  -m FILE              model (GGUF)\n"
             "  -t N                 threads (default: all cores)\n"
             "  -c N                 context size (default: the model's, at most 4096)\n"
+            "  --dense              compute every FFN neuron (default: sparse when the model has predictors)\n"
+            "  --predictor P        model (the file's predictors) or oracle (exact mask, for testing)\n"
+            "  --hot N              neurons of each layer's hot prefix computed densely (default 0)\n"
             "  --mmap               map the model file instead of loading it into memory\n"
             "                       (starts faster and shares the page cache; decodes ~15%% slower)\n"
             "  --temp T             temperature (default 0.8; 0 = greedy)\n"
@@ -43,8 +46,13 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
         o->use_mmap = true;
         return 1;
     }
+    if (!strcmp(a, "--dense")) {
+        o->dense = true;
+        return 1;
+    }
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
-                                       "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n"};
+                                       "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
+                                       "--predictor", "--hot"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return 0;
@@ -56,6 +64,14 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     else if (!strcmp(a, "-n")) { if (!arg_int(cmd, a, v, -1, 1 << 24, &o->n_predict)) return -1; }
     else if (!strcmp(a, "-t")) { if (!arg_int(cmd, a, v, 1, 1024, &o->threads)) return -1; }
     else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &o->n_ctx)) return -1; }
+    else if (!strcmp(a, "--hot")) { if (!arg_int(cmd, a, v, 0, 1 << 24, &o->hot)) return -1; }
+    else if (!strcmp(a, "--predictor")) {
+        if (strcmp(v, "oracle") && strcmp(v, "model")) {
+            fprintf(stderr, "pinfer: %s: --predictor is 'model' (the file's predictors) or 'oracle' (exact mask)\n", cmd);
+            return -1;
+        }
+        o->oracle = !strcmp(v, "oracle");
+    }
     else if (!strcmp(a, "--top-k")) { if (!arg_int(cmd, a, v, 0, 1 << 24, &n)) return -1; o->sp.top_k = (int32_t)n; }
     else if (!strcmp(a, "--repeat-last-n")) { if (!arg_int(cmd, a, v, 0, 1 << 20, &n)) return -1; o->sp.repeat_last_n = (int32_t)n; }
     else if (!strcmp(a, "--seed")) { if (!arg_int(cmd, a, v, 0, 0x7fffffff, &n)) return -1; o->sp.seed = (uint64_t)n; o->seed_given = true; }
@@ -95,6 +111,23 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
     }
     int64_t n_ctx = o->n_ctx ? o->n_ctx : (a->m->hp.n_ctx_train < 4096 ? a->m->hp.n_ctx_train : 4096);
     if (pi_session_create(a->m, n_ctx, (int)o->threads, &a->s)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        app_free(a);
+        return false;
+    }
+    bool sparse = !o->dense && (o->oracle || a->m->has_predictor);
+    if (sparse) {
+        if (a->m->hp.n_expert || a->m->hp.act == PI_ACT_SILU) {
+            if (o->oracle) {
+                fprintf(stderr, "pinfer: %s: --predictor oracle needs a dense ReLU or dReLU model\n", cmd);
+                app_free(a);
+                return false;
+            }
+            sparse = false; /* predictors on a model the sparse path cannot serve: run densely */
+        }
+    }
+    if (sparse && (pi_model_make_down_t(a->m) ||
+                   pi_session_set_ffn_mode(a->s, o->oracle ? PI_FFN_ORACLE : PI_FFN_SPARSE, o->hot))) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;
@@ -176,6 +209,16 @@ bool app_tokenize(const char *cmd, const app *a, const char *text, bool special,
         return false;
     }
     return true;
+}
+
+const char *app_ffn_mode(const app *a) {
+    static _Thread_local char buf[64];
+    switch (a->s->ffn_mode) {
+    case PI_FFN_DENSE: return "dense";
+    case PI_FFN_ORACLE: return "sparse (oracle mask)";
+    case PI_FFN_SPARSE: snprintf(buf, sizeof buf, "sparse (predictor, hot %lld)", (long long)a->s->hot); return buf;
+    }
+    return "?";
 }
 
 double app_peak_rss_mib(void) {

@@ -25,6 +25,9 @@ typedef struct app_opts {
     bool special;        /* parse special tokens in the prompt */
     bool seed_given;
     bool use_mmap;       /* --mmap: map the file instead of loading it */
+    bool dense;          /* --dense: never the sparse FFN */
+    bool oracle;         /* --predictor oracle: the exact activation mask */
+    long hot;            /* --hot N: neurons of each layer's hot prefix */
     pi_sampler_params sp;
 } app_opts;
 
@@ -45,7 +48,9 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
 /* Help text of the common options. */
 void app_usage_common(FILE *f);
 
-/* Load model, tokenizer and a session; prints "pinfer: CMD: ..." on error. */
+/* Load model, tokenizer and a session; prints "pinfer: CMD: ..." on error.
+   The session decodes with the sparse FFN when the model has predictors (or
+   with --predictor oracle on a ReLU model) unless --dense. */
 bool app_load(const char *cmd, const app_opts *o, app *a);
 void app_free(app *a);
 
@@ -54,6 +59,9 @@ bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char
 
 /* Tokenize text (UTF-8 checked) with BOS as the model wants; *ids malloc'd. */
 bool app_tokenize(const char *cmd, const app *a, const char *text, bool special, int32_t **ids, size_t *n);
+
+/* "dense", "sparse (hot N)" or "oracle" for reports. */
+const char *app_ffn_mode(const app *a);
 
 /* Peak resident memory of this process in MiB. */
 double app_peak_rss_mib(void);
