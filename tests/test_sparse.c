@@ -10,6 +10,8 @@
 #include "model/genmodel.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "sparse/reorder.h"
+#include "sparse/stats.h"
 #include "test_util.h"
 
 #include <stdbool.h>
@@ -145,6 +147,110 @@ static void test_predictor_mode(void) {
     unlink(path);
 }
 
+/* Reordering by profiled frequency: the same function, the hot set first. */
+static void test_reorder(const char *name, pi_type requant_type) {
+    char src[512], rel[128], dst[256];
+    snprintf(rel, sizeof rel, "relu/%s.gguf", name);
+    if (!t_fixture(src, sizeof src, rel)) return;
+    t_tmp_path(dst, sizeof dst, "reordered.gguf");
+    pi_model *m, *r;
+    CHECK(pi_model_load(src, PI_MAP_LOAD, &m) == PI_OK);
+    pi_stats *st;
+    CHECK(pi_stats_for_model(m, 0.0f, &st) == PI_OK);
+    pi_session *s;
+    CHECK(pi_session_create(m, 256, 2, &s) == PI_OK);
+    pi_session_set_observer(s, pi_stats_observe, st);
+    int32_t toks[128];
+    t_rng rng = {11};
+    toks[0] = 1;
+    for (int i = 1; i < 128; i++) toks[i] = (int32_t)(t_next(&rng) % 512);
+    CHECK(pi_session_decode(s, toks, 128) == PI_OK);
+    pi_session_set_observer(s, NULL, NULL);
+    CHECK(pi_reorder_write(src, st, dst) == PI_OK);
+    CHECK(pi_model_load(dst, PI_MAP_LOAD, &r) == PI_OK);
+    pi_session *rs;
+    CHECK(pi_session_create(r, 256, 2, &rs) == PI_OK);
+    double e = compare(s, rs, toks, 48);
+    fprintf(stderr, "%s: reordered vs original, dense: logits relative error %.2e\n", name, e);
+    CHECKF(e <= 1e-5, "%s: reordering changed the logits by %.3g", name, e);
+    /* re-profiling the reordered model: counts never increase along the neurons */
+    pi_stats *st2;
+    CHECK(pi_stats_for_model(r, 0.0f, &st2) == PI_OK);
+    pi_session_set_observer(rs, pi_stats_observe, st2);
+    pi_session_reset(rs);
+    CHECK(pi_session_decode(rs, toks, 128) == PI_OK);
+    int64_t unsorted = 0;
+    for (int64_t il = 0; il < r->hp.n_layer; il++)
+        for (int64_t i = 1; i < r->hp.n_ff; i++) unsorted += st2->counts[il * r->hp.n_ff + i] > st2->counts[il * r->hp.n_ff + i - 1];
+    CHECK(unsorted == 0);
+    /* the permutation is stored and is one */
+    const pi_gguf_tensor *pt = pi_gguf_find_tensor(r->gguf, "blk.0.ffn_perm.weight");
+    CHECK(pt && pt->type == PI_TYPE_I32 && pt->ne[0] == r->hp.n_ff);
+    if (pt) {
+        char *seen = calloc((size_t)r->hp.n_ff, 1);
+        int bad = 0;
+        for (int64_t i = 0; i < r->hp.n_ff; i++) {
+            int32_t v;
+            memcpy(&v, (const uint8_t *)pt->data + 4 * i, 4);
+            bad += v < 0 || v >= r->hp.n_ff || seen[v]++;
+        }
+        CHECK(bad == 0);
+        free(seen);
+    }
+    /* oracle on the reordered model equals dense on the original */
+    CHECK(pi_model_make_down_t(r) == PI_OK);
+    pi_session_set_observer(rs, NULL, NULL);
+    CHECK(pi_session_set_ffn_mode(rs, PI_FFN_ORACLE, 0) == PI_OK);
+    e = compare(s, rs, toks, 48);
+    CHECKF(e <= 1e-5, "%s: reordered oracle differs from dense by %.3g", name, e);
+    (void)requant_type;
+    pi_stats_free(st);
+    pi_stats_free(st2);
+    pi_session_free(s);
+    pi_session_free(rs);
+    pi_model_free(m);
+    pi_model_free(r);
+    unlink(dst);
+}
+
+/* A Q8_0 model: ffn_down becomes a permuted ffn_down_t, requantized. */
+static void test_reorder_quantized(void) {
+    char src[256], dst[256];
+    t_tmp_path(src, sizeof src, "q8.gguf");
+    t_tmp_path(dst, sizeof dst, "q8-reordered.gguf");
+    pi_genmodel_params p;
+    CHECK(pi_genmodel_preset("tiny", &p) == PI_OK);
+    p.n_embd = 128, p.n_head = 4, p.n_head_kv = 2, p.n_ff = 256, p.n_layer = 2, p.n_vocab = 300;
+    p.type = p.embd_type = p.output_type = PI_TYPE_Q8_0;
+    p.act = PI_ACT_RELU;
+    CHECK(pi_genmodel_write(&p, src) == PI_OK);
+    pi_model *m, *r;
+    CHECK(pi_model_load(src, PI_MAP_LOAD, &m) == PI_OK);
+    pi_stats *st;
+    CHECK(pi_stats_for_model(m, 0.0f, &st) == PI_OK);
+    pi_session *s, *rs;
+    CHECK(pi_session_create(m, 64, 2, &s) == PI_OK);
+    pi_session_set_observer(s, pi_stats_observe, st);
+    int32_t toks[32];
+    for (int i = 0; i < 32; i++) toks[i] = (int32_t)((i * 37 + 5) % 300);
+    CHECK(pi_session_decode(s, toks, 32) == PI_OK);
+    pi_session_set_observer(s, NULL, NULL);
+    CHECK(pi_reorder_write(src, st, dst) == PI_OK);
+    CHECK(pi_model_load(dst, PI_MAP_LOAD, &r) == PI_OK);
+    CHECK(r->layers[0].ffn_down.data == NULL && r->layers[0].ffn_down_t.type == PI_TYPE_Q8_0);
+    CHECK(pi_session_create(r, 64, 2, &rs) == PI_OK);
+    double e = compare(s, rs, toks, 16);
+    fprintf(stderr, "q8_0 generated: reordered (down requantized) vs original: logits relative error %.2e\n", e);
+    CHECK(e <= 2e-2); /* Q8_0 rounding of the transposed down, once */
+    pi_stats_free(st);
+    pi_session_free(s);
+    pi_session_free(rs);
+    pi_model_free(m);
+    pi_model_free(r);
+    unlink(src);
+    unlink(dst);
+}
+
 static void test_refused(void) {
     char p[512];
     if (!t_fixture(p, sizeof p, "stories260K.gguf")) return;
@@ -169,6 +275,9 @@ int main(void) {
     if (t_fixture(p, sizeof p, "relu/relu-stories.gguf")) test_oracle(p, "relu-stories", n);
     if (t_fixture(p, sizeof p, "relu/drelu-stories.gguf")) test_oracle(p, "drelu-stories", n);
     test_predictor_mode();
+    test_reorder("relu-stories", PI_TYPE_F32);
+    test_reorder("drelu-stories", PI_TYPE_F32);
+    test_reorder_quantized();
     test_refused();
     return t_done("test_sparse");
 }
