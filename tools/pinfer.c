@@ -22,6 +22,7 @@ static const command k_commands[] = {
     {"bench", cmd_bench, "bench -m FILE           prompt and decode tok/s vs the bandwidth bound (--peer llama-bench)"},
     {"tokenize", cmd_tokenize, "tokenize -m FILE TEXT   a text's token ids and pieces (--ids, --no-bos, --special, -f FILE)"},
     {"profile", cmd_profile, "profile -m FILE -o STATS  per-neuron FFN activation counts (--text FILE or sampled tokens)"},
+    {"train-predictor", cmd_train_predictor, "train-predictor -m FILE --text FILE -o OUT  per-layer activation predictors"},
     {"inspect", cmd_inspect, "inspect FILE            print a GGUF file's metadata and tensors"},
     {"bench-kernels", cmd_bench_kernels, "bench-kernels [opts]    matvec throughput per type vs memory bandwidth"},
     {"gen-model", cmd_gen_model, "gen-model -o FILE       write a llama GGUF with random weights (--preset 7b-l8)"},

@@ -276,6 +276,24 @@ pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out) {
         goto fail;
     }
     st = PI_OK;
+    const pi_gguf_kv *thr;
+    st = pi_gguf_get_arr(g, "pinfer.predictor.thresholds", PI_GGUF_FLOAT32, &thr);
+    if (st == PI_OK) {
+        if ((int64_t)thr->arr_n != hp->n_layer) {
+            st = pi_error(PI_ERR_FORMAT, "%s: pinfer.predictor.thresholds has %llu values for %lld layers", path,
+                          (unsigned long long)thr->arr_n, (long long)hp->n_layer);
+            goto fail;
+        }
+        if (!(m->layer_threshold = malloc((size_t)hp->n_layer * sizeof(float)))) {
+            st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+            goto fail;
+        }
+        memcpy(m->layer_threshold, thr->arr_data, (size_t)hp->n_layer * sizeof(float)); /* packed: copy */
+    } else if (st != PI_ERR_NOT_FOUND) {
+        pi_error_prefix(st, "%s", path);
+        goto fail;
+    }
+    st = PI_OK;
     *out = m;
     return PI_OK;
 fail:
@@ -349,6 +367,7 @@ void pi_model_free(pi_model *m) {
     pi_gguf_close(m->gguf);
     free(m->layers);
     free(m->owned_f32);
+    free(m->layer_threshold);
     free(m->path);
     free(m);
 }

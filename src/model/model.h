@@ -80,6 +80,7 @@ typedef struct pi_model {
     bool pwri;              /* PowerInfer "PWRI" file */
     bool has_predictor;     /* every layer has fc1/fc2 */
     float sparse_threshold; /* a neuron is predicted active when its fc2 logit >= this */
+    float *layer_threshold; /* (n_layer) per-layer thresholds (pinfer.predictor.thresholds), or NULL */
     pi_layer *layers;       /* n_layer */
     float *owned_f32;       /* norm vectors converted to F32 */
     void **owned_down_t;    /* (n_layer) transposed down matrices made by pi_model_make_down_t */

@@ -484,7 +484,7 @@ static void ffn_sparse(pi_session *s, int64_t il) {
         for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
         matmul(s, &l->fc2, 0, F, u, R, 1, z, F);
         st->bytes += l->fc1.row_bytes * (uint64_t)R + l->fc2.row_bytes * (uint64_t)F;
-        const float thr = s->m->sparse_threshold;
+        const float thr = s->m->layer_threshold ? s->m->layer_threshold[il] : s->m->sparse_threshold;
         for (int64_t i = 0; i < s->hot; i++) s->sp_idx[n++] = (int32_t)i;
         for (int64_t i = s->hot; i < F; i++)
             if (z[i] >= thr) s->sp_idx[n++] = (int32_t)i;
