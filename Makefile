@@ -58,9 +58,11 @@ LIB     := $(BUILD)/libpinfer.a
 # Per-ISA flags: only these files contain intrinsics; dispatch is at run time.
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8
 ISA_neon   := -march=armv8.2-a+dotprod+fp16
 $(BUILD)/src/kernels/x86_avx2.o:   ISA := $(ISA_avx2)
 $(BUILD)/src/kernels/x86_avx512.o: ISA := $(ISA_avx512)
+$(BUILD)/src/kernels/x86_amx.o:    ISA := $(ISA_amx)
 $(BUILD)/src/kernels/arm_neon.o:   ISA := $(ISA_neon)
 
 TOOL_SRC := $(sort $(wildcard tools/*.c))

@@ -10,7 +10,12 @@
  *      every weight type, short/odd/long rows, several seeds, inputs at odd
  *      (but legal) alignments, matvec row ranges with padded rows and sentinel
  *      outputs, axpy with a sentinel past y[n].
- *   4. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
+ *   4. matmul (the batched product) of every table against ref's vec_dot:
+ *      every weight type, batches of 1..70 inputs (none a multiple of a tile
+ *      size but 8 and 64), odd row ranges that leave partial row tiles, padded
+ *      rows, inputs spaced wider than they are, an output stride wider than
+ *      the rows with sentinels in every gap, misaligned (but legal) pointers.
+ *   5. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
  *
  * Tolerances are relative to S = sum |w_i x_i| over the dequantized values: a
  * float sum of k terms is off by at most about k * 2^-24 * S however the terms
@@ -434,7 +439,113 @@ static void test_variant(const pi_kernels *k) {
     test_one(k, PI_TYPE_Q8_0, PI_MAX_ROW, 8);
 }
 
-/* ------------------------------------------------------------ 4. dispatch */
+/* ------------------------------------------------------------ 4. matmul */
+
+/* One weight type, row length and batch size: the data is made once and the
+   expected values (ref's vec_dot) and their scale S computed once, then every
+   table's matmul is checked against them. */
+static void test_matmul_case(const pi_kernels *const *ks, int nk, pi_type t, int64_t n, int64_t nb, uint64_t seed) {
+    const bool q = is_quant(t);
+    const pi_type at = (pi_type)pi_vec_dot_type(t);
+    const size_t rb = pi_row_size(t, n);
+    const size_t stride = rb + (t == PI_TYPE_F32 ? 4 : 2) * (1 + seed % 3);
+    /* 7, 21 or 38 rows from an odd first row: partial tiles of 4 and of 16 */
+    static const int64_t counts[] = {7, 21, 38};
+    const int64_t r0 = 1 + 2 * (int64_t)(seed % 2), r1 = r0 + counts[seed % 3], rows = r1 + 2;
+    t_rng r = {seed * 0x51ed + (uint64_t)n * 7 + (uint64_t)nb * 131 + t};
+
+    tbuf W = tbuf_new(stride * rows, odd_offset(t, seed));
+    memset(W.p, 0x7f, stride * rows);
+    float *tmp = malloc((size_t)n * sizeof *tmp);
+    float *wd = malloc((size_t)rows * n * sizeof *wd), *xd = malloc((size_t)nb * n * sizeof *xd);
+    for (int64_t row = 0; row < rows; row++) {
+        fill_random(&r, tmp, n, seed % 2);
+        pi_quantize_row(t, tmp, W.p + row * stride, n);
+        pi_dequantize_row(t, W.p + row * stride, wd + row * n, n);
+    }
+    /* inputs spaced wider than they are; the gaps hold junk */
+    const size_t asz = at == PI_TYPE_F32 ? (size_t)n * sizeof(float) : pi_row_size(at, n);
+    const size_t xs = asz + (at == PI_TYPE_F32 ? 4 : 2) * (1 + (seed + 1) % 3);
+    tbuf X = tbuf_new(xs * nb, odd_offset(at, seed + 1));
+    memset(X.p, 0x7f, xs * nb);
+    for (int64_t b = 0; b < nb; b++) {
+        fill_random(&r, tmp, n, seed % 2);
+        pi_quantize_row(at, tmp, X.p + b * xs, n);
+        pi_dequantize_row(at, X.p + b * xs, xd + b * n, n);
+    }
+
+    const int64_t nr = r1 - r0;
+    float *want = malloc((size_t)(nb * nr) * sizeof *want);
+    double *S = malloc((size_t)(nb * nr) * sizeof *S);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t row = r0; row < r1; row++) {
+            want[b * nr + row - r0] = pi_kernels_ref.vec_dot[t](n, W.p + row * stride, X.p + b * xs);
+            double sum = 0.0;
+            for (int64_t i = 0; i < n; i++) sum += fabs((double)wd[row * n + i] * xd[b * n + i]);
+            S[b * nr + row - r0] = sum;
+        }
+
+    /* outputs y_stride floats apart, wider than the rows, with sentinels in
+       every gap and on both sides of the whole */
+    const int64_t ys = rows + 3 + (int64_t)(seed % 4), pre = 5;
+    const size_t ylen = (size_t)(pre + nb * ys + 5);
+    float *yb = malloc(ylen * sizeof *yb);
+    const double tol = q ? TOL_Q_REL(n / 32) : TOL_FLOAT_REL(n);
+    for (int ki = 0; ki < nk; ki++) {
+        const pi_kernels *k = ks[ki];
+        CHECKF(k->matmul[t] != NULL, "%s lacks matmul for %s", k->name, pi_type_name(t));
+        if (!k->matmul[t]) continue;
+        for (size_t i = 0; i < ylen; i++) yb[i] = SENTINEL;
+        float *Y = yb + pre;
+        k->matmul[t](n, W.p, stride, r0, r1, X.p, xs, nb, Y, ys);
+        int bad = 0, touched = 0;
+        double worst = 0;
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t row = r0; row < r1; row++) {
+                const double d = fabs((double)Y[b * ys + row] - want[b * nr + row - r0]), sc = S[b * nr + row - r0];
+                const double err = sc > 0 ? d / sc : d;
+                if (!(err <= tol)) bad++; /* NaN counts as bad */
+                if (err > worst) worst = err;
+            }
+        for (size_t i = 0; i < ylen; i++) {
+            const int64_t o = (int64_t)i - pre, b = o >= 0 ? o / ys : -1, row = o >= 0 ? o % ys : -1;
+            const bool written = o >= 0 && b < nb && row >= r0 && row < r1;
+            touched += !written && yb[i] != SENTINEL;
+        }
+        CHECKF(bad == 0,
+               "%s matmul %s n=%lld nb=%lld rows [%lld, %lld): %d outputs beyond tolerance (worst %.3g, tol %.3g)",
+               k->name, pi_type_name(t), (long long)n, (long long)nb, (long long)r0, (long long)r1, bad, worst, tol);
+        CHECKF(touched == 0, "%s matmul %s n=%lld nb=%lld: %d outputs outside the written ranges changed", k->name,
+               pi_type_name(t), (long long)n, (long long)nb, touched);
+    }
+    free(tmp);
+    free(wd);
+    free(xd);
+    free(want);
+    free(S);
+    free(yb);
+    tbuf_free(&W);
+    tbuf_free(&X);
+}
+
+static void test_matmul(const pi_kernels *const *ks, int nk) {
+    static const int64_t nbs[] = {1, 2, 3, 5, 8, 17, 64, 70};
+    static const int64_t qlens[] = {32, 4096, 14336}, flens[] = {5, 100, 32, 4096, 14336};
+    uint64_t seed = 1;
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const pi_type t = k_types[ti];
+        const int64_t *lens = is_quant(t) ? qlens : flens;
+        const size_t nlen = is_quant(t) ? sizeof qlens / sizeof qlens[0] : sizeof flens / sizeof flens[0];
+        for (size_t li = 0; li < nlen; li++)
+            for (size_t bi = 0; bi < sizeof nbs / sizeof nbs[0]; bi++) {
+                /* more than 64 inputs (several passes of a tiled kernel) once per length */
+                if (nbs[bi] > 64 && lens[li] > 4096) continue;
+                test_matmul_case(ks, nk, t, lens[li], nbs[bi], seed++);
+            }
+    }
+}
+
+/* ------------------------------------------------------------ 5. dispatch */
 
 /* Runs pi_kernels_get() in a child with PI_KERNELS set to env (or unset) and
    returns whether it picked the table named want. */
@@ -471,12 +582,15 @@ static void test_dispatch(void) {
     CHECK(child_picks("nonesuch", "ref"));
 #if defined(__x86_64__)
     if (!pi_kernels_by_name("avx512")) CHECK(child_picks("avx512", "ref"));
+    if (!pi_kernels_by_name("amx")) CHECK(child_picks("amx", "ref"));
+    else CHECK(child_picks("amx", "amx")); /* the tile-state request works in a fresh process */
 #endif
     CHECK(pi_vec_dot_type(PI_TYPE_F32) == PI_TYPE_F32 && pi_vec_dot_type(PI_TYPE_F16) == PI_TYPE_F32);
     CHECK(pi_vec_dot_type(PI_TYPE_BF16) == PI_TYPE_F32 && pi_vec_dot_type(PI_TYPE_Q8_0) == PI_TYPE_Q8_0);
     CHECK(pi_vec_dot_type(PI_TYPE_Q4_0) == PI_TYPE_Q8_0 && pi_vec_dot_type(PI_TYPE_Q4_K) == -1);
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++)
-        CHECK(pi_kernels_ref.vec_dot[k_types[ti]] && pi_kernels_ref.matvec[k_types[ti]]);
+        CHECK(pi_kernels_ref.vec_dot[k_types[ti]] && pi_kernels_ref.matvec[k_types[ti]] &&
+              pi_kernels_ref.matmul[k_types[ti]]);
     CHECK(pi_kernels_ref.vec_dot[PI_TYPE_Q4_K] == NULL);
 }
 
@@ -485,6 +599,8 @@ int main(void) {
     test_quantize_bounds();
     test_ref_dot();
     test_dispatch();
+    const pi_kernels *ks[16];
+    int nk = 0;
     for (const char *const *nm = pi_kernels_names(); *nm; nm++) {
         const pi_kernels *k = pi_kernels_by_name(*nm);
         if (!k) {
@@ -493,6 +609,9 @@ int main(void) {
         }
         fprintf(stderr, "testing kernel set %s\n", *nm);
         test_variant(k);
+        if (nk < 16) ks[nk++] = k;
     }
+    fprintf(stderr, "testing matmul of %d kernel sets\n", nk);
+    test_matmul(ks, nk);
     return t_done("test_kernels");
 }

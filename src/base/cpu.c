@@ -3,6 +3,9 @@
  *
  * On x86 a feature is usable only when the CPU reports it *and* the OS saves
  * the corresponding register state (XCR0), otherwise AVX instructions fault.
+ * AMX tile data additionally needs a per-process permission on Linux
+ * (arch_prctl ARCH_REQ_XCOMP_PERM); that request is the kernel dispatcher's,
+ * made only when it picks the AMX table, so detection has no side effects.
  */
 #include "cpu.h"
 
@@ -29,8 +32,14 @@ static void detect(pi_cpu_features *f) {
     unsigned long long xcr0 = osxsave ? xgetbv0() : 0;
     bool ymm_ok = avx && (xcr0 & 0x6) == 0x6;
     bool zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0;
-    if (!ymm_ok) { f->fma = f->f16c = false; return; }
+    if (!ymm_ok) f->fma = f->f16c = false;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
+    /* XCR0 bits 17 and 18: tile configuration and tile data state */
+    if ((xcr0 & 0x60000) == 0x60000) {
+        f->amx_tile = (d >> 24) & 1;
+        f->amx_int8 = f->amx_tile && ((d >> 25) & 1);
+    }
+    if (!ymm_ok) return;
     f->avx2 = (b >> 5) & 1;
     if (zmm_ok) {
         f->avx512f = (b >> 16) & 1;
@@ -81,8 +90,8 @@ const char *pi_cpu_describe(void) {
     struct { bool on; const char *name; } all[] = {
         {f->avx2, "avx2"}, {f->fma, "fma"}, {f->f16c, "f16c"}, {f->avx512f, "avx512f"},
         {f->avx512bw, "avx512bw"}, {f->avx512vl, "avx512vl"}, {f->avx512dq, "avx512dq"},
-        {f->avx512vnni, "avx512vnni"}, {f->neon, "neon"}, {f->neon_dotprod, "dotprod"},
-        {f->neon_fp16, "fp16"},
+        {f->avx512vnni, "avx512vnni"}, {f->amx_tile, "amx_tile"}, {f->amx_int8, "amx_int8"},
+        {f->neon, "neon"}, {f->neon_dotprod, "dotprod"}, {f->neon_fp16, "fp16"},
     };
     size_t n = 0;
     buf[0] = '\0';

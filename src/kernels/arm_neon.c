@@ -13,6 +13,11 @@
  * accumulators per row and reduce once per row. Quant rows are only 2-byte
  * aligned; NEON loads have no alignment requirement and stay inside the row.
  * No software prefetch: it has not been measured on ARM hardware.
+ *
+ * The matmuls (batches of inputs) use tiles of 4 rows x 2 inputs: a row's
+ * block is loaded and unpacked once for both inputs, an input's once for 4
+ * rows. They walk the rows chunk by chunk (PI_MM_CHUNK) like the x86 ones.
+ * Only their correctness has been checked (under qemu), not their speed.
  */
 #include "simd_common.h"
 
@@ -159,6 +164,84 @@ static void pi_axpy_f32_neon(int64_t n, float a, const void *w, float *y) { floa
 static void pi_axpy_f16_neon(int64_t n, float a, const void *w, float *y) { float_axpy(PI_TYPE_F16, n, a, w, y); }
 static void pi_axpy_bf16_neon(int64_t n, float a, const void *w, float *y) { float_axpy(PI_TYPE_BF16, n, a, w, y); }
 
+/* s[k * T + t] = dot(row k, input t) over n elements for R rows stride bytes
+   apart and T f32 inputs xs bytes apart: each weight vector loaded serves T
+   inputs, each input vector R rows. */
+INLINE void float_tile(pi_type ty, const int R, const int T, int64_t n, const uint8_t *w, size_t stride,
+                       const uint8_t *x, size_t xs, float *s) {
+    float32x4_t acc[4][2][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) acc[k][t][0] = acc[k][t][1] = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t x0[2], x1[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) {
+            x0[t] = vld1q_f32((const float *)(x + t * xs) + i);
+            x1[t] = vld1q_f32((const float *)(x + t * xs) + i + 4);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const float32x4x2_t wv = load8(ty, w + k * stride, i);
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++) {
+                acc[k][t][0] = vfmaq_f32(acc[k][t][0], wv.val[0], x0[t]);
+                acc[k][t][1] = vfmaq_f32(acc[k][t][1], wv.val[1], x1[t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++)
+            s[k * T + t] = vaddvq_f32(vaddq_f32(acc[k][t][0], acc[k][t][1])) +
+                           tail_dot(ty, i, n, w + k * stride, (const float *)(x + t * xs));
+}
+
+/* Tiles of 4 rows x 2 inputs over each chunk (single rows / inputs for the
+   remainders), chunk by chunk (see PI_MM_CHUNK_FLOAT). */
+INLINE void float_matmul(pi_type ty, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                         size_t xs, int64_t nb, float *Y, int64_t ys) {
+    const size_t esize = ty == PI_TYPE_F32 ? 4 : 2;
+    /* n == 0 still takes one (empty) chunk, so Y gets its zeros */
+    for (int64_t k0 = 0; k0 == 0 || k0 < n; k0 += PI_MM_CHUNK_FLOAT) {
+        const int64_t kn = n - k0 < PI_MM_CHUNK_FLOAT ? n - k0 : PI_MM_CHUNK_FLOAT;
+        const uint8_t *wc = (const uint8_t *)W + k0 * esize;
+        for (int64_t b = 0; b < nb;) {
+            const int T = nb - b >= 2 ? 2 : 1;
+            const uint8_t *xc = (const uint8_t *)X + (size_t)b * xs + k0 * 4;
+            for (int64_t r = r0; r < r1;) {
+                const int R = r1 - r >= 4 ? 4 : 1;
+                const uint8_t *wr = wc + (size_t)r * stride;
+                float s[8];
+                if (R == 4 && T == 2) float_tile(ty, 4, 2, kn, wr, stride, xc, xs, s);
+                else if (R == 4) float_tile(ty, 4, 1, kn, wr, stride, xc, xs, s);
+                else if (T == 2) float_tile(ty, 1, 2, kn, wr, stride, xc, xs, s);
+                else float_tile(ty, 1, 1, kn, wr, stride, xc, xs, s);
+                for (int k = 0; k < R; k++)
+                    for (int t = 0; t < T; t++) pi_mm_put(Y + (b + t) * ys + r + k, s[k * T + t], k0 == 0);
+                r += R;
+            }
+            b += T;
+        }
+    }
+}
+
+static void pi_matmul_f32_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                               size_t xs, int64_t nb, float *Y, int64_t ys) {
+    float_matmul(PI_TYPE_F32, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+static void pi_matmul_f16_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                               size_t xs, int64_t nb, float *Y, int64_t ys) {
+    float_matmul(PI_TYPE_F16, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+static void pi_matmul_bf16_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                                size_t xs, int64_t nb, float *Y, int64_t ys) {
+    float_matmul(PI_TYPE_BF16, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+
 /* ------------------------------------------------------------ Q4_0 x Q8_0 */
 
 INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const pi_block_q8_0 *x, int64_t nb,
@@ -279,6 +362,96 @@ static void pi_axpy_q8_0_neon(int64_t n, float a, const void *vw, float *y) {
     }
 }
 
+/* ------------------------------------------------------- quant matmuls */
+
+/* s[k * T + t] = the dot over nb blocks of row k (R rows stride bytes apart,
+   of type ty: Q4_0 or Q8_0) with input t (xs bytes apart): each row's block
+   is loaded (and Q4_0 unpacked) once for all T inputs, each input's block
+   once for all R rows. */
+INLINE void quant_tile(pi_type ty, const int R, const int T, const uint8_t *w, size_t stride,
+                       const pi_block_q8_0 *x, size_t xs, int64_t nb, float *s) {
+    const size_t bsz = ty == PI_TYPE_Q4_0 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    const int8x16_t eight = vdupq_n_s8(8);
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) acc[k][t] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        int8x16_t x0[2], x1[2];
+        float dx[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) {
+            const pi_block_q8_0 *xb = (const pi_block_q8_0 *)((const uint8_t *)x + t * xs) + b;
+            x0[t] = vld1q_s8(xb->qs);
+            x1[t] = vld1q_s8(xb->qs + 16);
+            dx[t] = f16_scalar(&xb->d);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w + k * stride + b * bsz;
+            int8x16_t w0, w1;
+            if (ty == PI_TYPE_Q4_0) {
+                const uint8x16_t q = vld1q_u8(p + 2);
+                w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
+                w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
+            } else {
+                w0 = vld1q_s8((const int8_t *)p + 2);
+                w1 = vld1q_s8((const int8_t *)p + 18);
+            }
+            const float dw = f16_scalar(p);
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++) {
+                const int32x4_t i32 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0[t]), w1, x1[t]);
+                acc[k][t] = vfmaq_n_f32(acc[k][t], vcvtq_f32_s32(i32), dw * dx[t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) s[k * T + t] = vaddvq_f32(acc[k][t]);
+}
+
+/* Chunk by chunk (PI_MM_CHUNK), tiles of 4 rows x 2 inputs. */
+INLINE void quant_matmul(pi_type ty, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                         size_t xs, int64_t nb, float *Y, int64_t ys) {
+    enum { CB = PI_MM_CHUNK / PI_QK8_0 };
+    const size_t bsz = ty == PI_TYPE_Q4_0 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+    const int64_t nblk = n / PI_QK8_0;
+    for (int64_t c0 = 0; c0 == 0 || c0 < nblk; c0 += CB) {
+        const int64_t cb = nblk - c0 < CB ? nblk - c0 : CB;
+        const uint8_t *wc = (const uint8_t *)W + c0 * bsz;
+        for (int64_t b = 0; b < nb;) {
+            const int T = nb - b >= 2 ? 2 : 1;
+            const pi_block_q8_0 *xc = (const pi_block_q8_0 *)((const uint8_t *)X + (size_t)b * xs) + c0;
+            for (int64_t r = r0; r < r1;) {
+                const int R = r1 - r >= 4 ? 4 : 1;
+                const uint8_t *wr = wc + (size_t)r * stride;
+                float s[8];
+                if (R == 4 && T == 2) quant_tile(ty, 4, 2, wr, stride, xc, xs, cb, s);
+                else if (R == 4) quant_tile(ty, 4, 1, wr, stride, xc, xs, cb, s);
+                else if (T == 2) quant_tile(ty, 1, 2, wr, stride, xc, xs, cb, s);
+                else quant_tile(ty, 1, 1, wr, stride, xc, xs, cb, s);
+                for (int k = 0; k < R; k++)
+                    for (int t = 0; t < T; t++) pi_mm_put(Y + (b + t) * ys + r + k, s[k * T + t], c0 == 0);
+                r += R;
+            }
+            b += T;
+        }
+    }
+}
+
+static void pi_matmul_q4_0_q8_0_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                     const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
+    quant_matmul(PI_TYPE_Q4_0, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+static void pi_matmul_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                     const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
+    quant_matmul(PI_TYPE_Q8_0, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+
 const pi_kernels pi_kernels_neon = {
     .name = "neon",
     .quantize_q8_0 = pi_quantize_q8_0_neon,
@@ -305,5 +478,13 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_matvec_bf16_neon,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_neon,
+        },
+    .matmul =
+        {
+            [PI_TYPE_F32] = pi_matmul_f32_neon,
+            [PI_TYPE_F16] = pi_matmul_f16_neon,
+            [PI_TYPE_BF16] = pi_matmul_bf16_neon,
+            [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_neon,
+            [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_neon,
         },
 };

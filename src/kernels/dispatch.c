@@ -5,7 +5,11 @@
  *
  * A table is usable only when the CPU (and OS) provide every feature its file
  * is compiled for: an AVX-512 or NEON dot-product instruction on a CPU without
- * it would fault with SIGILL, not fall back.
+ * it would fault with SIGILL, not fall back. AMX needs one more step on Linux:
+ * the process must ask for the tile-data state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM) before any thread touches a tile, or the first tile
+ * instruction faults. The request is made once, the first time the "amx"
+ * table is asked for; it covers every thread of the process.
  */
 #include "kernels.h"
 
@@ -16,8 +20,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PI_ARCH_REQ_XCOMP_PERM 0x1023 /* <asm/prctl.h>, Linux 5.16 */
+#define PI_XFEATURE_XTILEDATA 18
+
+static bool g_amx_ok;
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_request(void) {
+    g_amx_ok = syscall(SYS_arch_prctl, PI_ARCH_REQ_XCOMP_PERM, PI_XFEATURE_XTILEDATA) == 0;
+}
+
+/* Whether this process may use AMX tile data (asks the kernel once). */
+static bool amx_permitted(void) {
+    pthread_once(&g_amx_once, amx_request);
+    return g_amx_ok;
+}
+#endif
+
 static const char *const k_names[] = {
 #if defined(__x86_64__)
+    "amx",
     "avx512",
     "avx2",
 #endif
@@ -38,10 +64,15 @@ const pi_kernels *pi_kernels_by_name(const char *name) {
 #endif
 #if defined(__x86_64__)
     if (!strcmp(name, "avx2")) return f->avx2 && f->fma && f->f16c ? &pi_kernels_avx2 : NULL;
-    if (!strcmp(name, "avx512"))
-        return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->fma && f->f16c
-                   ? &pi_kernels_avx512
-                   : NULL;
+    const bool avx512 = f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->fma && f->f16c;
+    if (!strcmp(name, "avx512")) return avx512 ? &pi_kernels_avx512 : NULL;
+    if (!strcmp(name, "amx")) {
+#if defined(__linux__)
+        return avx512 && f->amx_tile && f->amx_int8 && amx_permitted() ? &pi_kernels_amx : NULL;
+#else
+        return NULL; /* how other systems grant tile state is not handled */
+#endif
+    }
 #endif
 #if defined(__aarch64__)
     if (!strcmp(name, "neon")) return f->neon && f->neon_dotprod && f->neon_fp16 ? &pi_kernels_neon : NULL;

@@ -6,10 +6,11 @@
  *   Q8_0, Q4_0 weights      -> Q8_0 activations (quantize once per vector)
  *
  * A pi_kernels table holds one implementation of every kernel for one ISA
- * ("ref", "avx2", "avx512", "neon"). `ref` is the scalar specification and is
- * always present; the SIMD tables share its semantics and agree with it within
- * the tolerances in tests/test_kernels.c. pi_kernels_get() picks the best table
- * the CPU runs, once; PI_KERNELS=<name> in the environment forces one.
+ * ("ref", "avx2", "avx512", "amx", "neon"). `ref` is the scalar specification
+ * and is always present; the SIMD tables share its semantics and agree with it
+ * within the tolerances in tests/test_kernels.c. pi_kernels_get() picks the
+ * best table the CPU runs, once; PI_KERNELS=<name> in the environment forces
+ * one. "amx" is "avx512" with the quant matmuls on Intel AMX tiles.
  *
  * All kernels are thread-safe, allocate nothing, and never write outside the
  * ranges described. Row lengths n are multiples of the weight type's block
@@ -36,6 +37,18 @@ typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
 typedef void (*pi_matvec_fn)(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1,
                              const void *x, float *y);
 
+/* The batched product (prompt processing): for r in [r0, r1) and b in [0, nb),
+   Y[b * y_stride + r] = dot(row r of W, X_b) with X_b = (const char *)X +
+   b * x_stride, an activation vector of the vec_dot type. W is as for matvec.
+   Only those Y entries are written, so calls on disjoint row ranges may run
+   in parallel. Any nb >= 0 is accepted. The weights are read from
+   memory about once per call and unpacked once per tile of inputs, so a batch
+   costs far less than nb matvecs; r1 - r0 of a few hundred rows keeps a
+   call's working set in L2. Results agree with vec_dot within the same
+   tolerances but may differ from it in the last bits. */
+typedef void (*pi_matmul_fn)(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1, const void *X,
+                             size_t x_stride, int64_t nb, float *Y, int64_t y_stride);
+
 /* Quantize n floats (n a multiple of 32) to Q8_0 activation blocks. Every
    table's version produces the same bytes as the reference. */
 typedef void (*pi_quantize_q8_0_fn)(const float *x, pi_block_q8_0 *y, int64_t n);
@@ -46,6 +59,7 @@ typedef struct pi_kernels {
     pi_vec_dot_fn vec_dot[PI_TYPE_COUNT]; /* indexed by weight type; NULL if unsupported */
     pi_axpy_fn axpy[PI_TYPE_COUNT];
     pi_matvec_fn matvec[PI_TYPE_COUNT];
+    pi_matmul_fn matmul[PI_TYPE_COUNT];
 } pi_kernels;
 
 /* The best table for this CPU, or the one PI_KERNELS names (falling back to
@@ -61,12 +75,14 @@ const char *const *pi_kernels_names(void);
 /* The activation type a weight type's kernels take (F32 or Q8_0); -1 if none. */
 int pi_vec_dot_type(pi_type wtype);
 
-/* The per-ISA tables (defined in ref.c, x86_avx2.c, x86_avx512.c, arm_neon.c);
-   the SIMD ones exist only in builds for their architecture. */
+/* The per-ISA tables (defined in ref.c, x86_avx2.c, x86_avx512.c, arm_neon.c;
+   "amx" also in x86_avx512.c, its tile kernels in x86_amx.c); the SIMD ones
+   exist only in builds for their architecture. */
 extern const pi_kernels pi_kernels_ref;
 #if defined(__x86_64__)
 extern const pi_kernels pi_kernels_avx2;
 extern const pi_kernels pi_kernels_avx512;
+extern const pi_kernels pi_kernels_amx;
 #endif
 #if defined(__aarch64__)
 extern const pi_kernels pi_kernels_neon;

@@ -7,7 +7,7 @@
  *   - quantize_q8_0 for activations: every table produces these exact bytes, so
  *     it uses only operations that SIMD units perform identically (max of |x|,
  *     one IEEE division, one reciprocal, one product, round-half-to-even);
- *   - vec_dot / matvec: Q types sum d_w * d_x * (integer dot of the block) over
+ *   - vec_dot / matvec / matmul: Q types sum d_w * d_x * (integer dot of the block) over
  *     blocks, F16/BF16 weights are widened to f32 and multiplied with the f32
  *     activation. This file accumulates in double so that it is as close to the
  *     exact value as is cheap; SIMD versions accumulate in float, which the tests
@@ -239,6 +239,23 @@ REF_MATVEC(pi_matvec_bf16_ref, pi_vec_dot_bf16_ref)
 REF_MATVEC(pi_matvec_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
 REF_MATVEC(pi_matvec_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
 
+/* ---- matmul: one vec_dot per (input, row) ---- */
+
+#define REF_MATMUL(name, dot)                                                                             \
+    static void name(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1, const void *X,  \
+                     size_t x_stride, int64_t nb, float *Y, int64_t y_stride) {                           \
+        for (int64_t b = 0; b < nb; b++)                                                                  \
+            for (int64_t r = r0; r < r1; r++)                                                             \
+                Y[b * y_stride + r] = dot(n, (const uint8_t *)W + (size_t)r * row_stride,                 \
+                                          (const uint8_t *)X + (size_t)b * x_stride);                     \
+    }
+
+REF_MATMUL(pi_matmul_f32_ref, pi_vec_dot_f32_ref)
+REF_MATMUL(pi_matmul_f16_ref, pi_vec_dot_f16_ref)
+REF_MATMUL(pi_matmul_bf16_ref, pi_vec_dot_bf16_ref)
+REF_MATMUL(pi_matmul_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
+REF_MATMUL(pi_matmul_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+
 const pi_kernels pi_kernels_ref = {
     .name = "ref",
     .quantize_q8_0 = pi_quantize_q8_0_ref,
@@ -265,5 +282,13 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_BF16] = pi_matvec_bf16_ref,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_ref,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_ref,
+        },
+    .matmul =
+        {
+            [PI_TYPE_F32] = pi_matmul_f32_ref,
+            [PI_TYPE_F16] = pi_matmul_f16_ref,
+            [PI_TYPE_BF16] = pi_matmul_bf16_ref,
+            [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_ref,
+            [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_ref,
         },
 };

@@ -30,6 +30,20 @@
    most 48 KiB (Q8_0 on AVX-512, 96 bytes per block). */
 #define PI_SIMD_CHUNK_BLOCKS 512
 
+/* Batched matmuls (pi_matmul_fn) walk the rows in chunks of this many
+   elements: one chunk of every row in [r0, r1) meets every input before the
+   next chunk, so those weights are read from memory once and then stay in L2
+   while the inputs pass over them, however long the rows (the caller keeps
+   r1 - r0 at a few hundred), and the partial sums collect in Y. A chunk of a
+   row is 1152 bytes for Q4_0, 2176 for Q8_0, 2 KiB for F32. For quant
+   weights it also bounds the stack: the prepared form of a chunk of 4 inputs
+   is at most 24 KiB (Q8_0 on AVX-512). */
+#define PI_MM_CHUNK 2048
+#define PI_MM_CHUNK_FLOAT 512
+
+/* Stores one matmul result: the first chunk of a row assigns, later ones add. */
+static inline void pi_mm_put(float *y, float v, bool first) { *y = first ? v : *y + v; }
+
 /* Software prefetch, into L2. Measured on the project's Sapphire Rapids VMs:
    a Q4_0 matvec over four interleaved rows streamed at ~45% of a plain read
    loop's bandwidth on hardware prefetch alone, ~93% with these prefetches; a

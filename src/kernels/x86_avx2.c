@@ -25,6 +25,11 @@
  * rows, keep vector accumulators per row, reduce once per row, and prefetch
  * one row group ahead (see simd_common.h). Quant rows are only 2-byte
  * aligned; all loads are unaligned and stay inside the row.
+ *
+ * The matmuls (batches of inputs) use tiles of 4 rows x 2 inputs, 8 vector
+ * accumulators, which with the operands fill the 16 registers: a row's
+ * nibbles are unpacked once for both inputs. They walk the rows chunk by
+ * chunk (PI_MM_CHUNK) like the AVX-512 ones.
  */
 #include "simd_common.h"
 
@@ -181,6 +186,80 @@ static void pi_matvec_bf16_avx2(int64_t n, const void *W, size_t stride, int64_t
 static void pi_axpy_f32_avx2(int64_t n, float a, const void *w, float *y) { float_axpy(PI_TYPE_F32, n, a, w, y); }
 static void pi_axpy_f16_avx2(int64_t n, float a, const void *w, float *y) { float_axpy(PI_TYPE_F16, n, a, w, y); }
 static void pi_axpy_bf16_avx2(int64_t n, float a, const void *w, float *y) { float_axpy(PI_TYPE_BF16, n, a, w, y); }
+
+/* s[k * T + t] = dot(row k, input t) over n elements for R rows stride bytes
+   apart and T f32 inputs xs bytes apart: each weight vector loaded serves T
+   inputs, each input vector R rows (4 x 2: 8 accumulators, which with the
+   operands fill the 16 registers). pf: prefetch distance (the next row tile). */
+INLINE void float_tile(pi_type ty, const int R, const int T, int64_t n, const uint8_t *w, size_t stride,
+                       const uint8_t *x, size_t xs, size_t pf, float *s) {
+    const size_t esize = ty == PI_TYPE_F32 ? 4 : 2;
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) acc[k][t] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps((const float *)(x + t * xs) + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            if (i % 32 == 0) prefetch_span(w + k * stride + pf + i * esize, 32 * esize);
+            const __m256 wv = load8(ty, w + k * stride, i);
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++) acc[k][t] = _mm256_fmadd_ps(wv, xv[t], acc[k][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++)
+            s[k * T + t] = hsum256(acc[k][t]) + tail_dot(ty, i, n, w + k * stride, (const float *)(x + t * xs));
+}
+
+/* Tiles of 4 rows x 2 inputs over each chunk (single rows / inputs for the
+   remainders), chunk by chunk (see PI_MM_CHUNK_FLOAT). */
+INLINE void float_matmul(pi_type ty, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                         size_t xs, int64_t nb, float *Y, int64_t ys) {
+    const size_t esize = ty == PI_TYPE_F32 ? 4 : 2;
+    /* n == 0 still takes one (empty) chunk, so Y gets its zeros */
+    for (int64_t k0 = 0; k0 == 0 || k0 < n; k0 += PI_MM_CHUNK_FLOAT) {
+        const int64_t kn = n - k0 < PI_MM_CHUNK_FLOAT ? n - k0 : PI_MM_CHUNK_FLOAT;
+        const uint8_t *wc = (const uint8_t *)W + k0 * esize;
+        for (int64_t b = 0; b < nb;) {
+            const int T = nb - b >= 2 ? 2 : 1;
+            const uint8_t *xc = (const uint8_t *)X + (size_t)b * xs + k0 * 4;
+            for (int64_t r = r0; r < r1;) {
+                const int R = r1 - r >= 4 ? 4 : 1;
+                const uint8_t *wr = wc + (size_t)r * stride;
+                float s[8];
+                if (R == 4 && T == 2) float_tile(ty, 4, 2, kn, wr, stride, xc, xs, 4 * stride, s);
+                else if (R == 4) float_tile(ty, 4, 1, kn, wr, stride, xc, xs, 4 * stride, s);
+                else if (T == 2) float_tile(ty, 1, 2, kn, wr, stride, xc, xs, stride, s);
+                else float_tile(ty, 1, 1, kn, wr, stride, xc, xs, stride, s);
+                for (int k = 0; k < R; k++)
+                    for (int t = 0; t < T; t++) pi_mm_put(Y + (b + t) * ys + r + k, s[k * T + t], k0 == 0);
+                r += R;
+            }
+            b += T;
+        }
+    }
+}
+
+static void pi_matmul_f32_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                               size_t xs, int64_t nb, float *Y, int64_t ys) {
+    float_matmul(PI_TYPE_F32, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+static void pi_matmul_f16_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                               size_t xs, int64_t nb, float *Y, int64_t ys) {
+    float_matmul(PI_TYPE_F16, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+static void pi_matmul_bf16_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                                size_t xs, int64_t nb, float *Y, int64_t ys) {
+    float_matmul(PI_TYPE_BF16, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
 
 /* ------------------------------------------------------------ Q4_0 x Q8_0 */
 
@@ -353,6 +432,108 @@ static void pi_axpy_q4_0_avx2(int64_t n, float a, const void *vw, float *y) {
     }
 }
 
+/* One group (m = 4 blocks, or the 1-3 of a row's partial last group) of R
+   rows against T inputs' prepared groups gs[t]: each row's nibbles are
+   unpacked and its scales converted once for all T inputs. */
+INLINE void q4_0_tile_group(const int R, const int T, const uint8_t *w, size_t stride, int64_t m, size_t pf,
+                            const q4_0_group *const *gs, int64_t gi, __m256 acc[4][2]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        const uint8_t *p = w + k * stride;
+        __m256i q[2];
+        uint64_t d = 0;
+        if (m == 4) {
+            prefetch_span(p + pf, 4 * sizeof(pi_block_q4_0));
+            d = load_u16(p) | load_u16(p + 18) << 16 | load_u16(p + 36) << 32 | load_u16(p + 54) << 48;
+            q[0] = load_pair(p + 2, p + 20);
+            q[1] = load_pair(p + 38, p + 56);
+        } else {
+            /* absent blocks read as zero bytes (their activation and scale
+               are zero too) */
+            __m128i qb[4];
+            for (int64_t j = 0; j < 4; j++) {
+                qb[j] = j < m ? _mm_loadu_si128((const __m128i *)(p + 18 * j + 2)) : _mm_setzero_si128();
+                d |= j < m ? load_u16(p + 18 * j) << (16 * j) : 0;
+            }
+            q[0] = _mm256_set_m128i(qb[1], qb[0]);
+            q[1] = _mm256_set_m128i(qb[3], qb[2]);
+        }
+        const __m256i lo[2] = {_mm256_and_si256(q[0], m4), _mm256_and_si256(q[1], m4)};
+        const __m256i hi[2] = {_mm256_and_si256(_mm256_srli_epi16(q[0], 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(q[1], 4), m4)};
+        const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)d));
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) {
+            const q4_0_group *G = gs[t] + gi;
+            const __m256 s4 = _mm256_castps128_ps256(_mm_mul_ps(dw, G->dx));
+            const __m256 sc[2] = {_mm256_permutevar8x32_ps(s4, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+                                  _mm256_permutevar8x32_ps(s4, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3))};
+#pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) {
+                /* as in q4_0_group_dot: the int16 sums cannot saturate */
+                const __m256i p16 = _mm256_add_epi16(
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo[j], G->xlo[j]), _mm256_maddubs_epi16(hi[j], G->xhi[j])),
+                    G->ncorr[j]);
+                acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones16)), sc[j], acc[k][t]);
+            }
+        }
+    }
+}
+
+/* s[k * T + t] = the dot over nb blocks of row k (R rows stride bytes apart)
+   with input t, prepared in gs[t]. pf: prefetch distance (the next row tile). */
+INLINE void q4_0_tile(const int R, const int T, const uint8_t *w, size_t stride, const q4_0_group *const *gs,
+                      int64_t nb, size_t pf, float *s) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) acc[k][t] = _mm256_setzero_ps();
+    const int64_t nfull = nb / 4;
+    for (int64_t gi = 0; gi < nfull; gi++)
+        q4_0_tile_group(R, T, w + gi * (4 * sizeof(pi_block_q4_0)), stride, 4, pf, gs, gi, acc);
+    if (nb > nfull * 4)
+        q4_0_tile_group(R, T, w + nfull * (4 * sizeof(pi_block_q4_0)), stride, nb - nfull * 4, pf, gs, nfull, acc);
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) s[k * T + t] = hsum256(acc[k][t]);
+}
+
+/* Chunk by chunk (PI_MM_CHUNK): 2 inputs at a time are prepared as for the
+   matvec, then every row tile of [r0, r1) is multiplied with them, 4 rows x
+   2 inputs per tile. */
+static void pi_matmul_q4_0_q8_0_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                     const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
+    enum { CB = PI_MM_CHUNK / PI_QK4_0 };
+    const int64_t nblk = n / PI_QK4_0;
+    q4_0_group g[2][CB / 4];
+    const q4_0_group *const gs[2] = {g[0], g[1]};
+    for (int64_t c0 = 0; c0 == 0 || c0 < nblk; c0 += CB) {
+        const int64_t cb = nblk - c0 < CB ? nblk - c0 : CB;
+        const uint8_t *wc = (const uint8_t *)W + c0 * sizeof(pi_block_q4_0);
+        for (int64_t b = 0; b < nb;) {
+            const int T = nb - b >= 2 ? 2 : 1;
+            for (int t = 0; t < T; t++)
+                prep_q4_0((const pi_block_q8_0 *)((const uint8_t *)X + (size_t)(b + t) * xs) + c0, cb, g[t]);
+            for (int64_t r = r0; r < r1;) {
+                const int R = r1 - r >= 4 ? 4 : 1;
+                const uint8_t *wr = wc + (size_t)r * stride;
+                float s[8];
+                if (R == 4 && T == 2) q4_0_tile(4, 2, wr, stride, gs, cb, 4 * stride, s);
+                else if (R == 4) q4_0_tile(4, 1, wr, stride, gs, cb, 4 * stride, s);
+                else if (T == 2) q4_0_tile(1, 2, wr, stride, gs, cb, stride, s);
+                else q4_0_tile(1, 1, wr, stride, gs, cb, stride, s);
+                for (int k = 0; k < R; k++)
+                    for (int t = 0; t < T; t++) pi_mm_put(Y + (b + t) * ys + r + k, s[k * T + t], c0 == 0);
+                r += R;
+            }
+            b += T;
+        }
+    }
+}
+
 /* ------------------------------------------------------------ Q8_0 x Q8_0 */
 
 /* Integer dot of one block pair as 8 int32 lanes. */
@@ -414,6 +595,75 @@ static void pi_axpy_q8_0_avx2(int64_t n, float a, const void *vw, float *y) {
     }
 }
 
+/* s[k * T + t] = the dot over nb blocks of row k (R rows stride bytes apart)
+   with input t (xs bytes apart): |w| is taken once per row and block for all
+   T inputs. pf: prefetch distance (the next row tile). */
+INLINE void q8_0_tile(const int R, const int T, const uint8_t *w, size_t stride, const pi_block_q8_0 *x, size_t xs,
+                      int64_t nb, size_t pf, float *s) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) acc[k][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xq[2];
+        __m256 dx[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) {
+            const pi_block_q8_0 *xb = (const pi_block_q8_0 *)((const uint8_t *)x + t * xs) + b;
+            xq[t] = _mm256_loadu_si256((const __m256i *)xb->qs);
+            dx[t] = _mm256_set1_ps(f16_scalar(xb->d));
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w + k * stride + b * sizeof(pi_block_q8_0);
+            if (b % 2 == 0) prefetch_span(p + pf, 2 * sizeof(pi_block_q8_0));
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)(p + 2));
+            const __m256i aw = _mm256_abs_epi8(wq);
+            const __m256 dw = f16_bcast(p);
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++) {
+                /* as in q8_0_block_dot */
+                const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq[t], wq));
+                const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+                acc[k][t] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, dx[t]), acc[k][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) s[k * T + t] = hsum256(acc[k][t]);
+}
+
+/* Chunk by chunk (PI_MM_CHUNK), tiles of 4 rows x 2 inputs. */
+static void pi_matmul_q8_0_q8_0_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                     const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
+    enum { CB = PI_MM_CHUNK / PI_QK8_0 };
+    const int64_t nblk = n / PI_QK8_0;
+    for (int64_t c0 = 0; c0 == 0 || c0 < nblk; c0 += CB) {
+        const int64_t cb = nblk - c0 < CB ? nblk - c0 : CB;
+        const uint8_t *wc = (const uint8_t *)W + c0 * sizeof(pi_block_q8_0);
+        for (int64_t b = 0; b < nb;) {
+            const int T = nb - b >= 2 ? 2 : 1;
+            const pi_block_q8_0 *xc = (const pi_block_q8_0 *)((const uint8_t *)X + (size_t)b * xs) + c0;
+            for (int64_t r = r0; r < r1;) {
+                const int R = r1 - r >= 4 ? 4 : 1;
+                const uint8_t *wr = wc + (size_t)r * stride;
+                float s[8];
+                if (R == 4 && T == 2) q8_0_tile(4, 2, wr, stride, xc, xs, cb, 4 * stride, s);
+                else if (R == 4) q8_0_tile(4, 1, wr, stride, xc, xs, cb, 4 * stride, s);
+                else if (T == 2) q8_0_tile(1, 2, wr, stride, xc, xs, cb, stride, s);
+                else q8_0_tile(1, 1, wr, stride, xc, xs, cb, stride, s);
+                for (int k = 0; k < R; k++)
+                    for (int t = 0; t < T; t++) pi_mm_put(Y + (b + t) * ys + r + k, s[k * T + t], c0 == 0);
+                r += R;
+            }
+            b += T;
+        }
+    }
+}
+
 const pi_kernels pi_kernels_avx2 = {
     .name = "avx2",
     .quantize_q8_0 = pi_quantize_q8_0_avx2,
@@ -440,5 +690,13 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_matvec_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_avx2,
+        },
+    .matmul =
+        {
+            [PI_TYPE_F32] = pi_matmul_f32_avx2,
+            [PI_TYPE_F16] = pi_matmul_f16_avx2,
+            [PI_TYPE_BF16] = pi_matmul_bf16_avx2,
+            [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_avx2,
+            [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_avx2,
         },
 };

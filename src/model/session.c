@@ -198,24 +198,18 @@ typedef struct {
     int64_t y_stride, nb;
 } matmul_job;
 
-/* A block of rows for every token of the batch: the rows stay in cache while
-   each token's input passes over them, so weights stream once per batch. */
+/* Rows [r0, r1) for every token of the batch: one matvec per row share for a
+   single token (decode streams the weights at memory speed), else one matmul
+   call, which reads each weight row once for all nb tokens. */
 static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     (void)tid;
     matmul_job *j = ctx;
-    pi_matvec_fn mv = j->k->matvec[j->w->type];
     if (j->nb == 1) {
-        mv(j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->y);
+        j->k->matvec[j->w->type](j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->y);
         return;
     }
-    /* blocks of about 64 KiB of weights: they stay in L2 across the batch */
-    int64_t blk = (int64_t)((64 << 10) / j->w->row_bytes);
-    if (blk < 4) blk = 4;
-    for (int64_t rb = r0; rb < r1; rb += blk) {
-        int64_t re = rb + blk < r1 ? rb + blk : r1;
-        for (int64_t b = 0; b < j->nb; b++)
-            mv(j->w->ne[0], j->base, j->w->row_bytes, rb, re, j->x + (size_t)b * j->x_stride, j->y + b * j->y_stride);
-    }
+    j->k->matmul[j->w->type](j->w->ne[0], j->base, j->w->row_bytes, r0, r1, j->x, j->x_stride, j->nb, j->y,
+                             j->y_stride);
 }
 
 /* Y[b][0..rows) = W[row0 .. row0+rows) X[b] for the nb rows of X (x_stride
@@ -236,7 +230,8 @@ static void matmul(pi_session *s, const pi_weight *w, int64_t row0, int64_t rows
         xin_stride = (size_t)s->xq_blocks * sizeof(pi_block_q8_0);
     }
     matmul_job j = {s->k, w, (const uint8_t *)w->data + (size_t)row0 * w->row_bytes, xin, xin_stride, Y, y_stride, nb};
-    pi_pool_for(s->pool, rows, MATVEC_GRAIN, matmul_rows, &j);
+    if (nb == 1) pi_pool_for(s->pool, rows, MATVEC_GRAIN, matmul_rows, &j);
+    else pi_pool_for_dynamic(s->pool, rows, MATMUL_BLOCK_ROWS, matmul_rows, &j);
 }
 
 /* Float rows were rewritten in place: their Q8_0 copies are stale. */
