@@ -1,12 +1,69 @@
 /*
- * genmodel.c — writing random-weight llama GGUFs quickly.
+ * genmodel.c — writing random-weight llama GGUFs quickly, optionally with
+ * planted activation sparsity.
  *
- * Each row of each tensor gets its own PRNG stream (seed, tensor index, row),
+ * Each row of each tensor gets its own PRNG stream (seed, tensor slot, row),
  * so rows are generated in parallel yet the file does not depend on the
  * thread count. Weights are uniform with standard deviation 1/sqrt(n_in),
  * which keeps activations of order one through the layers; norms are one.
  * Rows are generated and quantized a slab at a time and streamed to the
  * writer, so memory use stays small whatever the model size.
+ *
+ * Planted sparsity (act relu/drelu, active > 0). Llama FFNs have no biases,
+ * yet a neuron that fires with frequency p needs an offset. So:
+ *  - Every token embedding has coordinate 0 = C = sqrt(rho * n_embd) and the
+ *    rest scaled to a fixed norm: the row's rms is exactly 1 and coordinate 0
+ *    holds the share rho of its energy. Coordinates [1, 32) (the rest of
+ *    coordinate 0's quantization block) are left out of what follows, so a
+ *    Q4_0 embedding, whose block 0 is dominated by C, loses nothing.
+ *  - Coordinates [0, d) are reserved: row j < d of every attn_output and
+ *    ffn_down is zero, so no layer writes them. Whatever the layers add
+ *    elsewhere only grows the rms, and RMSNorm then scales the whole reserved
+ *    part of every later FFN input by the same factor. Every sign below is
+ *    invariant to that scale, so each layer sees exactly the statistics
+ *    planted in the embedding. attn_output and ffn_down are also scaled by
+ *    PLANT_GAIN / sqrt(n_layer), so the residual's rms grows by a few
+ *    percent only and the predictor's fixed threshold meets logits of the
+ *    planned size. The zero rows are stored and computed like any others.
+ *    The price: a token's activity depends on the token, not on its
+ *    context. Over random tokens that measures the planted statistics; over
+ *    natural text frequent tokens repeat their masks, so a profile shows
+ *    more skew than planted.
+ *  - Per layer, k orthonormal directions U over D' = [32, d) and per neuron i
+ *    a unit k-vector a_i, a unit vector r_i in D' orthogonal to U and an
+ *    offset t_i:
+ *        gate_i = (c1 a_i.U + eps r_i) . x / sigma  -  t_i x_0 / C
+ *    sigma is the spread of an embedding coordinate, so across tokens
+ *    gate_i ~ N(-t_i, c1^2 + eps^2 = 1): P(gate_i > 0) = 1 - Phi(t_i) sets the
+ *    frequency. The part c1 a_i.U x / sigma - t_i x_0 / C is what a
+ *    predictor can know; eps r_i . x / sigma (and the weights' rounding) it
+ *    cannot, which keeps recall and precision honest.
+ *  - Frequencies: p(rank r) = min(p_max, c (r+1)^-S) with c chosen so that
+ *    the mean is `active`, over a random ranking of each layer's neurons (so
+ *    reordering has work to do).
+ *  - ReLU: up rows are plain noise (relu(gate) * up is non-zero exactly when
+ *    gate > 0). dReLU: up_i = w_i . x / sigma + b x_0 / C with w_i like r_i
+ *    and b = Phi^-1(q), so P(up > 0) = q, independent of the gate; the gate
+ *    is planted with p / q.
+ *  - Predictor (PowerInfer's fc2 relu(fc1 x)): fc1 rows U/sigma, -U/sigma
+ *    and e_0/C, since relu(u) - relu(-u) = u; fc2 row i = [c1 a_i, -c1 a_i,
+ *    -t_i], so logit_i is gate_i without the noise. The analytic rank is
+ *    2k+1; the rest of the rank, up to the realistic size, is random fc1 rows
+ *    with zero fc2 columns, whose bytes and flops are paid like real ones.
+ *    The threshold is set, from the planted p_i alone, for PLANT_RECALL
+ *    (it must be in the header before any row exists); the rounding of a
+ *    quantized gate counts as more unpredictable noise (quant_noise).
+ *  - ffn_down_t is written next to ffn_down, the same values one neuron per
+ *    row: the dense path keeps its matrix-vector product over ffn_down, the
+ *    sparse path reads ffn_down_t, and each is measured at its best. In a
+ *    quantized type the two are rounded along different axes, so the oracle
+ *    path differs from dense by that rounding (exact in F32).
+ *
+ * Numbers (constants below): rho 0.25, eps 0.3, recall target 0.97, q 0.95,
+ * p_max 0.99; d = n_embd/4 within [128, n_embd/2]; k = min(32, |D'|/4);
+ * predictor rank n_embd/4, at least 2k+1, in whole blocks (PowerInfer's 1024
+ * at 4096: with n_ff 14336 that is 10.7% of the FFN's parameters), Q8_0 by
+ * default so a Q4_0 model pays about what a quantized real one would.
  */
 #include "genmodel.h"
 
@@ -16,6 +73,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PLANT_RHO 0.25     /* share of an embedding's energy in coordinate 0 */
+#define PLANT_EPS 0.30     /* sd of the unpredictable part of a gate (total sd 1) */
+#define PLANT_RECALL 0.97  /* recall the predictor threshold is chosen for */
+#define PLANT_UP_POS 0.95  /* dReLU: P(up > 0) */
+#define PLANT_PMAX 0.99    /* no neuron fires more often than this */
+#define PLANT_GAIN 0.25    /* attn_output and ffn_down scale: gain / sqrt(n_layer) of the usual */
+#define PLANT_D0 32        /* D' starts after coordinate 0's quantization block */
+#define PLANT_MAX_K 32
 
 typedef struct {
     const char *name;
@@ -51,6 +117,8 @@ pi_status pi_genmodel_preset(const char *name, pi_genmodel_params *p) {
         p->act = PI_ACT_SILU;
         p->seed = 1;
         p->name = s->name;
+        p->skew = 1.0;
+        p->pred_type = PI_TYPE_Q8_0;
         return PI_OK;
     }
     return pi_error(PI_ERR_NOT_FOUND, "unknown preset '%s' (7b-l8, 7b, small, tiny)", name);
@@ -62,37 +130,434 @@ static uint64_t mix(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-typedef struct {
-    pi_type type;
-    int64_t n_in, row0;
-    uint64_t stream;   /* seed mixed with the tensor index */
-    float scale;       /* half-width of the uniform distribution; 0: all ones */
-    size_t row_bytes;
-    uint8_t *out;      /* slab of rows */
-    float *scratch;    /* (threads, n_in) */
-} gen_job;
+#define GOLDEN 0x9e3779b97f4a7c15ull
 
-static void gen_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
-    gen_job *j = ctx;
-    float *row = j->scratch + (size_t)tid * (size_t)j->n_in;
-    for (int64_t r = r0; r < r1; r++) {
-        uint64_t s = mix(j->stream ^ mix((uint64_t)(j->row0 + r) + 0x632be59bd9b4e019ull));
-        for (int64_t i = 0; i < j->n_in; i++) {
-            s += 0x9e3779b97f4a7c15ull;
-            uint64_t z = mix(s);
-            row[i] = j->scale == 0.0f ? 1.0f : ((float)(z >> 40) * 0x1.0p-24f * 2.0f - 1.0f) * j->scale;
-        }
-        pi_quantize_row(j->type, row, j->out + (size_t)r * j->row_bytes, j->n_in);
+/* The stream of row r of the tensor with stream `stream`. */
+static uint64_t row_seed(uint64_t stream, int64_t r) { return mix(stream ^ mix((uint64_t)r + 0x632be59bd9b4e019ull)); }
+
+/* The next value of a row's stream, uniform in [-1, 1). Element i of a row is
+   mix(row_seed + (i + 1) * GOLDEN), so any element can be computed alone
+   (ffn_down_t reads ffn_down's values that way). */
+static inline float unif_at(uint64_t s) { return (float)(mix(s) >> 40) * 0x1.0p-24f * 2.0f - 1.0f; }
+static inline float unif(uint64_t *s) {
+    *s += GOLDEN;
+    return unif_at(*s);
+}
+
+/* ---- the planted design ---- */
+
+typedef struct {
+    int64_t E, F, d, nd, k, R; /* nd = d - PLANT_D0: size of D' */
+    float C;                   /* coordinate 0 of every embedding */
+    float sigma;               /* spread of an embedding coordinate other than 0 */
+    float c1, eps;             /* gate = c1 (predictable) + eps (noise), c1^2 + eps^2 = 1 */
+    float up_bias;             /* dReLU: up offset in sd units */
+    double q;                  /* P(up > 0): 1 for ReLU */
+    double *p;                 /* (F) planted activity by rank, non-increasing */
+    float *t;                  /* (F) gate offset by rank */
+    int64_t n_clipped;
+    double cover80, recall, precision;
+    float threshold;
+    /* the layer being written */
+    int64_t layer;
+    int32_t *rank;             /* (F) rank of each neuron */
+    int32_t *order;            /* (F) scratch: neuron of each rank */
+    float *U;                  /* (k, nd) orthonormal rows over D' */
+    double *gs;                /* (nd) Gram-Schmidt scratch */
+    uint64_t *down_seed;       /* (E) row streams of the layer's ffn_down */
+} plant;
+
+static double norm_cdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+
+/* Phi^-1(u) for u in (0, 1), by bisection: slow but exact to double precision
+   and the same on every platform with a correct erfc. */
+static double norm_quantile(double u) {
+    double lo = -40.0, hi = 40.0;
+    for (int i = 0; i < 100 && hi - lo > 1e-13; i++) {
+        double m = 0.5 * (lo + hi);
+        if (norm_cdf(m) < u) lo = m;
+        else hi = m;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* Variance that rounding a gate row to type adds to the gate, relative to
+   the gate's (unit) variance: for a row of roughly Gaussian values, Q4_0's
+   step is about a block's max / 8 and its error uniform within a step. */
+static double quant_noise(pi_type t) {
+    switch (t) {
+    case PI_TYPE_Q4_0: return 0.0075;
+    case PI_TYPE_Q8_0: return 3e-5;
+    case PI_TYPE_BF16: return 3e-6;
+    default: return 0.0;
     }
 }
+
+static void plant_free(plant *pl) {
+    free(pl->p);
+    free(pl->t);
+    free(pl->rank);
+    free(pl->order);
+    free(pl->U);
+    free(pl->gs);
+    free(pl->down_seed);
+    memset(pl, 0, sizeof *pl);
+}
+
+static pi_status check_plant(const pi_genmodel_params *p) {
+    if (p->active == 0.0) {
+        if (p->predictor)
+            return pi_error(PI_ERR_INVALID, "a predictor is only written for planted sparsity (set the active fraction)");
+        return PI_OK;
+    }
+    if (p->act != PI_ACT_RELU && p->act != PI_ACT_DRELU)
+        return pi_error(PI_ERR_INVALID, "planted sparsity needs a relu or drelu activation, not %s", pi_ffn_act_name(p->act));
+    double pmax = PLANT_PMAX * (p->act == PI_ACT_DRELU ? PLANT_UP_POS : 1.0);
+    if (!(p->active > 0.0 && p->active <= 0.9 && p->active < pmax))
+        return pi_error(PI_ERR_INVALID, "active fraction %g is outside (0, %.2f]", p->active, 0.9 < pmax ? 0.9 : pmax);
+    if (!(p->skew >= 0.0 && p->skew <= 4.0)) return pi_error(PI_ERR_INVALID, "skew %g is outside [0, 4]", p->skew);
+    if (p->n_embd < 128 || p->n_embd % 32)
+        return pi_error(PI_ERR_INVALID, "planted sparsity needs n_embd >= 128 and a multiple of 32 (got %lld)",
+                        (long long)p->n_embd);
+    if (p->n_ff < 2) return pi_error(PI_ERR_INVALID, "planted sparsity needs n_ff >= 2");
+    return PI_OK;
+}
+
+/* Sizes, frequencies, offsets and the predictor threshold (no layer yet). */
+static pi_status plant_init(const pi_genmodel_params *p, plant *pl) {
+    memset(pl, 0, sizeof *pl);
+    pl->layer = -1;
+    const int64_t E = p->n_embd, F = p->n_ff;
+    pl->E = E;
+    pl->F = F;
+    int64_t d = E / 4 / 32 * 32;
+    if (d < 128) d = 128;
+    if (d > E / 2) d = E / 2 / 32 * 32;
+    pl->d = d;
+    pl->nd = d - PLANT_D0;
+    pl->k = pl->nd / 4 < PLANT_MAX_K ? pl->nd / 4 : PLANT_MAX_K;
+    if (p->predictor) {
+        const pi_type_info *ti = pi_type_get((uint32_t)p->pred_type);
+        if (!ti || !ti->compute)
+            return pi_error(PI_ERR_INVALID, "predictor type %s has no kernels", pi_type_name(p->pred_type));
+        int64_t b = ti->blck, need = (2 * pl->k + 1 + b - 1) / b * b, R = p->pred_rank;
+        if (R == 0) {
+            R = (E / 4 + b - 1) / b * b;
+            if (R < need) R = need;
+        }
+        if (R < 2 * pl->k + 1 || R % b || R > PI_MAX_ROW)
+            return pi_error(PI_ERR_INVALID, "predictor rank %lld: must be at least %lld (2k+1), at most %d and a multiple "
+                            "of %s's block of %lld", (long long)R, (long long)(2 * pl->k + 1), PI_MAX_ROW, ti->name,
+                            (long long)b);
+        if (E % b)
+            return pi_error(PI_ERR_INVALID, "n_embd %lld must be a multiple of %s's block of %lld", (long long)E,
+                            ti->name, (long long)b);
+        pl->R = R;
+    }
+    pl->C = (float)sqrt(PLANT_RHO * (double)E);
+    pl->sigma = (float)sqrt((1.0 - PLANT_RHO) * (double)E / (double)(E - 1));
+    pl->eps = (float)PLANT_EPS;
+    pl->c1 = (float)sqrt(1.0 - PLANT_EPS * PLANT_EPS);
+    pl->q = p->act == PI_ACT_DRELU ? PLANT_UP_POS : 1.0;
+    pl->up_bias = (float)norm_quantile(pl->q);
+    pl->p = malloc((size_t)F * sizeof *pl->p);
+    pl->t = malloc((size_t)F * sizeof *pl->t);
+    pl->rank = malloc((size_t)F * sizeof *pl->rank);
+    pl->order = malloc((size_t)F * sizeof *pl->order);
+    pl->U = malloc((size_t)(pl->k * pl->nd) * sizeof *pl->U);
+    pl->gs = malloc((size_t)pl->nd * sizeof *pl->gs);
+    pl->down_seed = malloc((size_t)E * sizeof *pl->down_seed);
+    if (!pl->p || !pl->t || !pl->rank || !pl->order || !pl->U || !pl->gs || !pl->down_seed) {
+        plant_free(pl);
+        return pi_error(PI_ERR_NOMEM, "out of memory");
+    }
+
+    /* p(r) = min(pmax, c (r+1)^-S), mean `active`: bisection on log c (the
+       mean grows with c), with (r+1)^-S kept in p meanwhile */
+    const double pmax = PLANT_PMAX * pl->q, S = p->skew;
+    for (int64_t r = 0; r < F; r++) pl->p[r] = pow((double)(r + 1), -S);
+    double lo = log(p->active) - 1.0, hi = log(pmax) + S * log((double)F) + 1.0;
+    for (int it = 0; it < 100 && hi - lo > 1e-14; it++) {
+        double c = exp(0.5 * (lo + hi)), sum = 0.0;
+        for (int64_t r = 0; r < F; r++) sum += fmin(pmax, c * pl->p[r]);
+        if (sum / (double)F < p->active) lo = 0.5 * (lo + hi);
+        else hi = 0.5 * (lo + hi);
+    }
+    const double c = exp(0.5 * (lo + hi)), qn = quant_noise(p->type);
+    double total = 0.0;
+    for (int64_t r = 0; r < F; r++) {
+        double v = c * pl->p[r];
+        pl->n_clipped += v >= pmax;
+        pl->p[r] = fmin(pmax, v);
+        total += pl->p[r];
+        /* the gate's total sd is sqrt(1 + qn) with rounding */
+        pl->t[r] = (float)(sqrt(1.0 + qn) * norm_quantile(1.0 - pl->p[r] / pl->q));
+    }
+    double cum = 0.0;
+    for (int64_t r = 0; r < F; r++) {
+        cum += pl->p[r];
+        if (cum >= 0.8 * total) {
+            pl->cover80 = (double)(r + 1) / (double)F;
+            break;
+        }
+    }
+
+    /* Threshold: the predictor's logit L ~ N(-t, c1^2); the gate is L + N with
+       N ~ N(0, eps^2 + qn) independent. On a grid over L, accumulate for all
+       neurons the density of "predicted at L" and of "active at L"; recall at
+       threshold L_g is the active mass above it. */
+    if (p->predictor) {
+        const double h = 0.02, w = 7.0 * pl->c1, en = sqrt(PLANT_EPS * PLANT_EPS + qn);
+        double tmin = pl->t[0], tmax = pl->t[F - 1];
+        const double Lmin = -tmax - w, Lmax = -tmin + w;
+        const int64_t G = (int64_t)((Lmax - Lmin) / h) + 2;
+        double *dp = calloc((size_t)G, sizeof *dp), *da = calloc((size_t)G, sizeof *da),
+               *phi = malloc((size_t)G * sizeof *phi);
+        if (!dp || !da || !phi) {
+            free(dp), free(da), free(phi);
+            plant_free(pl);
+            return pi_error(PI_ERR_NOMEM, "out of memory");
+        }
+        for (int64_t g = 0; g < G; g++) phi[g] = norm_cdf((Lmin + (double)g * h) / en);
+        for (int64_t r = 0; r < F; r++) {
+            const double t = pl->t[r];
+            int64_t g0 = (int64_t)((-t - w - Lmin) / h), g1 = (int64_t)((-t + w - Lmin) / h) + 1;
+            if (g0 < 0) g0 = 0;
+            if (g1 > G) g1 = G;
+            for (int64_t g = g0; g < g1; g++) {
+                double z = (Lmin + (double)g * h + t) / pl->c1, dens = exp(-0.5 * z * z);
+                dp[g] += dens;
+                da[g] += dens * phi[g];
+            }
+        }
+        double tot_a = 0.0, cum_a = 0.0, cum_p = 0.0;
+        for (int64_t g = 0; g < G; g++) tot_a += da[g];
+        int64_t g = G - 1;
+        for (; g >= 0; g--) {
+            cum_a += da[g];
+            cum_p += dp[g];
+            if (cum_a >= PLANT_RECALL * tot_a) break;
+        }
+        if (g < 0) g = 0;
+        pl->threshold = (float)(Lmin + ((double)g - 0.5) * h);
+        pl->recall = tot_a > 0.0 ? cum_a / tot_a : 1.0;
+        pl->precision = cum_p > 0.0 ? cum_a / cum_p * pl->q : 1.0;
+        free(dp);
+        free(da);
+        free(phi);
+    }
+    return PI_OK;
+}
+
+/* Stream of a per-layer design choice (tag) */
+static uint64_t layer_stream(uint64_t seed, int64_t layer, uint64_t tag) {
+    return mix(seed * GOLDEN ^ mix((uint64_t)layer * 0xd1b54a32d192ed03ull + tag));
+}
+
+/* The layer's ranking of neurons: a seeded Fisher-Yates shuffle. */
+static void plant_ranking(plant *pl, uint64_t seed, int64_t layer) {
+    uint64_t s = layer_stream(seed, layer, 1);
+    for (int64_t r = 0; r < pl->F; r++) pl->order[r] = (int32_t)r;
+    for (int64_t r = pl->F - 1; r > 0; r--) {
+        s += GOLDEN;
+        int64_t j = (int64_t)(mix(s) % (uint64_t)(r + 1));
+        int32_t tmp = pl->order[r];
+        pl->order[r] = pl->order[j];
+        pl->order[j] = tmp;
+    }
+    for (int64_t r = 0; r < pl->F; r++) pl->rank[pl->order[r]] = (int32_t)r;
+}
+
+/* Ranking and directions of a layer (single-threaded: the rows read them). */
+static void plant_layer(plant *pl, uint64_t seed, int64_t layer) {
+    plant_ranking(pl, seed, layer);
+    /* U: Gram-Schmidt (twice, for orthogonality to rounding) of random vectors */
+    const int64_t k = pl->k, nd = pl->nd;
+    uint64_t s = layer_stream(seed, layer, 2);
+    double *v = pl->gs;
+    for (int64_t j = 0; j < k; j++) {
+        for (int64_t m = 0; m < nd; m++) v[m] = unif(&s);
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t i = 0; i < j; i++) {
+                const float *u = pl->U + i * nd;
+                double dot = 0.0;
+                for (int64_t m = 0; m < nd; m++) dot += v[m] * u[m];
+                for (int64_t m = 0; m < nd; m++) v[m] -= dot * u[m];
+            }
+        double n2 = 0.0;
+        for (int64_t m = 0; m < nd; m++) n2 += v[m] * v[m];
+        double inv = 1.0 / sqrt(n2);
+        for (int64_t m = 0; m < nd; m++) pl->U[j * nd + m] = (float)(v[m] * inv);
+    }
+    pl->layer = layer;
+}
+
+/* a[0..k) = neuron i's unit direction in U's span: the first k values of
+   its gate row's stream (fc2 regenerates it from there). */
+static void gate_dir(const plant *pl, uint64_t gate_stream, int64_t i, float *a) {
+    uint64_t s = row_seed(gate_stream, i);
+    float n2 = 0.0f;
+    for (int64_t j = 0; j < pl->k; j++) {
+        a[j] = unif(&s);
+        n2 += a[j] * a[j];
+    }
+    float inv = 1.0f / sqrtf(n2);
+    for (int64_t j = 0; j < pl->k; j++) a[j] *= inv;
+}
+
+/* Vector helpers over n = a multiple of 8 floats, written as eight lanes so
+   that -O2 vectorizes them (a plain float sum may not be reassociated). */
+static float dot8(const float *restrict x, const float *restrict y, int64_t n) {
+    float acc[8] = {0};
+    for (int64_t m = 0; m < n; m += 8)
+        for (int l = 0; l < 8; l++) acc[l] += x[m + l] * y[m + l];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static void axpy8(float *restrict y, float c, const float *restrict x, int64_t n) {
+    for (int64_t m = 0; m < n; m += 8)
+        for (int l = 0; l < 8; l++) y[m + l] += c * x[m + l];
+}
+
+/* v[0..nd) = the next nd values of stream s, made orthogonal to U and unit. */
+static void random_orth(const plant *pl, uint64_t *s, float *v, float *coef) {
+    const int64_t k = pl->k, nd = pl->nd;
+    for (int64_t m = 0; m < nd; m++) v[m] = unif(s);
+    for (int64_t j = 0; j < k; j++) coef[j] = dot8(v, pl->U + j * nd, nd);
+    for (int64_t j = 0; j < k; j++) axpy8(v, -coef[j], pl->U + j * nd, nd);
+    float inv = 1.0f / sqrtf(dot8(v, v, nd));
+    for (int64_t m = 0; m < nd; m++) v[m] *= inv;
+}
+
+/* ---- tensors and their rows ---- */
+
+typedef enum {
+    G_UNIFORM, /* uniform noise (rows [0, zero_rows) zero) */
+    G_ONES,    /* norms */
+    G_EMBD,    /* planted: coordinate 0 = C, rms 1 */
+    G_GATE,    /* planted gate rows */
+    G_UP,      /* planted dReLU up rows */
+    G_DOWN_T,  /* ffn_down (tensor src) one neuron per row */
+    G_FC1,     /* predictor */
+    G_FC2,
+} gen_kind;
 
 typedef struct {
     char name[64];
     pi_type type;
     int n_dims;
     int64_t ne0, ne1;
-    float scale;
+    float scale;       /* half-width of the uniform distribution */
+    gen_kind kind;
+    int64_t layer;     /* -1: not a layer's */
+    int64_t zero_rows;
+    int src;           /* G_DOWN_T: the ffn_down; G_FC2: the ffn_gate */
+    uint64_t stream;   /* seed mixed with the tensor index */
 } gtensor;
+
+typedef struct {
+    const gtensor *ts; /* all tensors (src lookups) */
+    const gtensor *t;  /* the one being written */
+    const plant *pl;
+    int64_t row0;
+    size_t row_bytes;
+    uint8_t *out;      /* slab of rows */
+    float *scratch;    /* (threads, scratch_per) */
+    int64_t scratch_per;
+} gen_job;
+
+static void gen_row(const gen_job *j, int64_t r, float *row, float *tmp) {
+    const gtensor *t = j->t;
+    const plant *pl = j->pl;
+    const int64_t n = t->ne0;
+    uint64_t s = row_seed(t->stream, r);
+    switch (t->kind) {
+    case G_UNIFORM:
+        if (r < t->zero_rows) memset(row, 0, (size_t)n * sizeof *row);
+        else
+            for (int64_t i = 0; i < n; i++) row[i] = unif(&s) * t->scale;
+        return;
+    case G_ONES:
+        for (int64_t i = 0; i < n; i++) row[i] = 1.0f;
+        return;
+    case G_EMBD: {
+        double n2 = 0.0;
+        for (int64_t i = 0; i < n; i++) row[i] = unif(&s) * t->scale;
+        for (int64_t i = 1; i < n; i++) n2 += (double)row[i] * row[i];
+        float f = (float)sqrt((1.0 - PLANT_RHO) * (double)n / n2);
+        for (int64_t i = 1; i < n; i++) row[i] *= f;
+        row[0] = pl->C;
+        return;
+    }
+    case G_GATE: {
+        float *a = tmp, *coef = tmp + PLANT_MAX_K, *v = tmp + 2 * PLANT_MAX_K;
+        gate_dir(pl, t->stream, r, a);
+        s += (uint64_t)pl->k * GOLDEN; /* past the values gate_dir took */
+        random_orth(pl, &s, v, coef);
+        memset(row, 0, (size_t)n * sizeof *row);
+        float *dst = row + PLANT_D0, inv = 1.0f / pl->sigma;
+        for (int64_t m = 0; m < pl->nd; m++) dst[m] = pl->eps * v[m];
+        for (int64_t q = 0; q < pl->k; q++) axpy8(dst, pl->c1 * a[q], pl->U + q * pl->nd, pl->nd);
+        for (int64_t m = 0; m < pl->nd; m++) dst[m] *= inv;
+        row[0] = -pl->t[pl->rank[r]] / pl->C;
+        return;
+    }
+    case G_UP: {
+        float *coef = tmp, *v = tmp + 2 * PLANT_MAX_K;
+        random_orth(pl, &s, v, coef);
+        memset(row, 0, (size_t)n * sizeof *row);
+        for (int64_t m = 0; m < pl->nd; m++) row[PLANT_D0 + m] = v[m] / pl->sigma;
+        row[0] = pl->up_bias / pl->C;
+        return;
+    }
+    case G_DOWN_T: {
+        /* element c of row r = element r of ffn_down's row c */
+        const gtensor *down = &j->ts[t->src];
+        const uint64_t step = (uint64_t)(r + 1) * GOLDEN;
+        for (int64_t c = 0; c < n; c++)
+            row[c] = c < down->zero_rows ? 0.0f : unif_at(pl->down_seed[c] + step) * down->scale;
+        return;
+    }
+    case G_FC1: {
+        const int64_t k = pl->k;
+        if (r >= 2 * k + 1) { /* padding to the realistic rank: noise, zero in fc2 */
+            for (int64_t i = 0; i < n; i++) row[i] = unif(&s) * t->scale;
+            return;
+        }
+        memset(row, 0, (size_t)n * sizeof *row);
+        if (r == 2 * k) {
+            row[0] = 1.0f / pl->C;
+            return;
+        }
+        const float sign = r < k ? 1.0f : -1.0f;
+        const float *u = pl->U + (r % k) * pl->nd;
+        for (int64_t m = 0; m < pl->nd; m++) row[PLANT_D0 + m] = sign * u[m] / pl->sigma;
+        return;
+    }
+    case G_FC2: {
+        float *a = tmp;
+        const int64_t k = pl->k;
+        gate_dir(pl, j->ts[t->src].stream, r, a);
+        memset(row, 0, (size_t)n * sizeof *row);
+        for (int64_t q = 0; q < k; q++) {
+            row[q] = pl->c1 * a[q];
+            row[k + q] = -pl->c1 * a[q];
+        }
+        row[2 * k] = -pl->t[pl->rank[r]];
+        return;
+    }
+    }
+}
+
+static void gen_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
+    const gen_job *j = ctx;
+    float *row = j->scratch + (size_t)tid * (size_t)j->scratch_per;
+    float *tmp = row + j->t->ne0;
+    for (int64_t r = r0; r < r1; r++) {
+        gen_row(j, j->row0 + r, row, tmp);
+        pi_quantize_row(j->t->type, row, j->out + (size_t)r * j->row_bytes, j->t->ne0);
+    }
+}
 
 static pi_status synthetic_vocab(pi_gguf_writer *w, int64_t n_vocab) {
     if (n_vocab < 259)
@@ -169,6 +634,40 @@ static pi_status check_params(const pi_genmodel_params *p) {
     }
     if (p->n_embd > PI_MAX_ROW || p->n_ff > PI_MAX_ROW)
         return pi_error(PI_ERR_INVALID, "rows longer than %d elements are not supported", PI_MAX_ROW);
+    return check_plant(p);
+}
+
+pi_status pi_genmodel_plant_info(const pi_genmodel_params *p, pi_genmodel_plant *out) {
+    memset(out, 0, sizeof *out);
+    pi_status st = check_params(p);
+    if (st) return st;
+    if (p->active == 0.0) return pi_error(PI_ERR_INVALID, "these parameters plant no sparsity (active fraction 0)");
+    plant pl;
+    if ((st = plant_init(p, &pl))) return st;
+    out->k = pl.k;
+    out->d = pl.d;
+    out->rank = pl.R;
+    out->n_clipped = pl.n_clipped;
+    out->p_max = pl.p[0];
+    out->cover80 = pl.cover80;
+    out->threshold = pl.threshold;
+    out->recall = p->predictor ? pl.recall : 0.0;
+    out->precision = p->predictor ? pl.precision : 0.0;
+    plant_free(&pl);
+    return PI_OK;
+}
+
+pi_status pi_genmodel_planted_freq(const pi_genmodel_params *p, int64_t layer, double *freq) {
+    pi_status st = check_params(p);
+    if (st) return st;
+    if (p->active == 0.0) return pi_error(PI_ERR_INVALID, "these parameters plant no sparsity (active fraction 0)");
+    if (layer < 0 || layer >= p->n_layer)
+        return pi_error(PI_ERR_INVALID, "layer %lld is outside [0, %lld)", (long long)layer, (long long)p->n_layer);
+    plant pl;
+    if ((st = plant_init(p, &pl))) return st;
+    plant_ranking(&pl, p->seed, layer);
+    for (int64_t i = 0; i < p->n_ff; i++) freq[i] = pl.p[pl.rank[i]];
+    plant_free(&pl);
     return PI_OK;
 }
 
@@ -180,10 +679,14 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
     gtensor *ts = NULL;
     uint8_t *slab = NULL;
     float *scratch = NULL;
+    plant pl;
+    memset(&pl, 0, sizeof pl);
     int64_t n_vocab = p->n_vocab;
     const int64_t E = p->n_embd, hd = p->n_embd / p->n_head, KV = hd * p->n_head_kv, F = p->n_ff;
+    const bool planted = p->active != 0.0;
 
-    if ((st = pi_gguf_writer_create(path, false, &w))) return st;
+    if (planted && (st = plant_init(p, &pl))) return st;
+    if ((st = pi_gguf_writer_create(path, false, &w))) goto done;
     if (p->vocab_path) st = copy_vocab(w, p->vocab_path, &n_vocab);
     else st = synthetic_vocab(w, n_vocab);
     if (st) goto done;
@@ -201,31 +704,66 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
         (st = pi_gguf_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab)) ||
         (st = pi_gguf_set_str(w, "pinfer.ffn_activation", pi_ffn_act_name(p->act))))
         goto done;
+    /* what was planted, so a check can print requested vs measured from the file */
+    if (planted && ((st = pi_gguf_set_f32(w, "pinfer.gen.active", (float)p->active)) ||
+                    (st = pi_gguf_set_f32(w, "pinfer.gen.skew", (float)p->skew)) ||
+                    (st = pi_gguf_set_f32(w, "pinfer.gen.cover80", (float)pl.cover80))))
+        goto done;
+    if (planted && p->predictor &&
+        ((st = pi_gguf_set_f32(w, "powerinfer.sparse_threshold", pl.threshold)) ||
+         (st = pi_gguf_set_f32(w, "pinfer.gen.expected_recall", (float)pl.recall)) ||
+         (st = pi_gguf_set_f32(w, "pinfer.gen.expected_precision", (float)pl.precision))))
+        goto done;
 
-    int64_t n_t = 3 + 9 * p->n_layer;
+    int64_t n_t = 3 + 12 * p->n_layer;
     if (!(ts = calloc((size_t)n_t, sizeof *ts))) {
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto done;
     }
-    int nt = 0;
-#define ADD(ty, nd, e0, e1, sc, ...) do { snprintf(ts[nt].name, sizeof ts[nt].name, __VA_ARGS__); \
-        ts[nt].type = ty; ts[nt].n_dims = nd; ts[nt].ne0 = e0; ts[nt].ne1 = e1; ts[nt].scale = sc; nt++; } while (0)
+    /* A tensor's stream comes from its slot: its index in the list, except
+       that a planted layer has 12 slots whether or not the predictor is
+       written, so --predictor changes nothing but the predictor. */
+    int nt = 0, slot = 0;
+#define ADD(ty, nd, e0, e1, sc, kd, ly, ...) do { snprintf(ts[nt].name, sizeof ts[nt].name, __VA_ARGS__); \
+        ts[nt].type = ty; ts[nt].n_dims = nd; ts[nt].ne0 = e0; ts[nt].ne1 = e1; ts[nt].scale = sc;          \
+        ts[nt].kind = kd; ts[nt].layer = ly; ts[nt].stream = mix(p->seed * GOLDEN + (uint64_t)slot); nt++; slot++; } while (0)
     const float u = 1.7320508f; /* uniform half-width for unit variance: sqrt(3) */
-    ADD(p->embd_type, 2, E, n_vocab, u, "token_embd.weight");
+    /* planted: the layers' outputs are kept small next to the embedding, so
+       the residual stays dominated by it and the predictor's fixed threshold
+       meets logits of the planned scale */
+    const float gain = planted ? (float)(PLANT_GAIN / sqrt((double)p->n_layer)) : 1.0f;
+    const int64_t zr = planted ? pl.d : 0;
+    ADD(p->embd_type, 2, E, n_vocab, u, planted ? G_EMBD : G_UNIFORM, -1, "token_embd.weight");
     for (int64_t l = 0; l < p->n_layer; l++) {
         long long L = (long long)l;
-        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, "blk.%lld.attn_norm.weight", L);
-        ADD(p->type, 2, E, E, u / sqrtf((float)E), "blk.%lld.attn_q.weight", L);
-        ADD(p->type, 2, E, KV, u / sqrtf((float)E), "blk.%lld.attn_k.weight", L);
-        ADD(p->type, 2, E, KV, u / sqrtf((float)E), "blk.%lld.attn_v.weight", L);
-        ADD(p->type, 2, E, E, u / sqrtf((float)E), "blk.%lld.attn_output.weight", L);
-        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, "blk.%lld.ffn_norm.weight", L);
-        ADD(p->type, 2, E, F, u / sqrtf((float)E), "blk.%lld.ffn_gate.weight", L);
-        ADD(p->type, 2, F, E, u / sqrtf((float)F), "blk.%lld.ffn_down.weight", L);
-        ADD(p->type, 2, E, F, u / sqrtf((float)E), "blk.%lld.ffn_up.weight", L);
+        if (planted) slot = 1 + 12 * (int)l;
+        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, l, "blk.%lld.attn_norm.weight", L);
+        ADD(p->type, 2, E, E, u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_q.weight", L);
+        ADD(p->type, 2, E, KV, u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_k.weight", L);
+        ADD(p->type, 2, E, KV, u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_v.weight", L);
+        ADD(p->type, 2, E, E, gain * u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_output.weight", L);
+        ts[nt - 1].zero_rows = zr;
+        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, l, "blk.%lld.ffn_norm.weight", L);
+        const int gate = nt;
+        ADD(p->type, 2, E, F, u / sqrtf((float)E), planted ? G_GATE : G_UNIFORM, l, "blk.%lld.ffn_gate.weight", L);
+        const int down = nt;
+        ADD(p->type, 2, F, E, gain * u / sqrtf((float)F), G_UNIFORM, l, "blk.%lld.ffn_down.weight", L);
+        ts[nt - 1].zero_rows = zr;
+        ADD(p->type, 2, E, F, u / sqrtf((float)E), planted && p->act == PI_ACT_DRELU ? G_UP : G_UNIFORM, l,
+            "blk.%lld.ffn_up.weight", L);
+        if (planted) {
+            ADD(p->type, 2, E, F, 0.0f, G_DOWN_T, l, "blk.%lld.ffn_down_t.weight", L);
+            ts[nt - 1].src = down;
+        }
+        if (planted && p->predictor) {
+            ADD(p->pred_type, 2, E, pl.R, u / sqrtf((float)E), G_FC1, l, "blk.%lld.fc1.weight", L);
+            ADD(p->pred_type, 2, pl.R, F, 0.0f, G_FC2, l, "blk.%lld.fc2.weight", L);
+            ts[nt - 1].src = gate;
+        }
     }
-    ADD(PI_TYPE_F32, 1, E, 1, 0.0f, "output_norm.weight");
-    ADD(p->output_type, 2, E, n_vocab, u / sqrtf((float)E), "output.weight");
+    if (planted) slot = 1 + 12 * (int)p->n_layer;
+    ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, -1, "output_norm.weight");
+    ADD(p->output_type, 2, E, n_vocab, u / sqrtf((float)E), G_UNIFORM, -1, "output.weight");
 #undef ADD
     for (int i = 0; i < nt && !st; i++) {
         int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
@@ -235,16 +773,20 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
 
     const int64_t slab_rows = 512;
     int64_t widest = E > F ? E : F;
+    if (pl.R > widest) widest = pl.R;
+    const int64_t scratch_per = widest + (planted ? pl.nd + 2 * PLANT_MAX_K : 0);
     size_t slab_bytes = pi_row_size(PI_TYPE_F32, widest) * (size_t)slab_rows;
     slab = malloc(slab_bytes);
-    scratch = malloc((size_t)pi_pool_size(pool) * (size_t)widest * sizeof(float));
+    scratch = malloc((size_t)pi_pool_size(pool) * (size_t)scratch_per * sizeof(float));
     if (!slab || !scratch) {
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto done;
     }
     for (int i = 0; i < nt && !st; i++) {
-        gen_job j = {ts[i].type, ts[i].ne0, 0, mix(p->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i), ts[i].scale,
-                     pi_row_size(ts[i].type, ts[i].ne0), slab, scratch};
+        if (planted && ts[i].layer >= 0 && ts[i].layer != pl.layer) plant_layer(&pl, p->seed, ts[i].layer);
+        if (ts[i].kind == G_DOWN_T) /* ffn_down's row streams, for reading it by columns */
+            for (int64_t c = 0; c < E; c++) pl.down_seed[c] = row_seed(ts[ts[i].src].stream, c);
+        gen_job j = {ts, &ts[i], &pl, 0, pi_row_size(ts[i].type, ts[i].ne0), slab, scratch, scratch_per};
         for (int64_t r0 = 0; r0 < ts[i].ne1 && !st; r0 += slab_rows) {
             int64_t rows = ts[i].ne1 - r0 < slab_rows ? ts[i].ne1 - r0 : slab_rows;
             j.row0 = r0;
@@ -262,6 +804,7 @@ done:
         else pi_error_restore(&saved);
     }
     pi_pool_free(pool);
+    plant_free(&pl);
     free(ts);
     free(slab);
     free(scratch);

@@ -4,6 +4,23 @@
  * committed). The tokenizer is copied from a vocabulary GGUF when one is
  * given, so the model tokenizes real text; otherwise a byte-level
  * SentencePiece vocabulary is made up.
+ *
+ * Planted activation sparsity. With a ReLU or dReLU activation and
+ * active > 0 the weights are not plain noise: each token activates about a
+ * fraction `active` of every layer's neurons, neuron i of a layer fires with
+ * a planted frequency p_i that follows a power law of exponent `skew` over a
+ * random ranking of the neurons, and whether a neuron fires is a function of
+ * a few (k) directions of the FFN input plus a little noise, so a low-rank
+ * predictor reaches high recall. genmodel.c explains the construction; in
+ * short, residual coordinate 0 carries a constant (a bias without biases),
+ * coordinates [0, d) are reserved for the FFN inputs' decisive part and no
+ * layer writes to them, so every layer sees the statistics planted in the
+ * embedding whatever the layers before it did.
+ *
+ * Such a model also gets ffn_down_t (the down matrix one neuron per row, what
+ * the sparse FFN reads) next to ffn_down (what the dense path reads), both
+ * the same matrix, and with `predictor` a PowerInfer predictor per layer
+ * (blk.N.fc1/fc2.weight, powerinfer.sparse_threshold) of realistic size.
  */
 #ifndef PI_MODEL_GENMODEL_H
 #define PI_MODEL_GENMODEL_H
@@ -20,7 +37,26 @@ typedef struct pi_genmodel_params {
     const char *vocab_path; /* GGUF whose tokenizer.* keys are copied; NULL: synthetic */
     const char *name;
     int n_threads;
+    /* planted sparsity (act relu or drelu only); active == 0: plain random weights */
+    double active;       /* mean fraction of each layer's neurons active per token, (0, 0.9] */
+    double skew;         /* exponent S of the power law p(rank r) ~ (r+1)^-S, [0, 4] */
+    bool predictor;      /* also write predictors and powerinfer.sparse_threshold */
+    int64_t pred_rank;   /* predictor rank; 0: n_embd / 4 (see genmodel.c) */
+    pi_type pred_type;   /* predictor matrices (presets: Q8_0) */
 } pi_genmodel_params;
+
+/* What a planted model looks like, computed from the parameters alone. */
+typedef struct pi_genmodel_plant {
+    int64_t k;            /* input directions that decide each layer's activity */
+    int64_t d;            /* residual coordinates [0, d) reserved (no layer writes them) */
+    int64_t rank;         /* predictor rank (0 without a predictor) */
+    int64_t n_clipped;    /* neurons whose power-law frequency was clipped to the maximum */
+    double p_max;         /* the largest planted frequency */
+    double cover80;       /* fraction of neurons that account for 80% of activations (planted) */
+    float threshold;      /* powerinfer.sparse_threshold written */
+    double recall;        /* expected predictor recall vs the exact mask at that threshold */
+    double precision;     /* expected predictor precision */
+} pi_genmodel_plant;
 
 /* Fill p with a named shape ("7b-l8", "7b", "tiny", "small"); other fields
    get defaults (q4_0 matrices, f16 embedding and output... see genmodel.c).
@@ -30,7 +66,18 @@ pi_status pi_genmodel_preset(const char *name, pi_genmodel_params *p);
 /* Names of the presets, NULL-terminated. */
 const char *const *pi_genmodel_preset_names(void);
 
-/* Write the model. Deterministic for a given seed (independent of threads). */
+/* Write the model. Deterministic for a given seed (independent of threads).
+   PI_ERR_INVALID (naming the field) for a shape, type or planting parameter
+   out of range. */
 pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path);
+
+/* The planted design of p (p->active > 0): sizes, the analytic skew, the
+   predictor threshold and its expected recall and precision. PI_ERR_INVALID
+   when p plants nothing or is out of range. Thread-safe. */
+pi_status pi_genmodel_plant_info(const pi_genmodel_params *p, pi_genmodel_plant *out);
+
+/* freq[0..n_ff) = the activation frequency planted in each neuron of
+   `layer` (the file's neuron order). Same errors as pi_genmodel_plant_info. */
+pi_status pi_genmodel_planted_freq(const pi_genmodel_params *p, int64_t layer, double *freq);
 
 #endif

@@ -1,0 +1,393 @@
+/*
+ * test_genmodel.c — planted activation sparsity in generated models
+ * (model/genmodel.h), measured through the library the way `pinfer profile`
+ * measures a real model:
+ *  - per layer, the mean active fraction over a few hundred random tokens is
+ *    within 0.03 of the requested one (F = 0.1 and 0.25, ReLU and dReLU,
+ *    F32, Q4_0 and Q8_0 weights);
+ *  - the skew: the fraction of neurons that account for 80% of the measured
+ *    activations is within 0.05 of the value computed from the planted
+ *    frequencies, which follow the requested power law, and each neuron's
+ *    measured frequency follows its planted one;
+ *  - the predictor written with the model reaches recall >= 0.95 per layer
+ *    against the exact mask (evaluated on the FFN inputs the run observed);
+ *    the sparse decode path runs with it, and the oracle path equals dense;
+ *  - the file is a function of the seed only (1 and 2 threads give the same
+ *    bytes), --predictor changes nothing but the predictor, ffn_down_t is
+ *    ffn_down transposed, and bad parameters are refused with a message.
+ */
+#include "model/genmodel.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "sparse/stats.h"
+#include "test_util.h"
+
+#include <stdbool.h>
+
+#define ACTIVE_TOL 0.03 /* |measured mean active fraction - requested| */
+#define COVER_TOL 0.05  /* |measured cover80 - planted cover80| */
+#define MIN_RECALL 0.95 /* predictor vs exact mask, every layer */
+
+static bool g_emulated;
+
+static void small_params(pi_genmodel_params *p, pi_type type, pi_ffn_act act, double active, double skew,
+                         int64_t layers, bool predictor) {
+    CHECK(pi_genmodel_preset("tiny", p) == PI_OK);
+    p->n_embd = 256;
+    p->n_head = 8;
+    p->n_head_kv = 4;
+    p->n_ff = 1024;
+    p->n_layer = layers;
+    p->n_vocab = 4096; /* many distinct tokens: a token's mask is a function of the token */
+    p->n_ctx = 512;
+    p->type = p->embd_type = p->output_type = type;
+    p->act = act;
+    p->active = active;
+    p->skew = skew;
+    p->predictor = predictor;
+    p->n_threads = 2;
+}
+
+/* What the observer gathers besides the pi_stats counts. */
+typedef struct {
+    pi_stats *st;
+    const pi_model *m;
+    float *fc1, *fc2;     /* (n_layer, R, E), (n_layer, F, R) dequantized predictors, or NULL */
+    int64_t R;
+    float *h;             /* (R) scratch */
+    uint64_t tp[8], pred[8], act[8];
+    double x0_min[8], x0_max[8];
+} observed;
+
+static void observe(void *ctx, int64_t layer, int64_t pos, const float *x, const float *act) {
+    observed *o = ctx;
+    pi_stats_observe(o->st, layer, pos, x, act);
+    if (x[0] < o->x0_min[layer]) o->x0_min[layer] = x[0];
+    if (x[0] > o->x0_max[layer]) o->x0_max[layer] = x[0];
+    if (!o->fc1) return;
+    const int64_t E = o->m->hp.n_embd, F = o->m->hp.n_ff, R = o->R;
+    const float *w1 = o->fc1 + (size_t)(layer * R * E), *w2 = o->fc2 + (size_t)(layer * F * R);
+    for (int64_t r = 0; r < R; r++) {
+        double s = 0.0;
+        for (int64_t i = 0; i < E; i++) s += (double)w1[r * E + i] * x[i];
+        o->h[r] = s > 0.0 ? (float)s : 0.0f;
+    }
+    for (int64_t i = 0; i < F; i++) {
+        double z = 0.0;
+        for (int64_t r = 0; r < R; r++) z += (double)w2[i * R + r] * o->h[r];
+        bool pr = z >= (double)o->m->sparse_threshold, a = act[i] != 0.0f;
+        o->tp[layer] += pr && a;
+        o->pred[layer] += pr;
+        o->act[layer] += a;
+    }
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Fraction of neurons that account for 80% of the total of freq (sorted in place). */
+static double cover80(double *freq, int64_t n) {
+    qsort(freq, (size_t)n, sizeof *freq, cmp_desc);
+    double total = 0.0, cum = 0.0;
+    for (int64_t i = 0; i < n; i++) total += freq[i];
+    for (int64_t i = 0; i < n; i++) {
+        cum += freq[i];
+        if (cum >= 0.8 * total) return (double)(i + 1) / (double)n;
+    }
+    return 1.0;
+}
+
+static void random_tokens(int32_t *toks, int n, int64_t n_vocab, uint64_t seed) {
+    t_rng r = {seed};
+    for (int i = 0; i < n; i++) toks[i] = (int32_t)(t_next(&r) % (uint64_t)n_vocab);
+}
+
+static double rel_err(const float *got, const float *ref, int64_t n) {
+    double maxref = 0.0, maxerr = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = fabs((double)ref[i]), e = fabs((double)got[i] - (double)ref[i]);
+        if (r > maxref) maxref = r;
+        if (e > maxerr) maxerr = e;
+    }
+    return maxref > 0.0 ? maxerr / maxref : maxerr;
+}
+
+/* The planted frequencies themselves: mean F, a power law in rank below the
+   clip, the same multiset in every layer, a different ranking per layer. */
+static void check_planted_law(const pi_genmodel_params *p, const char *label) {
+    const int64_t F = p->n_ff;
+    double *f0 = malloc((size_t)F * sizeof *f0), *f1 = malloc((size_t)F * sizeof *f1);
+    CHECK(pi_genmodel_planted_freq(p, 0, f0) == PI_OK);
+    CHECK(pi_genmodel_planted_freq(p, 1, f1) == PI_OK);
+    int64_t same_place = 0;
+    for (int64_t i = 0; i < F; i++) same_place += f0[i] == f1[i];
+    CHECKF(p->skew == 0.0 || same_place < F / 10, "%s: layers 0 and 1 rank their neurons alike (%lld of %lld)", label,
+           (long long)same_place, (long long)F);
+    qsort(f0, (size_t)F, sizeof *f0, cmp_desc);
+    qsort(f1, (size_t)F, sizeof *f1, cmp_desc);
+    double mean = 0.0, worst_law = 0.0;
+    for (int64_t i = 0; i < F; i++) {
+        mean += f0[i] / (double)F;
+        CHECK(f0[i] == f1[i]);
+    }
+    CHECKF(fabs(mean - p->active) < 1e-6, "%s: planted mean %.6f", label, mean);
+    /* below the clip, p(r) / p(2r+1) = 2^S */
+    for (int64_t r = 0; 2 * r + 1 < F; r++) {
+        if (f0[r] >= f0[0]) continue;
+        double law = log(f0[r] / f0[2 * r + 1]) / log(2.0);
+        if (fabs(law - p->skew) > worst_law) worst_law = fabs(law - p->skew);
+    }
+    CHECKF(worst_law < 1e-6, "%s: planted frequencies stray from the power law by %.3g in the exponent", label,
+           worst_law);
+    free(f0);
+    free(f1);
+}
+
+/* Generate, profile n_tok random tokens, check the statistics. */
+static void test_planted(const char *label, pi_type type, pi_ffn_act act, double active, double skew,
+                         int64_t layers, bool predictor, int n_tok) {
+    char path[256];
+    t_tmp_path(path, sizeof path, "planted.gguf");
+    pi_genmodel_params p;
+    small_params(&p, type, act, active, skew, layers, predictor);
+    if (predictor && type == PI_TYPE_Q8_0) p.pred_type = PI_TYPE_F16;
+    pi_status st = pi_genmodel_write(&p, path);
+    CHECKF(st == PI_OK, "%s: %s", label, pi_last_error());
+    if (st) return;
+    check_planted_law(&p, label);
+    pi_genmodel_plant info;
+    CHECK(pi_genmodel_plant_info(&p, &info) == PI_OK);
+
+    pi_model *m;
+    CHECK(pi_model_load(path, PI_MAP_LOAD, &m) == PI_OK);
+    const int64_t E = m->hp.n_embd, F = m->hp.n_ff, L = m->hp.n_layer;
+    CHECK(m->has_predictor == predictor && m->layers[0].ffn_down_t.data && m->layers[0].ffn_down.data);
+    observed o;
+    memset(&o, 0, sizeof o);
+    o.m = m;
+    for (int64_t l = 0; l < L; l++) o.x0_min[l] = 1e30, o.x0_max[l] = -1e30;
+    CHECK(pi_stats_for_model(m, 0.0f, &o.st) == PI_OK);
+    if (predictor) {
+        o.R = m->layers[0].fc1.ne[1];
+        CHECK(o.R == info.rank && o.R % 32 == 0 && o.R >= 2 * info.k + 1);
+        o.fc1 = malloc((size_t)(L * o.R * E) * sizeof(float));
+        o.fc2 = malloc((size_t)(L * F * o.R) * sizeof(float));
+        o.h = malloc((size_t)o.R * sizeof(float));
+        for (int64_t l = 0; l < L; l++) {
+            for (int64_t r = 0; r < o.R; r++) pi_weight_row_f32(&m->layers[l].fc1, r, o.fc1 + (l * o.R + r) * E);
+            for (int64_t i = 0; i < F; i++) pi_weight_row_f32(&m->layers[l].fc2, i, o.fc2 + (l * F + i) * o.R);
+        }
+    }
+    pi_session *s;
+    CHECK(pi_session_create(m, 512, 2, &s) == PI_OK);
+    int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
+    random_tokens(toks, n_tok, m->hp.n_vocab, 5);
+    pi_session_set_observer(s, observe, &o);
+    CHECK(pi_session_decode(s, toks, n_tok) == PI_OK);
+    pi_session_set_observer(s, NULL, NULL);
+    CHECK(o.st->tokens == n_tok);
+
+    double *freq = malloc((size_t)F * sizeof *freq), *meas = malloc((size_t)F * sizeof *meas);
+    for (int64_t l = 0; l < L; l++) {
+        double mean = pi_stats_mean_active(o.st, l);
+        double cov = (double)pi_stats_neurons_for(o.st, l, 0.8) / (double)F;
+        CHECK(pi_genmodel_planted_freq(&p, l, freq) == PI_OK);
+        double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+        for (int64_t i = 0; i < F; i++) {
+            double x = freq[i], y = (double)o.st->counts[l * F + i] / (double)n_tok;
+            meas[i] = y;
+            sx += x, sy += y, sxx += x * x, syy += y * y, sxy += x * y;
+        }
+        double corr = (sxy - sx * sy / (double)F) / sqrt((sxx - sx * sx / (double)F) * (syy - sy * sy / (double)F));
+        double planted = cover80(freq, F), measured_check = cover80(meas, F);
+        fprintf(stderr, "%s layer %lld: active %.3f (requested %.3f); cover80 %.3f (planted %.3f); freq corr %.3f; "
+                "x_0 in [%.3f, %.3f]", label, (long long)l, mean, active, cov, planted, corr, o.x0_min[l], o.x0_max[l]);
+        CHECKF(fabs(mean - active) <= ACTIVE_TOL, "%s layer %lld: active %.3f vs %.3f", label, (long long)l, mean, active);
+        CHECKF(fabs(cov - planted) <= COVER_TOL, "%s layer %lld: cover80 %.3f vs planted %.3f", label, (long long)l, cov,
+               planted);
+        CHECK(fabs(planted - info.cover80) < 1e-9);
+        CHECK(fabs(measured_check - cov) <= 1.0 / (double)F + 1e-9); /* pi_stats agrees with the sort here */
+        CHECKF(skew == 0.0 || corr >= 0.9, "%s layer %lld: measured frequencies correlate %.3f with the planted ones", label,
+               (long long)l, corr);
+        /* x_0, the constant coordinate, is the same for every token to the
+           rounding of the embedding and the small growth of the residual */
+        CHECKF(o.x0_max[l] <= 1.1 * o.x0_min[l] && o.x0_min[l] > 0.0, "%s layer %lld: x_0 in [%g, %g]", label,
+               (long long)l, o.x0_min[l], o.x0_max[l]);
+        if (predictor) {
+            double rec = (double)o.tp[l] / (double)o.act[l], prec = (double)o.tp[l] / (double)o.pred[l];
+            fprintf(stderr, "; predictor recall %.3f precision %.3f (expected %.3f, %.3f)", rec, prec, info.recall,
+                    info.precision);
+            CHECKF(rec >= MIN_RECALL, "%s layer %lld: predictor recall %.3f", label, (long long)l, rec);
+            CHECKF(fabs(rec - info.recall) <= 0.02 && fabs(prec - info.precision) <= 0.06,
+                   "%s layer %lld: predictor recall %.3f precision %.3f, expected %.3f %.3f", label, (long long)l, rec,
+                   prec, info.recall, info.precision);
+        }
+        fputc('\n', stderr);
+    }
+
+    if (predictor) {
+        /* the sparse path runs; its active neurons over the oracle's are the recall again */
+        pi_session *dense, *sp, *orc;
+        CHECK(pi_session_create(m, 64, 2, &dense) == PI_OK);
+        CHECK(pi_session_create(m, 64, 2, &sp) == PI_OK);
+        CHECK(pi_session_create(m, 64, 2, &orc) == PI_OK);
+        CHECK(pi_session_set_ffn_mode(sp, PI_FFN_SPARSE, 0) == PI_OK);
+        CHECK(pi_session_set_ffn_mode(orc, PI_FFN_ORACLE, 0) == PI_OK);
+        const int n = g_emulated ? 8 : 32;
+        double e_oracle = 0.0, e_sparse = 0.0;
+        for (int t = 0; t < n; t++) {
+            CHECK(pi_session_decode(dense, &toks[t], 1) == PI_OK);
+            CHECK(pi_session_decode(sp, &toks[t], 1) == PI_OK);
+            CHECK(pi_session_decode(orc, &toks[t], 1) == PI_OK);
+            double eo = rel_err(pi_session_logits(orc), pi_session_logits(dense), m->hp.n_vocab);
+            double es = rel_err(pi_session_logits(sp), pi_session_logits(dense), m->hp.n_vocab);
+            if (eo > e_oracle) e_oracle = eo;
+            if (es > e_sparse) e_sparse = es;
+        }
+        uint64_t a_sp = 0, a_or = 0, pr = 0;
+        for (int64_t l = 0; l < L; l++) {
+            const pi_sparse_stats *ss = &sp->sp_stats[l];
+            CHECK(ss->tokens == (uint64_t)n && ss->active <= ss->computed && ss->computed == ss->predicted);
+            a_sp += ss->active;
+            pr += ss->predicted;
+            a_or += orc->sp_stats[l].active;
+        }
+        double rec = (double)a_sp / (double)a_or;
+        fprintf(stderr, "%s: sparse decode: %.1f%% of neurons predicted, recall vs oracle %.3f; logits vs dense: "
+                "oracle %.2e, sparse %.2e\n", label, 100.0 * (double)pr / (double)(n * L * F), rec, e_oracle, e_sparse);
+        CHECKF(rec >= MIN_RECALL, "%s: sparse decode recall %.3f", label, rec);
+        if (type == PI_TYPE_F32) CHECKF(e_oracle <= 1e-5, "%s: oracle differs from dense by %.3g", label, e_oracle);
+        pi_session_free(dense);
+        pi_session_free(sp);
+        pi_session_free(orc);
+    }
+    free(freq);
+    free(meas);
+    free(toks);
+    free(o.fc1);
+    free(o.fc2);
+    free(o.h);
+    pi_stats_free(o.st);
+    pi_session_free(s);
+    pi_model_free(m);
+    unlink(path);
+}
+
+static uint8_t *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)sz + 1);
+    *n = fread(b, 1, (size_t)sz, f);
+    fclose(f);
+    return b;
+}
+
+/* Same seed, 1 and 2 threads: the same bytes. With and without the
+   predictor: the same tensors apart from it. ffn_down_t = ffn_down^T. */
+static void test_determinism(void) {
+    char a[256], b[256], c[256];
+    t_tmp_path(a, sizeof a, "det1.gguf");
+    t_tmp_path(b, sizeof b, "det2.gguf");
+    t_tmp_path(c, sizeof c, "det3.gguf");
+    pi_genmodel_params p;
+    small_params(&p, PI_TYPE_Q4_0, PI_ACT_RELU, 0.1, 1.0, 2, true);
+    p.n_vocab = 512;
+    p.n_threads = 1;
+    CHECK(pi_genmodel_write(&p, a) == PI_OK);
+    p.n_threads = 2;
+    CHECK(pi_genmodel_write(&p, b) == PI_OK);
+    size_t na = 0, nb = 0;
+    uint8_t *ba = slurp(a, &na), *bb = slurp(b, &nb);
+    CHECKF(ba && bb && na == nb && na > 0 && !memcmp(ba, bb, na), "1 and 2 threads wrote different files");
+    free(ba);
+    free(bb);
+
+    p.predictor = false;
+    CHECK(pi_genmodel_write(&p, c) == PI_OK);
+    pi_model *with, *without;
+    CHECK(pi_model_load(b, PI_MAP_FILE, &with) == PI_OK);
+    CHECK(pi_model_load(c, PI_MAP_FILE, &without) == PI_OK);
+    CHECK(with->has_predictor && !without->has_predictor && without->layers[1].ffn_down_t.data);
+    int differ = 0;
+    for (int64_t l = 0; l < 2; l++) {
+        const pi_layer *x = &with->layers[l], *y = &without->layers[l];
+        const pi_weight *wx[] = {&x->wq, &x->wo, &x->ffn_gate, &x->ffn_up, &x->ffn_down, &x->ffn_down_t};
+        const pi_weight *wy[] = {&y->wq, &y->wo, &y->ffn_gate, &y->ffn_up, &y->ffn_down, &y->ffn_down_t};
+        for (int i = 0; i < 6; i++) differ += memcmp(wx[i]->data, wy[i]->data, wx[i]->row_bytes * (size_t)wx[i]->ne[1]) != 0;
+    }
+    differ += memcmp(with->output.data, without->output.data, with->output.row_bytes * (size_t)with->output.ne[1]) != 0;
+    CHECKF(differ == 0, "--predictor changed %d other tensors", differ);
+    pi_model_free(with);
+    pi_model_free(without);
+
+    /* F32: ffn_down_t holds exactly ffn_down's values, one neuron per row;
+       reserved rows [0, d) of ffn_down are zero */
+    small_params(&p, PI_TYPE_F32, PI_ACT_DRELU, 0.25, 0.5, 1, false);
+    p.n_vocab = 512;
+    CHECK(pi_genmodel_write(&p, a) == PI_OK);
+    pi_genmodel_plant info;
+    CHECK(pi_genmodel_plant_info(&p, &info) == PI_OK);
+    pi_model *m;
+    CHECK(pi_model_load(a, PI_MAP_FILE, &m) == PI_OK);
+    const pi_weight *d = &m->layers[0].ffn_down, *dt = &m->layers[0].ffn_down_t;
+    int64_t bad = 0, zero_bad = 0;
+    for (int64_t j = 0; j < d->ne[1]; j++)
+        for (int64_t i = 0; i < d->ne[0]; i++) {
+            float x, y;
+            memcpy(&x, (const uint8_t *)d->data + (size_t)j * d->row_bytes + 4 * (size_t)i, 4);
+            memcpy(&y, (const uint8_t *)dt->data + (size_t)i * dt->row_bytes + 4 * (size_t)j, 4);
+            bad += x != y;
+            zero_bad += j < info.d && x != 0.0f;
+        }
+    CHECKF(bad == 0 && zero_bad == 0, "ffn_down_t differs from ffn_down^T at %lld places; %lld reserved non-zeros",
+           (long long)bad, (long long)zero_bad);
+    pi_model_free(m);
+    unlink(a);
+    unlink(b);
+    unlink(c);
+}
+
+static void test_refused(void) {
+    char path[256];
+    t_tmp_path(path, sizeof path, "refused.gguf");
+    pi_genmodel_params p;
+    small_params(&p, PI_TYPE_F32, PI_ACT_SILU, 0.1, 1.0, 1, false);
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "relu"));
+    small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.0, 1.0, 1, true);
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "predictor"));
+    small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.95, 1.0, 1, false);
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "active"));
+    small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.1, 5.0, 1, false);
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "skew"));
+    small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.1, 1.0, 1, false);
+    p.n_embd = 64, p.n_head = 4, p.n_head_kv = 2;
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "n_embd"));
+    small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.1, 1.0, 1, true);
+    p.pred_rank = 72; /* at least 2k+1 but not a multiple of Q8_0's block */
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "rank"));
+    p.pred_rank = 32; /* below 2k+1 */
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "rank"));
+    double f[8];
+    small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.0, 1.0, 1, false);
+    CHECK(pi_genmodel_planted_freq(&p, 0, f) == PI_ERR_INVALID);
+    CHECK(access(path, F_OK) != 0);
+}
+
+int main(void) {
+    g_emulated = getenv("PI_TEST_RUNNER") && *getenv("PI_TEST_RUNNER");
+    const int n = g_emulated ? 200 : 400;
+    test_refused();
+    test_determinism();
+    test_planted("relu f32 F=0.10 S=1.0", PI_TYPE_F32, PI_ACT_RELU, 0.10, 1.0, 2, true, n);
+    test_planted("relu q4_0 F=0.25 S=0.8", PI_TYPE_Q4_0, PI_ACT_RELU, 0.25, 0.8, g_emulated ? 2 : 4, true, n);
+    if (!g_emulated) {
+        test_planted("drelu q8_0 F=0.10 S=1.5", PI_TYPE_Q8_0, PI_ACT_DRELU, 0.10, 1.5, 2, true, n);
+        test_planted("relu q4_0 F=0.25 S=0.0", PI_TYPE_Q4_0, PI_ACT_RELU, 0.25, 0.0, 2, false, n);
+    }
+    return t_done("test_genmodel");
+}
