@@ -259,6 +259,7 @@ int cmd_profile(int argc, char **argv) {
     pi_stats *st = NULL;
     int rc = 1;
     size_t n_ids = 0;
+    o.dense = true; /* the FFN observer sees the dense path only */
     if (!app_load(cmd, &o, &a)) goto out;
     const pi_hparams *hp = &a.m->hp;
     if (pi_stats_for_model(a.m, threshold >= 0.0f ? threshold : pi_stats_default_threshold(hp->act), &st)) {

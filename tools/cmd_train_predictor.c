@@ -337,6 +337,7 @@ int cmd_train_predictor(int argc, char **argv) {
     pi_predictor *P = NULL;
     pi_pred_eval *ev = NULL;
     int rc = 1;
+    o.dense = true; /* the FFN observer sees the dense path only */
     if (!app_load(cmd, &o, &a)) goto out;
     const pi_hparams *hp = &a.m->hp;
     if (user_ctx && hp->n_ctx_train > 0 && o.n_ctx > hp->n_ctx_train) {
