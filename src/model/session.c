@@ -253,26 +253,21 @@ static void attention_heads(void *ctx, int64_t h0, int64_t h1, int tid) {
     const float *kc = s->k_cache + (size_t)j->layer * (size_t)s->n_ctx * (size_t)KV;
     const float *vc = s->v_cache + (size_t)j->layer * (size_t)s->n_ctx * (size_t)KV;
     const float scale = 1.0f / sqrtf((float)D);
+    /* the F32 kernels: a plain float reduction does not vectorise, and
+       attention over a long prompt costs as much as the matmuls */
+    const pi_vec_dot_fn dot = s->k->vec_dot[PI_TYPE_F32];
+    const pi_axpy_fn axpy = s->k->axpy[PI_TYPE_F32];
     for (int64_t h = h0; h < h1; h++) {
         float *att = s->att + h * s->n_ctx;
         const int64_t kvh = h / group;
         for (int64_t b = 0; b < j->nb; b++) {
             const int64_t pos = j->pos0 + b;
             const float *q = s->q + b * QD + h * D;
-            for (int64_t t = 0; t <= pos; t++) {
-                const float *kt = kc + t * KV + kvh * D;
-                float dot = 0.0f;
-                for (int64_t i = 0; i < D; i++) dot += q[i] * kt[i];
-                att[t] = dot * scale;
-            }
+            for (int64_t t = 0; t <= pos; t++) att[t] = dot(D, kc + t * KV + kvh * D, q) * scale;
             softmax(att, pos + 1);
             float *out = s->xb + b * s->xb_dim + h * D;
             memset(out, 0, (size_t)D * sizeof *out);
-            for (int64_t t = 0; t <= pos; t++) {
-                const float *vt = vc + t * KV + kvh * D;
-                const float a = att[t];
-                for (int64_t i = 0; i < D; i++) out[i] += a * vt[i];
-            }
+            for (int64_t t = 0; t <= pos; t++) axpy(D, att[t], vc + t * KV + kvh * D, out);
         }
     }
 }
