@@ -266,20 +266,7 @@ int cmd_profile(int argc, char **argv) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
-    if (user_ctx && hp->n_ctx_train > 0 && o.n_ctx > hp->n_ctx_train) {
-        fprintf(stderr, "pinfer: %s: -c %ld exceeds the model's context of %lld tokens\n", cmd, o.n_ctx,
-                (long long)hp->n_ctx_train);
-        goto out;
-    }
-    if (!user_ctx && hp->n_ctx_train > 0 && hp->n_ctx_train < a.s->n_ctx) {
-        /* the default window is the model's context when that is shorter */
-        pi_session_free(a.s);
-        if (pi_session_create(a.m, hp->n_ctx_train, (int)o.threads, &a.s)) {
-            a.s = NULL;
-            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-            goto out;
-        }
-    }
+    if (!app_fit_window(cmd, &o, user_ctx, &a)) goto out;
     const int64_t n_ctx = a.s->n_ctx;
     const int32_t bos = pi_tokenizer_bos(a.tok);
     if (text_path) {

@@ -136,6 +136,24 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
     return true;
 }
 
+bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a) {
+    const pi_hparams *hp = &a->m->hp;
+    if (user_ctx && hp->n_ctx_train > 0 && o->n_ctx > hp->n_ctx_train) {
+        fprintf(stderr, "pinfer: %s: -c %ld exceeds the model's context of %lld tokens\n", cmd, o->n_ctx,
+                (long long)hp->n_ctx_train);
+        return false;
+    }
+    if (!user_ctx && hp->n_ctx_train > 0 && hp->n_ctx_train < a->s->n_ctx) {
+        pi_session_free(a->s);
+        if (pi_session_create(a->m, hp->n_ctx_train, (int)o->threads, &a->s)) {
+            a->s = NULL;
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            return false;
+        }
+    }
+    return true;
+}
+
 void app_free(app *a) {
     pi_session_free(a->s);
     pi_tokenizer_free(a->tok);

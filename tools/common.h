@@ -54,6 +54,11 @@ void app_usage_common(FILE *f);
 bool app_load(const char *cmd, const app_opts *o, app *a);
 void app_free(app *a);
 
+/* For tools that run text in windows of -c tokens: refuse a -c the user
+   gave beyond the model's context; shrink the default window to that
+   context when it is shorter. */
+bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a);
+
 /* The prompt text: -p, or -f FILE read whole (caller frees *owned). */
 bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char **owned);
 
