@@ -128,6 +128,8 @@ static void test_predictor_mode(void) {
     CHECK(pi_session_create(m, 64, 2, &sp) == PI_OK);
     CHECK(pi_session_set_ffn_mode(all_hot, PI_FFN_SPARSE, F) == PI_OK);
     CHECK(pi_session_set_ffn_mode(sp, PI_FFN_SPARSE, 32) == PI_OK);
+    pi_session_set_sparse_check(all_hot, true);
+    pi_session_set_sparse_check(sp, true);
     int32_t toks[32];
     for (int i = 0; i < 32; i++) toks[i] = (int32_t)(t_next(&r) % 300);
     double e = compare(dense, all_hot, toks, 32);
@@ -137,6 +139,10 @@ static void test_predictor_mode(void) {
         const pi_sparse_stats *st = &sp->sp_stats[il];
         CHECK(st->tokens == 32 && st->predicted >= 32 * 32 && st->computed == st->predicted && st->active <= st->computed);
         CHECK(st->bytes > 0);
+        /* recall against the exact set: every active neuron was computed, so the
+           ones the selection missed are exactly oracle_active - active */
+        CHECK(st->oracle_active >= st->active && st->missed == st->oracle_active - st->active);
+        CHECK(all_hot->sp_stats[il].missed == 0 && all_hot->sp_stats[il].oracle_active == all_hot->sp_stats[il].active);
     }
     pi_session_free(dense);
     pi_session_free(all_hot);

@@ -133,20 +133,34 @@ static double ffn_dense_bytes(const pi_model *m) {
     return b;
 }
 
-/* The sparse FFN's counters since they were cleared: per layer, per token. */
+/* The sparse FFN's counters since they were cleared: per layer, per token.
+   Recall is measured against the exact active set (pi_session_set_sparse_check). */
 static void print_sparse_stats(const app *a, double bw, double tg) {
     const pi_model *m = a->m;
     const double F = (double)m->hp.n_ff;
-    double touched = 0.0;
-    printf("sparse FFN per token (%s), fractions of %lld neurons:\n", app_ffn_mode(a), (long long)m->hp.n_ff);
-    printf("%-6s %10s %10s %10s %12s\n", "layer", "predicted", "computed", "active", "MB touched");
+    double touched = 0.0, sum_pred = 0.0, sum_act = 0.0, sum_truth = 0.0, sum_missed = 0.0;
+    bool check = a->s->sp_check;
+    printf("sparse FFN per token (%s), neurons of %lld per layer (fraction):\n", app_ffn_mode(a), (long long)m->hp.n_ff);
+    printf("%-6s %16s %16s %16s %8s %11s\n", "layer", "predicted", "computed", "active", "recall", "MB touched");
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const pi_sparse_stats *st = &a->s->sp_stats[il];
         double t = st->tokens ? (double)st->tokens : 1.0;
-        printf("%-6lld %10.3f %10.3f %10.3f %12.2f\n", (long long)il, (double)st->predicted / t / F,
-               (double)st->computed / t / F, (double)st->active / t / F, (double)st->bytes / t * 1e-6);
+        char rec[16] = "-";
+        if (check && st->oracle_active)
+            snprintf(rec, sizeof rec, "%.4f", 1.0 - (double)st->missed / (double)st->oracle_active);
+        printf("%-6lld %8.0f (%.3f) %8.0f (%.3f) %8.0f (%.3f) %8s %11.2f\n", (long long)il, (double)st->predicted / t,
+               (double)st->predicted / t / F, (double)st->computed / t, (double)st->computed / t / F,
+               (double)st->active / t, (double)st->active / t / F, rec, (double)st->bytes / t * 1e-6);
         touched += (double)st->bytes / t;
+        sum_pred += (double)st->predicted / t;
+        sum_act += (double)st->active / t;
+        sum_truth += (double)st->oracle_active;
+        sum_missed += (double)st->missed;
     }
+    printf("all layers: %.3f of FFN neurons computed, %.3f active", sum_pred / (F * (double)m->hp.n_layer),
+           sum_act / (F * (double)m->hp.n_layer));
+    if (check && sum_truth > 0) printf(", predictor recall %.4f vs the oracle", 1.0 - sum_missed / sum_truth);
+    printf("\n");
     double all = (double)pi_model_bytes_per_token(m) - ffn_dense_bytes(m) + touched;
     double bound = bw * 1e9 / all;
     printf("weights touched per token: %.1f MB (FFN %.1f of %.1f MB dense) -> bound %.1f tok/s; tg reaches %.0f%%\n",
@@ -227,9 +241,12 @@ int cmd_bench(int argc, char **argv) {
         printf("tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, m, 100.0 * m / bound, med);
     }
     if (n_gen > 0 && a.s->ffn_mode != PI_FFN_DENSE) {
+        /* a separate, untimed pass: the recall check computes every gate */
         memset(a.s->sp_stats, 0, (size_t)a.m->hp.n_layer * sizeof *a.s->sp_stats);
+        pi_session_set_sparse_check(a.s, a.s->ffn_mode == PI_FFN_SPARSE);
         double once;
         if (!measure_tg(&a, n_gen, 1, &once)) goto out;
+        pi_session_set_sparse_check(a.s, false);
         print_sparse_stats(&a, bw, pi_median(tg, (int)rounds));
     }
     if (peer) {

@@ -5,6 +5,13 @@
  * the model uses one) and is evaluated from an empty cache, and only the
  * second half of each window is scored (those tokens see at least n_ctx/2 of
  * context). PPL = exp(mean negative log-likelihood).
+ *
+ * The sparse FFN only runs when decoding one token at a time, so on a model
+ * with predictors each window is fed token by token (the path `run` takes
+ * while generating); --dense scores the batched dense path. --compare-dense
+ * scores both on the same windows and reports how often the sparse path's
+ * top-1 token equals the dense one, the perplexity increase and the fraction
+ * of FFN neurons the sparse path computed.
  */
 #include "args.h"
 #include "cmds.h"
@@ -21,7 +28,29 @@ static void usage(FILE *f) {
     fprintf(f, "usage: pinfer perplexity -m FILE --text FILE [-c CTX] [--chunks N] [-t N]\n"
                "  --text FILE          text to score (UTF-8)\n"
                "  -c CTX               window size in tokens (default 512, at most the model's context)\n"
-               "  --chunks N           score at most N windows (default: all)\n");
+               "  --chunks N           score at most N windows (default: all)\n"
+               "  --compare-dense      also score with the dense FFN: top-1 agreement and perplexity change\n");
+}
+
+static int64_t argmax(const float *v, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+/* The logits of every token of one window: batched on the dense path, one
+   token at a time otherwise (the sparse FFN is a decode-path kernel). */
+static pi_status eval_window(pi_session *s, const int32_t *tok, int64_t n, float *logits) {
+    pi_session_reset(s);
+    if (s->ffn_mode == PI_FFN_DENSE) return pi_session_decode_all(s, tok, n, logits);
+    const int64_t V = s->m->hp.n_vocab;
+    for (int64_t j = 0; j < n; j++) {
+        pi_status st = pi_session_decode(s, tok + j, 1);
+        if (st) return st;
+        memcpy(logits + j * V, pi_session_logits(s), (size_t)V * sizeof *logits);
+    }
+    return PI_OK;
 }
 
 /* -log softmax(logits)[target], in double. */
@@ -36,6 +65,7 @@ static double nll(const float *logits, int64_t n, int32_t target) {
 int cmd_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity", *text_path = NULL;
     long chunks_max = -1;
+    bool compare = false;
     app_opts o;
     app_opts_init(&o);
     o.n_ctx = 512;
@@ -44,6 +74,10 @@ int cmd_perplexity(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--compare-dense")) {
+            compare = true;
+            continue;
         }
         if (!strcmp(a, "--text") || !strcmp(a, "--chunks")) {
             if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
@@ -70,7 +104,8 @@ int cmd_perplexity(int argc, char **argv) {
     if (!app_prompt_text(cmd, &o, &text, &owned)) return 2;
     app a;
     int32_t *ids = NULL, *wtok = NULL;
-    float *logits = NULL;
+    float *logits = NULL, *dlogits = NULL;
+    pi_session *dense = NULL;
     int rc = 1;
     size_t n_ids;
     if (!app_load(cmd, &o, &a)) goto out;
@@ -90,29 +125,42 @@ int cmd_perplexity(int argc, char **argv) {
     const int32_t bos = pi_tokenizer_add_bos(a.tok) ? pi_tokenizer_bos(a.tok) : -1;
     const int64_t first = n_ctx / 2;
     bool tty = isatty(2);
+    if (compare && a.s->ffn_mode == PI_FFN_DENSE) {
+        fprintf(stderr, "pinfer: %s: --compare-dense needs the sparse path (a model with predictors, or --predictor)\n",
+                cmd);
+        goto out;
+    }
+    if (compare && pi_session_create(a.m, n_ctx, (int)o.threads, &dense)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        goto out;
+    }
     wtok = malloc((size_t)n_ctx * sizeof *wtok);
     logits = malloc((size_t)n_ctx * (size_t)V * sizeof *logits);
-    if (!wtok || !logits) {
+    if (compare) dlogits = malloc((size_t)n_ctx * (size_t)V * sizeof *dlogits);
+    if (!wtok || !logits || (compare && !dlogits)) {
         fprintf(stderr, "pinfer: %s: cannot allocate logits for a window of %lld tokens\n", cmd, (long long)n_ctx);
         goto out;
     }
-    fprintf(stderr, "perplexity: %zu tokens, %lld windows of %lld, scoring the last %lld of each\n", n_ids,
-            (long long)n_chunks, (long long)n_ctx, (long long)(n_ctx - 1 - first));
-    double sum = 0.0, t0 = pi_time_s();
-    int64_t count = 0;
+    fprintf(stderr, "perplexity: %zu tokens, %lld windows of %lld, scoring the last %lld of each (%s FFN)\n", n_ids,
+            (long long)n_chunks, (long long)n_ctx, (long long)(n_ctx - 1 - first), app_ffn_mode(&a));
+    double sum = 0.0, dsum = 0.0, t0 = pi_time_s();
+    int64_t count = 0, agree = 0, compared = 0;
+    memset(a.s->sp_stats, 0, (size_t)a.m->hp.n_layer * sizeof *a.s->sp_stats);
     for (int64_t c = 0; c < n_chunks; c++) {
         const int32_t *win = ids + c * n_ctx;
         memcpy(wtok, win, (size_t)(n_ctx - 1) * sizeof *wtok);
         if (bos >= 0) wtok[0] = bos;
-        pi_session_reset(a.s);
-        if (pi_session_decode_all(a.s, wtok, n_ctx - 1, logits)) {
+        if (eval_window(a.s, wtok, n_ctx - 1, logits) || (compare && eval_window(dense, wtok, n_ctx - 1, dlogits))) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
         for (int64_t j = first; j < n_ctx - 1; j++) {
             sum += nll(logits + (size_t)j * (size_t)V, V, win[j + 1]);
+            if (compare) dsum += nll(dlogits + (size_t)j * (size_t)V, V, win[j + 1]);
             count++;
         }
+        for (int64_t j = 0; compare && j < n_ctx - 1; j++, compared++)
+            agree += argmax(logits + (size_t)j * (size_t)V, V) == argmax(dlogits + (size_t)j * (size_t)V, V);
         double el = pi_time_s() - t0, eta = el / (double)(c + 1) * (double)(n_chunks - c - 1);
         if (tty)
             fprintf(stderr, "\r[%lld/%lld] ppl %.4f  %.1f tok/s  ETA %.0f s   ", (long long)(c + 1),
@@ -123,12 +171,27 @@ int cmd_perplexity(int argc, char **argv) {
     if (tty) fputc('\n', stderr);
     printf("perplexity: %.4f over %lld tokens (%lld windows of %lld)\n", exp(sum / (double)count), (long long)count,
            (long long)n_chunks, (long long)n_ctx);
+    if (compare) {
+        uint64_t pred = 0, tokens = 0;
+        for (int64_t il = 0; il < a.m->hp.n_layer; il++) {
+            pred += a.s->sp_stats[il].predicted;
+            tokens += a.s->sp_stats[il].tokens;
+        }
+        double ppl = exp(sum / (double)count), dppl = exp(dsum / (double)count);
+        printf("dense perplexity: %.4f; sparse/dense - 1 = %+.3f%%\n", dppl, 100.0 * (ppl / dppl - 1.0));
+        printf("top-1 agreement with dense: %.2f%% of %lld positions\n", 100.0 * (double)agree / (double)compared,
+               (long long)compared);
+        printf("FFN neurons computed: %.3f of %lld per layer (mean over tokens and layers)\n",
+               tokens ? (double)pred / (double)tokens / (double)a.m->hp.n_ff : 0.0, (long long)a.m->hp.n_ff);
+    }
     fprintf(stderr, "perplexity: %.1f s, %.1f tok/s\n", pi_time_s() - t0,
             (double)(n_chunks * (n_ctx - 1)) / (pi_time_s() - t0));
     rc = 0;
 out:
     free(wtok);
     free(logits);
+    free(dlogits);
+    pi_session_free(dense);
     free(ids);
     free(owned);
     app_free(&a);

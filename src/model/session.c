@@ -85,6 +85,7 @@ pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_
     s->sp_pred = xalloc((size_t)hp->n_ff * f, &st);
     s->sp_stats = xalloc((size_t)hp->n_layer * sizeof(pi_sparse_stats), &st);
     s->sp_xq = xalloc((size_t)(E / 32 + 1) * sizeof(pi_block_q8_0), &st);
+    s->sp_row = xalloc(3 * (size_t)hp->n_ff * sizeof(const uint8_t *), &st);
     if (st) {
         pi_session_free(s);
         return pi_error(PI_ERR_NOMEM, "session: cannot allocate %.1f MiB of KV cache and scratch for context %lld",
@@ -119,6 +120,7 @@ void pi_session_free(pi_session *s) {
     free(s->sp_pred);
     free(s->sp_stats);
     free(s->sp_xq);
+    free(s->sp_row);
     free(s);
 }
 
@@ -385,15 +387,21 @@ static void moe_token(pi_session *s, const pi_layer *l, int64_t b) {
     memcpy(s->xb2 + b * E, s->moe_out, (size_t)E * sizeof(float));
 }
 
-/* ---- sparse FFN (decode) ---- */
+/* ---- sparse FFN (decode) ----
+   One token's FFN over a list of neurons: entries [0, n) of sp_idx, in
+   neuron order, the hot prefix first. Entry k has its gate, up and down_t
+   rows at sp_row[3k..3k+2] (in the weights here; in cache slots when the FFN
+   is read from flash), and its activation in sp_val[k] once computed. The
+   down projection sums val * down row over the list in fixed chunks of the
+   list, so the result depends only on the list, not on where the rows live
+   or on the thread count. */
 
 typedef struct {
     pi_session *s;
-    const pi_layer *l;
     const void *xg, *xu; /* FFN input in the gate's and the up's kernel form */
     const float *gate;   /* ORACLE: precomputed gate (and up) values, else NULL */
     const float *up;
-    int64_t first;       /* list position of the first cold neuron */
+    int64_t first;       /* list position of the first entry to compute */
 } cold_job;
 
 /* act(g, u) for one neuron, 0 when silent. */
@@ -403,23 +411,21 @@ static inline float activation(pi_ffn_act act, float g, float u) {
     return g * u;
 }
 
-/* For the listed neurons k in first + [k0, k1): sp_val[k] = act(gate . x,
-   up . x); the up row is skipped when the gate is silent. */
+/* sp_val[k] = act(gate . x, up . x) for list entries first + [k0, k1); the
+   up row is skipped when the gate is silent. */
 static void cold_rows(void *ctx, int64_t k0, int64_t k1, int tid) {
     (void)tid;
     cold_job *j = ctx;
-    k0 += j->first;
-    k1 += j->first;
     pi_session *s = j->s;
-    const pi_layer *l = j->l;
+    const pi_ffn_types *t = &s->sp_types;
     const int64_t E = s->m->hp.n_embd;
-    pi_vec_dot_fn dg = s->k->vec_dot[l->ffn_gate.type], du = s->k->vec_dot[l->ffn_up.type];
-    for (int64_t k = k0; k < k1; k++) {
+    pi_vec_dot_fn dg = s->k->vec_dot[t->gate], du = s->k->vec_dot[t->up];
+    for (int64_t k = j->first + k0; k < j->first + k1; k++) {
         int32_t i = s->sp_idx[k];
-        float g = j->gate ? j->gate[i] : dg(E, (const uint8_t *)l->ffn_gate.data + (size_t)i * l->ffn_gate.row_bytes, j->xg);
+        float g = j->gate ? j->gate[i] : dg(E, s->sp_row[3 * k], j->xg);
         float h = 0.0f;
         if (g > 0.0f) {
-            float u = j->up ? j->up[i] : du(E, (const uint8_t *)l->ffn_up.data + (size_t)i * l->ffn_up.row_bytes, j->xu);
+            float u = j->up ? j->up[i] : du(E, s->sp_row[3 * k + 1], j->xu);
             h = activation(s->m->hp.act, g, u);
         }
         s->sp_val[k] = h;
@@ -427,19 +433,83 @@ static void cold_rows(void *ctx, int64_t k0, int64_t k1, int tid) {
 }
 
 typedef struct {
-    const pi_kernels *k;
-    const pi_weight *w;
-    const int32_t *idx;
-    const float *val;
+    const pi_session *s;
+    int64_t E;
+    pi_axpy_fn axpy;
 } sparse_down_job;
 
-/* acc += sum over list entries [k0, k1) of val[k] * down_t row idx[k]. */
+/* acc += sum over list entries [k0, k1) of val[k] * down row of entry k. */
 static void sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
     (void)tid;
     sparse_down_job *j = ctx;
-    pi_axpy_fn axpy = j->k->axpy[j->w->type];
     for (int64_t k = k0; k < k1; k++)
-        axpy(j->w->ne[0], j->val[k], (const uint8_t *)j->w->data + (size_t)j->idx[k] * j->w->row_bytes, acc);
+        if (j->s->sp_val[k] != 0.0f) j->axpy(j->E, j->s->sp_val[k], j->s->sp_row[3 * k + 2], acc);
+}
+
+/* The predictor's selection for row 0 of xb: sp_idx[0, n) = the hot prefix
+   [0, hot), then the cold neurons whose fc2 logit reaches the layer's
+   threshold. Returns n. */
+static int64_t sparse_select(pi_session *s, int64_t il, int64_t hot) {
+    const pi_layer *l = &s->m->layers[il];
+    const int64_t R = l->fc1.ne[1], F = s->m->hp.n_ff;
+    float *u = s->sp_val, *z = s->sp_pred; /* sp_val is free until the activations */
+    matmul(s, &l->fc1, 0, R, s->xb, s->xb_dim, 1, u, R);
+    for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
+    matmul(s, &l->fc2, 0, F, u, R, 1, z, F);
+    s->sp_stats[il].bytes += l->fc1.row_bytes * (uint64_t)R + l->fc2.row_bytes * (uint64_t)F;
+    const float thr = s->m->layer_threshold ? s->m->layer_threshold[il] : s->m->sparse_threshold;
+    int64_t n = 0;
+    for (int64_t i = 0; i < hot; i++) s->sp_idx[n++] = (int32_t)i;
+    for (int64_t i = hot; i < F; i++)
+        if (z[i] >= thr) s->sp_idx[n++] = (int32_t)i;
+    return n;
+}
+
+/* With sp_check on: the exact active set of row 0 of xb (every gate, and for
+   dReLU every up, computed into hb/hb2), counted against the selection. */
+static void sparse_check(pi_session *s, int64_t il, int64_t n) {
+    const pi_layer *l = &s->m->layers[il];
+    const int64_t F = s->m->hp.n_ff;
+    matmul(s, &l->ffn_gate, 0, F, s->xb, s->xb_dim, 1, s->hb, F);
+    if (s->m->hp.act == PI_ACT_DRELU) matmul(s, &l->ffn_up, 0, F, s->xb, s->xb_dim, 1, s->hb2, F);
+    uint64_t truth = 0, missed = 0;
+    for (int64_t i = 0, k = 0; i < F; i++) {
+        while (k < n && s->sp_idx[k] < i) k++;
+        bool on = s->hb[i] > 0.0f && (s->m->hp.act != PI_ACT_DRELU || s->hb2[i] > 0.0f);
+        truth += on;
+        missed += on && !(k < n && s->sp_idx[k] == i);
+    }
+    s->sp_stats[il].oracle_active += truth;
+    s->sp_stats[il].missed += missed;
+}
+
+/* Down projection and bookkeeping once sp_val[0, n) is known: xb2 row 0 =
+   sum of val * down row, in fixed chunks of the list. */
+static void sparse_finish(pi_session *s, int64_t il, int64_t n) {
+    const pi_layer *l = &s->m->layers[il];
+    pi_sparse_stats *st = &s->sp_stats[il];
+    int64_t a = 0;
+    for (int64_t k = 0; k < n; k++) a += s->sp_val[k] != 0.0f;
+    st->tokens++;
+    st->predicted += (uint64_t)n;
+    st->computed += (uint64_t)n;
+    st->active += (uint64_t)a;
+    st->bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
+    sparse_down_job dj = {s, s->m->hp.n_embd, s->k->axpy[s->sp_types.down]};
+    int64_t chunk = (n + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS;
+    pi_pool_reduce_f32(s->pool, n, chunk ? chunk : 1, sparse_down_chunk, &dj, s->xb2, s->m->hp.n_embd,
+                       s->reduce_scratch);
+}
+
+/* The FFN input of row 0 of xb in the form the gate and up kernels take. */
+static cold_job cold_input(pi_session *s, int64_t first) {
+    const void *xq = s->xb;
+    bool qg = pi_vec_dot_type(s->sp_types.gate) == PI_TYPE_Q8_0, qu = pi_vec_dot_type(s->sp_types.up) == PI_TYPE_Q8_0;
+    if (qg || qu) {
+        s->k->quantize_q8_0(s->xb, s->sp_xq, s->m->hp.n_embd);
+        xq = s->sp_xq;
+    }
+    return (cold_job){s, qg ? xq : s->xb, qu ? xq : s->xb, NULL, NULL, first};
 }
 
 /* The FFN of one token on the sparse path: out = sum over active neurons i
@@ -449,77 +519,47 @@ static void ffn_sparse(pi_session *s, int64_t il) {
     const pi_model *m = s->m;
     const pi_hparams *hp = &m->hp;
     const pi_layer *l = &m->layers[il];
-    const int64_t E = hp->n_embd, F = hp->n_ff;
+    const int64_t F = hp->n_ff;
     pi_sparse_stats *st = &s->sp_stats[il];
-    const float *x = s->xb;
-    const float *gate_all = NULL, *up_all = NULL;
-    int64_t n = 0;
+    int64_t n = 0, first = 0;
+    cold_job cj;
+    s->sp_types = (pi_ffn_types){l->ffn_gate.type, l->ffn_up.type, l->ffn_down_t.type};
 
     if (s->ffn_mode == PI_FFN_ORACLE) {
         /* the exact mask: every gate (and for dReLU every up) computed */
-        matmul(s, &l->ffn_gate, 0, F, x, s->xb_dim, 1, s->hb, F);
-        gate_all = s->hb;
-        if (hp->act == PI_ACT_DRELU) {
-            matmul(s, &l->ffn_up, 0, F, x, s->xb_dim, 1, s->hb2, F);
-            up_all = s->hb2;
-        }
+        matmul(s, &l->ffn_gate, 0, F, s->xb, s->xb_dim, 1, s->hb, F);
+        if (hp->act == PI_ACT_DRELU) matmul(s, &l->ffn_up, 0, F, s->xb, s->xb_dim, 1, s->hb2, F);
         for (int64_t i = 0; i < F; i++)
-            if (gate_all[i] > 0.0f && (!up_all || up_all[i] > 0.0f)) s->sp_idx[n++] = (int32_t)i;
-        st->bytes += l->ffn_gate.row_bytes * (uint64_t)F + (up_all ? l->ffn_up.row_bytes * (uint64_t)F : 0);
+            if (s->hb[i] > 0.0f && (hp->act != PI_ACT_DRELU || s->hb2[i] > 0.0f)) s->sp_idx[n++] = (int32_t)i;
+        st->bytes += l->ffn_gate.row_bytes * (uint64_t)F + (hp->act == PI_ACT_DRELU ? l->ffn_up.row_bytes * (uint64_t)F : 0);
+        cj = cold_input(s, 0);
+        cj.gate = s->hb;
+        cj.up = hp->act == PI_ACT_DRELU ? s->hb2 : NULL;
     } else {
-        /* predictor: logits = fc2 relu(fc1 x); hot prefix always, cold by threshold */
-        const int64_t R = l->fc1.ne[1];
-        float *u = s->sp_val, *z = s->sp_pred; /* sp_val is free until the activations */
-        matmul(s, &l->fc1, 0, R, x, s->xb_dim, 1, u, R);
-        for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
-        matmul(s, &l->fc2, 0, F, u, R, 1, z, F);
-        st->bytes += l->fc1.row_bytes * (uint64_t)R + l->fc2.row_bytes * (uint64_t)F;
-        const float thr = s->m->layer_threshold ? s->m->layer_threshold[il] : s->m->sparse_threshold;
-        for (int64_t i = 0; i < s->hot; i++) s->sp_idx[n++] = (int32_t)i;
-        for (int64_t i = s->hot; i < F; i++)
-            if (z[i] >= thr) s->sp_idx[n++] = (int32_t)i;
+        n = sparse_select(s, il, s->hot);
+        if (s->sp_check) sparse_check(s, il, n);
+        first = s->hot;
         if (s->hot > 0) { /* the hot prefix as one dense cluster */
-            matmul(s, &l->ffn_gate, 0, s->hot, x, s->xb_dim, 1, s->hb, s->hot);
-            matmul(s, &l->ffn_up, 0, s->hot, x, s->xb_dim, 1, s->hb2, s->hot);
+            matmul(s, &l->ffn_gate, 0, s->hot, s->xb, s->xb_dim, 1, s->hb, s->hot);
+            matmul(s, &l->ffn_up, 0, s->hot, s->xb, s->xb_dim, 1, s->hb2, s->hot);
             for (int64_t i = 0; i < s->hot; i++) s->sp_val[i] = activation(hp->act, s->hb[i], s->hb2[i]);
+            st->bytes += (l->ffn_gate.row_bytes + l->ffn_up.row_bytes) * (uint64_t)s->hot;
         }
+        cj = cold_input(s, first);
     }
-    st->tokens++;
-    st->predicted += (uint64_t)n;
-
-    /* cold neurons one by one (in ORACLE mode all of them, from the precomputed gates) */
-    int64_t first_cold = s->ffn_mode == PI_FFN_ORACLE ? 0 : s->hot;
-    const void *xf = x, *xq = x;
-    if (pi_vec_dot_type(l->ffn_gate.type) == PI_TYPE_Q8_0 || pi_vec_dot_type(l->ffn_up.type) == PI_TYPE_Q8_0) {
-        s->k->quantize_q8_0(x, s->sp_xq, E);
-        xq = s->sp_xq;
+    for (int64_t k = 0; k < n; k++) {
+        size_t i = (size_t)s->sp_idx[k];
+        s->sp_row[3 * k] = (const uint8_t *)l->ffn_gate.data + i * l->ffn_gate.row_bytes;
+        s->sp_row[3 * k + 1] = (const uint8_t *)l->ffn_up.data + i * l->ffn_up.row_bytes;
+        s->sp_row[3 * k + 2] = (const uint8_t *)l->ffn_down_t.data + i * l->ffn_down_t.row_bytes;
     }
-    cold_job cj = {s, l, pi_vec_dot_type(l->ffn_gate.type) == PI_TYPE_Q8_0 ? xq : xf,
-                   pi_vec_dot_type(l->ffn_up.type) == PI_TYPE_Q8_0 ? xq : xf, gate_all, up_all, first_cold};
-    if (n > first_cold) pi_pool_for(s->pool, n - first_cold, 16, cold_rows, &cj);
-    if (!gate_all) {
-        uint64_t cold = (uint64_t)(n - first_cold), computed_up = 0;
-        for (int64_t k = first_cold; k < n; k++) computed_up += s->sp_val[k] != 0.0f;
-        st->bytes += (l->ffn_gate.row_bytes + l->ffn_up.row_bytes) * (uint64_t)s->hot +
-                     l->ffn_gate.row_bytes * cold + l->ffn_up.row_bytes * computed_up;
+    if (n > first) pi_pool_for(s->pool, n - first, 16, cold_rows, &cj);
+    if (s->ffn_mode != PI_FFN_ORACLE) {
+        uint64_t computed_up = 0;
+        for (int64_t k = first; k < n; k++) computed_up += s->sp_val[k] != 0.0f;
+        st->bytes += l->ffn_gate.row_bytes * (uint64_t)(n - first) + l->ffn_up.row_bytes * computed_up;
     }
-    st->computed += (uint64_t)n;
-
-    /* keep the non-zero activations, in neuron order */
-    int64_t a = 0;
-    for (int64_t k = 0; k < n; k++)
-        if (s->sp_val[k] != 0.0f) {
-            s->sp_idx[a] = s->sp_idx[k];
-            s->sp_val[a++] = s->sp_val[k];
-        }
-    s->sp_n = a;
-    st->active += (uint64_t)a;
-    st->bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
-
-    /* down: a reduction over fixed chunks of the active list (deterministic) */
-    sparse_down_job dj = {s->k, &l->ffn_down_t, s->sp_idx, s->sp_val};
-    int64_t chunk = (a + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS;
-    pi_pool_reduce_f32(s->pool, a, chunk ? chunk : 1, sparse_down_chunk, &dj, s->xb2, E, s->reduce_scratch);
+    sparse_finish(s, il, n);
 }
 
 static void ffn(pi_session *s, int64_t il, int64_t nb) {
@@ -587,3 +627,5 @@ pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n) { r
 pi_status pi_session_decode_all(pi_session *s, const int32_t *tokens, int64_t n, float *logits) {
     return decode(s, tokens, n, logits);
 }
+
+void pi_session_set_sparse_check(pi_session *s, bool on) { s->sp_check = on; }

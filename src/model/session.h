@@ -32,7 +32,15 @@ typedef struct pi_sparse_stats {
     uint64_t computed;   /* neurons whose gate row was read */
     uint64_t active;     /* neurons with a non-zero activation */
     uint64_t bytes;      /* weight bytes read by the FFN and the predictor */
+    /* with pi_session_set_sparse_check on: the exact active set, for recall */
+    uint64_t oracle_active; /* neurons truly active */
+    uint64_t missed;        /* truly active but not selected (recall = 1 - missed / oracle_active) */
 } pi_sparse_stats;
+
+/* Weight types of the three parts of an FFN neuron. */
+typedef struct pi_ffn_types {
+    pi_type gate, up, down;
+} pi_ffn_types;
 
 #define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */
 
@@ -64,7 +72,9 @@ typedef struct pi_session {
     int32_t *sp_idx;       /* (n_ff) neurons to compute / with non-zero activation */
     float *sp_val;         /* (max(n_ff, rank)) their activations; the predictor's hidden layer before */
     float *sp_pred;        /* (n_ff) predictor logits */
-    int64_t sp_n;          /* entries of sp_idx in use */
+    const uint8_t **sp_row; /* (3 * n_ff) gate, up and down_t rows of each list entry */
+    pi_ffn_types sp_types; /* of the current layer */
+    bool sp_check;         /* also compute the exact active set, for recall in sp_stats */
     pi_sparse_stats *sp_stats; /* (n_layer) */
     pi_block_q8_0 *sp_xq;  /* (n_embd / 32) Q8_0 form of the sparse FFN's input */
     pi_ffn_observer observer;
@@ -90,6 +100,11 @@ void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx);
    hot: neurons [0, hot) of every layer are always computed as one dense
    cluster (after reordering by activation frequency they are the hottest). */
 pi_status pi_session_set_ffn_mode(pi_session *s, pi_ffn_mode mode, int64_t hot);
+
+/* Sparse mode: also compute every gate to measure the predictor's recall
+   (sp_stats oracle_active, missed). Costs a dense gate pass per layer; the
+   output does not change. */
+void pi_session_set_sparse_check(pi_session *s, bool on);
 
 /* Forget the conversation (positions restart at 0). */
 void pi_session_reset(pi_session *s);
