@@ -29,6 +29,17 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpoi
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -pthread $(WARN) -fno-strict-aliasing
 LDLIBS  := -lm -pthread
 
+# liburing is optional: without it (e.g. the static aarch64 cross build) the I/O
+# engine reads with its pread threads instead of io_uring. The probe links, so a
+# cross compiler that sees the host's header but has no library says no.
+HASH := \#
+HAVE_URING := $(shell printf '$(HASH)include <liburing.h>\nint main(void) { struct io_uring r; return io_uring_queue_init(1, &r, 0); }\n' | \
+  $(CC) -x c - -o /dev/null $(if $(filter neon,$(MODE)),-static) -luring >/dev/null 2>&1 && echo 1)
+ifeq ($(HAVE_URING),1)
+  CFLAGS_COMMON += -DPI_HAVE_LIBURING
+  LDLIBS += -luring
+endif
+
 ifeq ($(MODE),release)
   OPT := -O2 -g
 else ifeq ($(MODE),asan)

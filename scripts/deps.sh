@@ -9,9 +9,10 @@ need=()      # "command package" pairs that the target cannot do without
 optional=()  # pairs whose absence only skips a part
 
 case $target in
-build | demo | asan) need=("cc gcc" "make make") ;;
+build | demo | asan) need=("cc gcc" "make make")
+      optional=("/usr/include/liburing.h liburing-dev") ;;
 test) need=("cc gcc" "make make")
-      optional=("aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user") ;;
+      optional=("/usr/include/liburing.h liburing-dev" "aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user") ;;
 neon) need=("aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user") ;;
 fuzz) need=("clang clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a libclang-rt-14-dev") ;;
 *) echo "deps.sh: unknown target '$target'" >&2; exit 2 ;;
@@ -40,4 +41,5 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
 fi
 echo "deps: optional packages missing: ${missing_opt[*]} (sudo apt-get install ${missing_opt[*]}); their tests are skipped" >&2
+case " ${missing_opt[*]} " in *" liburing-dev "*) echo "deps: without liburing-dev the I/O engine reads with pread threads, not io_uring" >&2 ;; esac
 exit 0

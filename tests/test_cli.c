@@ -1,9 +1,10 @@
 /*
  * test_cli.c — the pinfer command end to end, as a user runs it: golden text
  * on stdout, a converted llama2.c checkpoint giving the same text, inspect on
- * every fixture, a generated model, and the exit status and message of each
- * kind of bad input. The binary comes from $PI_TEST_PINFER (set by the test
- * runner, with $PI_TEST_RUNNER as a prefix such as qemu-aarch64).
+ * every fixture, a generated model (also profiled and converted to a bundle
+ * file), and the exit status and message of each kind of bad input. The
+ * binary comes from $PI_TEST_PINFER (set by the test runner, with
+ * $PI_TEST_RUNNER as a prefix such as qemu-aarch64).
  */
 #include "test_util.h"
 
@@ -158,6 +159,27 @@ int main(void) {
     CHECK(pinfer(args, out, err) == 0 && file_has(out, "q8_0") && file_has(out, "pinfer.ffn_activation"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 8 --temp 0", conv);
     CHECK(pinfer(args, out, err) == 0 && file_has(out, "hello"));
+    /* profiled, reordered and written as a bundle file, it still runs */
+    char stats[320], bundle[320];
+    snprintf(stats, sizeof stats, "%s.stats", g_tmp);
+    snprintf(bundle, sizeof bundle, "%s.bundle", g_tmp);
+    snprintf(args, sizeof args, "profile -m %s --tokens 16 --seed 1 -t 2 -o %s", conv, stats);
+    CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "convert -m %s --reorder %s --bundle -o %s", conv, stats, bundle);
+    CHECK(pinfer(args, NULL, err) == 0 && file_has(err, "bundles"));
+    snprintf(args, sizeof args, "inspect %s", bundle);
+    CHECK(pinfer(args, out, err) == 0 && file_has(out, "blk.1.ffn_bundle") && file_has(out, "pinfer.bundle.stride") &&
+          !file_has(out, "ffn_gate"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 8 --temp 0", bundle);
+    CHECK(pinfer(args, out, err) == 0 && file_has(out, "hello"));
+    snprintf(args, sizeof args, "convert -m %s --bundle --bundle-align 1000 -o %s", conv, bundle);
+    CHECK(pinfer(args, NULL, err) == 2 && file_has(err, "--bundle-align"));
+    if (t_fixture(model, sizeof model, "stories260K.gguf")) {
+        snprintf(args, sizeof args, "convert -m %s --bundle -o %s", model, bundle);
+        CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "SiLU"));
+    }
+    unlink(stats);
+    unlink(bundle);
     unlink(conv);
     unlink(out);
     unlink(err);

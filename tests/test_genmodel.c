@@ -104,15 +104,6 @@ static void random_tokens(int32_t *toks, int n, int64_t n_vocab, uint64_t seed) 
     for (int i = 0; i < n; i++) toks[i] = (int32_t)(t_next(&r) % (uint64_t)n_vocab);
 }
 
-static double rel_err(const float *got, const float *ref, int64_t n) {
-    double maxref = 0.0, maxerr = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double r = fabs((double)ref[i]), e = fabs((double)got[i] - (double)ref[i]);
-        if (r > maxref) maxref = r;
-        if (e > maxerr) maxerr = e;
-    }
-    return maxref > 0.0 ? maxerr / maxref : maxerr;
-}
 
 /* The planted frequencies themselves: mean F, a power law in rank below the
    clip, the same multiset in every layer, a different ranking per layer. */
@@ -241,8 +232,8 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
             CHECK(pi_session_decode(dense, &toks[t], 1) == PI_OK);
             CHECK(pi_session_decode(sp, &toks[t], 1) == PI_OK);
             CHECK(pi_session_decode(orc, &toks[t], 1) == PI_OK);
-            double eo = rel_err(pi_session_logits(orc), pi_session_logits(dense), m->hp.n_vocab);
-            double es = rel_err(pi_session_logits(sp), pi_session_logits(dense), m->hp.n_vocab);
+            double eo = t_rel_err(pi_session_logits(orc), pi_session_logits(dense), m->hp.n_vocab);
+            double es = t_rel_err(pi_session_logits(sp), pi_session_logits(dense), m->hp.n_vocab);
             if (eo > e_oracle) e_oracle = eo;
             if (es > e_sparse) e_sparse = es;
         }

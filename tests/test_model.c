@@ -47,15 +47,6 @@ static int read_ids(const char *path, const char *key, idlist *out) {
 
 /* max |got - ref| / max |ref| (written with plain comparisons: gcc 12 for
    aarch64 crashes vectorising the fmax form of this reduction) */
-static double rel_err(const float *got, const float *ref, int n) {
-    double maxref = 0.0, maxerr = 0.0;
-    for (int i = 0; i < n; i++) {
-        double r = fabs((double)ref[i]), e = fabs((double)got[i] - (double)ref[i]);
-        if (r > maxref) maxref = r;
-        if (e > maxerr) maxerr = e;
-    }
-    return maxref > 0.0 ? maxerr / maxref : maxerr;
-}
 
 static int32_t argmax(const float *x, int64_t n) {
     int64_t b = 0;
@@ -208,7 +199,7 @@ static void test_golden(const char *name) {
         for (int t = 0; t < 32; t++) {
             CHECK(pi_session_decode(s, &prompts[p * 32 + t], 1) == PI_OK);
             const float *ref = logits + ((size_t)p * 32 + (size_t)t) * 512;
-            double e = rel_err(pi_session_logits(s), ref, 512);
+            double e = t_rel_err(pi_session_logits(s), ref, 512);
             if (e > worst) worst = e;
         }
         /* greedy continuation: 64 new tokens after the 32-token prompt */
@@ -236,7 +227,7 @@ static void test_golden(const char *name) {
         CHECK(pi_session_decode_all(s, &prompts[p * 32], 32, all) == PI_OK);
         for (int t = 0; t < 32; t++) {
             const float *ref = logits + ((size_t)p * 32 + (size_t)t) * 512;
-            double e = rel_err(all + t * 512, ref, 512);
+            double e = t_rel_err(all + t * 512, ref, 512);
             if (e > worst_batch) worst_batch = e;
         }
         CHECK(memcmp(pi_session_logits(s), all + 31 * 512, 512 * sizeof(float)) == 0);
@@ -306,7 +297,7 @@ static void test_observer(const char *name) {
         CHECK(pi_session_decode(s, windows + w * 256, 256) == PI_OK);
     }
     pi_session_set_observer(s, NULL, NULL);
-    double worst = rel_err(o.ffn_in, ffn_in, 256 * 6 * 128);
+    double worst = t_rel_err(o.ffn_in, ffn_in, 256 * 6 * 128);
     long differ = 0, active = 0;
     for (int i = 0; i < 256 * 6 * 64; i++) {
         differ += __builtin_popcount((unsigned)(o.mask[i] ^ mask[i]));
@@ -411,7 +402,7 @@ static void test_pwri(void) {
             pi_session_reset(s);
             CHECK(pi_session_decode_all(s, prompts + p * 32, 32, all) == PI_OK);
             for (int t = 0; t < 32; t++) {
-                double e = rel_err(all + t * 512, logits + ((size_t)p * 32 + (size_t)t) * 512, 512);
+                double e = t_rel_err(all + t * 512, logits + ((size_t)p * 32 + (size_t)t) * 512, 512);
                 if (e > worst) worst = e;
             }
         }

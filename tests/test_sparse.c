@@ -16,15 +16,6 @@
 
 #include <stdbool.h>
 
-static double rel_err(const float *got, const float *ref, int64_t n) {
-    double maxref = 0.0, maxerr = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double r = fabs((double)ref[i]), e = fabs((double)got[i] - (double)ref[i]);
-        if (r > maxref) maxref = r;
-        if (e > maxerr) maxerr = e;
-    }
-    return maxref > 0.0 ? maxerr / maxref : maxerr;
-}
 
 /* Decode n tokens one at a time with both sessions; worst relative logit
    error of b against a. */
@@ -36,7 +27,7 @@ static double compare(pi_session *a, pi_session *b, const int32_t *toks, int n) 
     for (int t = 0; t < n; t++) {
         CHECK(pi_session_decode(a, &toks[t], 1) == PI_OK);
         CHECK(pi_session_decode(b, &toks[t], 1) == PI_OK);
-        double e = rel_err(pi_session_logits(b), pi_session_logits(a), V);
+        double e = t_rel_err(pi_session_logits(b), pi_session_logits(a), V);
         if (e > worst) worst = e;
     }
     return worst;

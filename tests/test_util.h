@@ -79,6 +79,17 @@ static inline const char *t_fixture(char *buf, size_t n, const char *name) {
 }
 
 /* A fresh path under $TMPDIR (or /tmp) unique to this process. */
+/* max |got - ref| / max |ref| over n values (the absolute error when ref is all zero). */
+static inline double t_rel_err(const float *got, const float *ref, int64_t n) {
+    double maxref = 0.0, maxerr = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = fabs((double)ref[i]), e = fabs((double)got[i] - (double)ref[i]);
+        if (r > maxref) maxref = r;
+        if (e > maxerr) maxerr = e;
+    }
+    return maxref > 0.0 ? maxerr / maxref : maxerr;
+}
+
 static inline const char *t_tmp_path(char *buf, size_t n, const char *stem) {
     const char *d = getenv("TMPDIR");
     snprintf(buf, n, "%s/pinfer-test-%ld-%s", d && *d ? d : "/tmp", (long)getpid(), stem);

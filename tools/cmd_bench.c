@@ -127,8 +127,7 @@ static double ffn_dense_bytes(const pi_model *m) {
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const pi_layer *l = &m->layers[il];
         const pi_weight *down = l->ffn_down.data ? &l->ffn_down : &l->ffn_down_t;
-        b += (double)l->ffn_gate.row_bytes * (double)l->ffn_gate.ne[1] +
-             (double)l->ffn_up.row_bytes * (double)l->ffn_up.ne[1] + (double)down->row_bytes * (double)down->ne[1];
+        b += (double)(pi_weight_nbytes(&l->ffn_gate) + pi_weight_nbytes(&l->ffn_up) + pi_weight_nbytes(down));
     }
     return b;
 }
@@ -200,6 +199,17 @@ int cmd_bench(int argc, char **argv) {
     app a;
     int32_t *toks = NULL;
     int rc = 1;
+    /* memory bandwidth first, before the model takes its memory: under
+       --mem-budget the probe's buffer stays within the budget */
+    double bw;
+    size_t probe = (size_t)1 << 30;
+    if (o.mem_budget && o.mem_budget / 2 < probe) probe = (size_t)(o.mem_budget / 2);
+    pi_pool *probe_pool;
+    if (pi_pool_create((int)o.threads, &probe_pool) || pi_probe_read_bw(probe_pool, probe, 3, &bw)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 1;
+    }
+    pi_pool_free(probe_pool);
     if (!app_load(cmd, &o, &a)) goto out;
     const int64_t V = a.m->hp.n_vocab;
     const int T = pi_pool_size(a.s->pool);
@@ -207,11 +217,6 @@ int cmd_bench(int argc, char **argv) {
     if (!toks) goto out;
     for (long i = 0; i < n_prompt; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
 
-    double bw;
-    if (pi_probe_read_bw(a.s->pool, (size_t)1 << 30, 3, &bw)) {
-        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-        goto out;
-    }
     double bytes = (double)pi_model_bytes_per_token(a.m);
     double bound = bw * 1e9 / bytes;
     printf("model: %s (%.2f GB of weights; %.1f MB read per decode token)\n", o.model, (double)a.m->weight_bytes * 1e-9,
@@ -223,7 +228,7 @@ int cmd_bench(int argc, char **argv) {
     for (long k = 0; k < rounds; k++) {
         pp[k] = tg[k] = ppp[k] = ptg[k] = 0.0;
         if ((n_prompt > 0 && !measure_pp(&a, toks, n_prompt, reps, &pp[k])) ||
-            (n_gen > 0 && !measure_tg(&a, n_gen, reps, &tg[k]))) {
+            (n_gen > 0 && !(app_reset_offload_stats(&a), measure_tg(&a, n_gen, reps, &tg[k])))) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -240,7 +245,8 @@ int cmd_bench(int argc, char **argv) {
         double m = pi_median(tg, (int)rounds);
         printf("tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, m, 100.0 * m / bound, med);
     }
-    if (n_gen > 0 && a.s->ffn_mode != PI_FFN_DENSE) {
+    if (n_gen > 0) app_print_offload(&a, stdout); /* the last round's decoding, with --mem-budget */
+    if (n_gen > 0 && a.s->ffn_mode != PI_FFN_DENSE && !a.off) {
         /* a separate, untimed pass: the recall check computes every gate */
         memset(a.s->sp_stats, 0, (size_t)a.m->hp.n_layer * sizeof *a.s->sp_stats);
         pi_session_set_sparse_check(a.s, a.s->ffn_mode == PI_FFN_SPARSE);

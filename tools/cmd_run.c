@@ -19,12 +19,15 @@ static void usage(FILE *f) {
                "  -f FILE              read the prompt from a file\n"
                "  -n N                 tokens to generate (default 128; -1: until end of text or context)\n"
                "  --ignore-eos         keep generating past end-of-text tokens\n"
-               "  --special            parse special tokens (e.g. <s>) written in the prompt\n");
+               "  --special            parse special tokens (e.g. <s>) written in the prompt\n"
+               "  --stats              with --mem-budget: memory per region, cache hits and misses, reads and\n"
+               "                       I/O wait per token\n");
     app_usage_common(f);
 }
 
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run";
+    bool stats = false;
     app_opts o;
     app_opts_init(&o);
     for (int i = 1; i < argc; i++) {
@@ -34,6 +37,10 @@ int cmd_run(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--special")) {
             o.special = true;
+            continue;
+        }
+        if (!strcmp(argv[i], "--stats")) {
+            stats = true;
             continue;
         }
         int r = app_parse_common(cmd, &o, argc, argv, &i);
@@ -121,6 +128,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "run: %d threads, context %lld, seed %llu, kernels %s, FFN %s, peak RSS %.1f MiB\n",
             pi_pool_size(a.s->pool), (long long)a.s->n_ctx, (unsigned long long)o.sp.seed, a.s->k->name,
             app_ffn_mode(&a), app_peak_rss_mib());
+    if (stats) app_print_offload(&a, stderr);
     rc = 0;
 out:
     pi_sampler_free(smp);

@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "base/timer.h"
+#include "model/offload.h"
 #include "tokenizer/unicode.h"
 
 #include <stdlib.h>
@@ -25,6 +26,10 @@ void app_usage_common(FILE *f) {
             "  --dense              compute every FFN neuron (default: sparse when the model has predictors)\n"
             "  --predictor P        model (the file's predictors) or oracle (exact mask, for testing)\n"
             "  --hot N              neurons of each layer's hot prefix computed densely (default 0)\n"
+            "  --mem-budget SIZE    keep at most SIZE bytes resident (e.g. 600M, 2G): the FFN is read from\n"
+            "                       flash (a bundle file: pinfer convert --bundle)\n"
+            "  --io B               uring (default where the kernel allows it) or pread\n"
+            "  --qd N               reads in flight at most (default 64)\n"
             "  --mmap               map the model file instead of loading it into memory\n"
             "                       (starts faster and shares the page cache; decodes ~15%% slower)\n"
             "  --temp T             temperature (default 0.8; 0 = greedy)\n"
@@ -52,7 +57,7 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     }
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
-                                       "--predictor", "--hot"};
+                                       "--predictor", "--hot", "--mem-budget", "--io", "--qd"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return 0;
@@ -65,6 +70,21 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     else if (!strcmp(a, "-t")) { if (!arg_int(cmd, a, v, 1, 1024, &o->threads)) return -1; }
     else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &o->n_ctx)) return -1; }
     else if (!strcmp(a, "--hot")) { if (!arg_int(cmd, a, v, 0, 1 << 24, &o->hot)) return -1; }
+    else if (!strcmp(a, "--qd")) { if (!arg_int(cmd, a, v, 1, 4096, &o->queue_depth)) return -1; }
+    else if (!strcmp(a, "--mem-budget")) {
+        if (pi_parse_size(v, &o->mem_budget) || o->mem_budget == 0) {
+            fprintf(stderr, "pinfer: %s: --mem-budget expects a size such as 600M or 2G, got '%s'\n", cmd, v);
+            return -1;
+        }
+    }
+    else if (!strcmp(a, "--io")) {
+        if (!strcmp(v, "uring")) o->io_backend = PI_IO_URING;
+        else if (!strcmp(v, "pread")) o->io_backend = PI_IO_PREAD;
+        else {
+            fprintf(stderr, "pinfer: %s: --io is 'uring' or 'pread', got '%s'\n", cmd, v);
+            return -1;
+        }
+    }
     else if (!strcmp(a, "--predictor")) {
         if (strcmp(v, "oracle") && strcmp(v, "model")) {
             fprintf(stderr, "pinfer: %s: --predictor is 'model' (the file's predictors) or 'oracle' (exact mask)\n", cmd);
@@ -98,7 +118,34 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         return false;
     }
     double t0 = pi_time_s();
-    if (pi_model_load(o->model, o->use_mmap ? PI_MAP_FILE : PI_MAP_LOAD, &a->m) || pi_tokenizer_load(a->m->gguf, &a->tok)) {
+    int64_t n_ctx = o->n_ctx;
+    if (o->mem_budget) {
+        if (o->oracle) {
+            fprintf(stderr, "pinfer: %s: --predictor oracle computes every gate and needs the FFN in memory: "
+                            "drop --mem-budget\n", cmd);
+            return false;
+        }
+        pi_offload_opts oo = {.mem_budget = o->mem_budget, .n_ctx = n_ctx ? n_ctx : 4096};
+        oo.io.backend = (pi_io_backend)o->io_backend;
+        oo.io.queue_depth = o->queue_depth ? (int)o->queue_depth : 64;
+        /* the session's context is known only from the model: peek at it first */
+        pi_model *peek;
+        if (!n_ctx && !pi_model_load_ex(o->model, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &peek)) {
+            oo.n_ctx = peek->hp.n_ctx_train < 4096 ? peek->hp.n_ctx_train : 4096;
+            pi_model_free(peek);
+        }
+        n_ctx = oo.n_ctx;
+        if (pi_offload_load(o->model, &oo, &a->m, &a->off)) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            app_free(a);
+            return false;
+        }
+    } else if (pi_model_load(o->model, o->use_mmap ? PI_MAP_FILE : PI_MAP_LOAD, &a->m)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        app_free(a);
+        return false;
+    }
+    if (pi_tokenizer_load(a->m->gguf, &a->tok)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;
@@ -109,8 +156,8 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         app_free(a);
         return false;
     }
-    int64_t n_ctx = o->n_ctx ? o->n_ctx : (a->m->hp.n_ctx_train < 4096 ? a->m->hp.n_ctx_train : 4096);
-    if (pi_session_create(a->m, n_ctx, (int)o->threads, &a->s)) {
+    if (!n_ctx) n_ctx = a->m->hp.n_ctx_train < 4096 ? a->m->hp.n_ctx_train : 4096;
+    if (pi_session_create(a->m, n_ctx, (int)o->threads, &a->s) || pi_session_set_offload(a->s, a->off)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;
@@ -144,9 +191,11 @@ bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a) {
         return false;
     }
     if (!user_ctx && hp->n_ctx_train > 0 && hp->n_ctx_train < a->s->n_ctx) {
+        const pi_ffn_mode mode = a->s->ffn_mode;
         pi_session_free(a->s);
-        if (pi_session_create(a->m, hp->n_ctx_train, (int)o->threads, &a->s)) {
-            a->s = NULL;
+        if (pi_session_create(a->m, hp->n_ctx_train, (int)o->threads, &a->s) ||
+            pi_session_set_offload(a->s, a->off) ||
+            pi_session_set_ffn_mode(a->s, mode, o->hot)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             return false;
         }
@@ -156,6 +205,7 @@ bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a) {
 
 void app_free(app *a) {
     pi_session_free(a->s);
+    pi_offload_free(a->off);
     pi_tokenizer_free(a->tok);
     pi_model_free(a->m);
     memset(a, 0, sizeof *a);
@@ -243,4 +293,34 @@ double app_peak_rss_mib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss / 1024.0;
+}
+
+void app_print_offload(const app *a, FILE *f) {
+    if (!a->off) return;
+    const pi_offload *o = a->off;
+    char buf[512];
+    pi_offload_describe(o, buf, sizeof buf);
+    fprintf(f, "%s\n", buf);
+    pi_io_stats io;
+    pi_io_get_stats(o->io, &io);
+    const pi_offload_stats *st = &o->st;
+    const double t = st->tokens ? (double)st->tokens : 1.0;
+    const uint64_t cold = st->hits + st->misses, sel = st->resident + cold;
+    fprintf(f,
+            "per token (%llu decoded): neurons %.0f = %.0f resident + %.0f cache hits + %.0f misses "
+            "(hit rate: cache %.1f%%, overall %.1f%%); reads %.0f (%.0f merged), %.2f MB read; "
+            "I/O wait %.2f ms, FFN %.2f ms%s\n",
+            (unsigned long long)st->tokens, (double)sel / t, (double)st->resident / t, (double)st->hits / t,
+            (double)st->misses / t, cold ? 100.0 * (double)st->hits / (double)cold : 100.0,
+            sel ? 100.0 * (double)(sel - st->misses) / (double)sel : 100.0, (double)st->reads / t,
+            (double)st->merged / t, (double)st->bytes / t * 1e-6, (double)io.wait_ns / t * 1e-6,
+            (double)st->ffn_ns / t * 1e-6, st->waves ? " (cache too small for one pass: split steps)" : "");
+    if (st->prefill_bytes) fprintf(f, "prompt: %.1f MB of FFN streamed\n", (double)st->prefill_bytes * 1e-6);
+}
+
+void app_reset_offload_stats(app *a) {
+    if (!a->off) return;
+    memset(&a->off->st, 0, sizeof a->off->st);
+    pi_io_reset_stats(a->off->io);
+    pi_ncache_reset_stats(a->off->cache);
 }

@@ -28,6 +28,9 @@ typedef struct app_opts {
     bool dense;          /* --dense: never the sparse FFN */
     bool oracle;         /* --predictor oracle: the exact activation mask */
     long hot;            /* --hot N: neurons of each layer's hot prefix */
+    uint64_t mem_budget; /* --mem-budget SIZE: FFN from flash under this budget (0: all in memory) */
+    int io_backend;      /* --io uring|pread (pi_io_backend) */
+    long queue_depth;    /* --qd N */
     pi_sampler_params sp;
 } app_opts;
 
@@ -35,6 +38,7 @@ typedef struct app {
     pi_model *m;
     pi_tokenizer *tok;
     pi_session *s;
+    struct pi_offload *off; /* with --mem-budget */
     double load_s;
 } app;
 
@@ -67,6 +71,12 @@ bool app_tokenize(const char *cmd, const app *a, const char *text, bool special,
 
 /* "dense", "sparse (hot N)" or "oracle" for reports. */
 const char *app_ffn_mode(const app *a);
+
+/* With --mem-budget: where the memory went, and per decoded token: neurons
+   resident / cache hits / misses, reads (merged), MB read, I/O wait and FFN
+   time. Prints nothing otherwise. */
+void app_print_offload(const app *a, FILE *f);
+void app_reset_offload_stats(app *a);
 
 /* Peak resident memory of this process in MiB. */
 double app_peak_rss_mib(void);

@@ -204,12 +204,13 @@ typedef struct {
     void *ctx;
     int64_t n, chunk, dim, n_chunks;
     float *scratch, *result;
+    int64_t c_first; /* phase 1 runs chunks c_first + [c0, c1) */
 } reduce_job;
 
 /* Phase 1: item range [c0, c1) of chunk indices; each chunk's partial is its own row. */
 static void reduce_chunks(void *vctx, int64_t c0, int64_t c1, int tid) {
     reduce_job *j = vctx;
-    for (int64_t c = c0; c < c1; c++) {
+    for (int64_t c = j->c_first + c0; c < j->c_first + c1; c++) {
         float *acc = j->scratch + c * j->dim;
         memset(acc, 0, (size_t)j->dim * sizeof *acc);
         int64_t i0 = c * j->chunk, i1 = i0 + j->chunk < j->n ? i0 + j->chunk : j->n;
@@ -236,7 +237,27 @@ void pi_pool_reduce_f32(pi_pool *p, int64_t n, int64_t chunk, pi_pool_reduce_fn 
         return;
     }
     if (chunk < 1) chunk = 1;
-    reduce_job j = {fn, ctx, n, chunk, dim, (n + chunk - 1) / chunk, scratch, result};
+    reduce_job j = {fn, ctx, n, chunk, dim, (n + chunk - 1) / chunk, scratch, result, 0};
     pi_pool_for_dynamic(p, j.n_chunks, 1, reduce_chunks, &j);
+    pi_pool_for(p, dim, 64, reduce_sum, &j);
+}
+
+void pi_pool_reduce_f32_chunks(pi_pool *p, int64_t n, int64_t chunk, int64_t c0, int64_t c1, pi_pool_reduce_fn fn,
+                               void *ctx, int64_t dim, float *scratch) {
+    if (chunk < 1) chunk = 1;
+    reduce_job j = {fn, ctx, n, chunk, dim, (n + chunk - 1) / chunk, scratch, NULL, c0};
+    if (c1 > j.n_chunks) c1 = j.n_chunks;
+    if (dim <= 0 || c1 <= c0) return;
+    pi_pool_for_dynamic(p, c1 - c0, 1, reduce_chunks, &j);
+}
+
+void pi_pool_reduce_f32_sum(pi_pool *p, int64_t n, int64_t chunk, float *result, int64_t dim, float *scratch) {
+    if (dim <= 0) return;
+    if (chunk < 1) chunk = 1;
+    if (n <= 0) {
+        memset(result, 0, (size_t)dim * sizeof *result);
+        return;
+    }
+    reduce_job j = {NULL, NULL, n, chunk, dim, (n + chunk - 1) / chunk, scratch, result, 0};
     pi_pool_for(p, dim, 64, reduce_sum, &j);
 }

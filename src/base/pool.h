@@ -50,4 +50,11 @@ void pi_pool_for_dynamic(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, vo
 void pi_pool_reduce_f32(pi_pool *p, int64_t n, int64_t chunk, pi_pool_reduce_fn fn, void *ctx,
                         float *result, int64_t dim, float *scratch);
 
+/* pi_pool_reduce_f32 in parts, with the same result: the partials of chunks
+   [c0, c1) into their scratch rows (chunks may be done in any groups, e.g.
+   as their inputs become available), then the sum of all chunks' rows. */
+void pi_pool_reduce_f32_chunks(pi_pool *p, int64_t n, int64_t chunk, int64_t c0, int64_t c1, pi_pool_reduce_fn fn,
+                               void *ctx, int64_t dim, float *scratch);
+void pi_pool_reduce_f32_sum(pi_pool *p, int64_t n, int64_t chunk, float *result, int64_t dim, float *scratch);
+
 #endif

@@ -119,6 +119,9 @@ int64_t pi_gguf_n_tensors(const pi_gguf *g);
 const pi_gguf_tensor *pi_gguf_tensor_at(const pi_gguf *g, int64_t i);
 /* The tensor with this name, or NULL. */
 const pi_gguf_tensor *pi_gguf_find_tensor(const pi_gguf *g, const char *name);
+/* Absolute file offset of a tensor's data (data section start + its
+   offset); the reader has checked that the data lies inside the file. */
+uint64_t pi_gguf_tensor_file_offset(const pi_gguf *g, const pi_gguf_tensor *t);
 
 /* Typed getters. Integer getters accept any integer type whose value fits;
    float getters accept FLOAT32/FLOAT64. PI_ERR_NOT_FOUND when the key is

@@ -643,6 +643,7 @@ bool pi_gguf_is_pwri(const pi_gguf *g) { return g->pwri; }
 uint64_t pi_gguf_alignment(const pi_gguf *g) { return g->alignment; }
 uint64_t pi_gguf_data_offset(const pi_gguf *g) { return g->data_offset; }
 uint64_t pi_gguf_file_size(const pi_gguf *g) { return g->size; }
+uint64_t pi_gguf_tensor_file_offset(const pi_gguf *g, const pi_gguf_tensor *t) { return g->data_offset + t->offset; }
 const uint8_t *pi_gguf_base(const pi_gguf *g) { return g->base; }
 int64_t pi_gguf_n_kv(const pi_gguf *g) { return g->n_kv; }
 int64_t pi_gguf_n_tensors(const pi_gguf *g) { return g->n_tensors; }

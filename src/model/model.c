@@ -2,10 +2,12 @@
  * model.c — binding a GGUF file to a pi_model: hyperparameters from the
  * llama.cpp metadata keys, weight views by llama.cpp tensor names, and shape
  * checks so that the forward pass can trust every dimension it reads.
+ * Bundle files (store/bundle.h) are de-interleaved into owned matrices here.
  */
 #include "model.h"
 
 #include "base/log.h"
+#include "store/bundle.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,8 @@ typedef struct {
     pi_model *m;
     const char *path;
     uint64_t owned_used, owned_cap; /* floats */
+    pi_bundle_layout bl;            /* m->bundled */
+    bool ffn_on_flash;              /* PI_LOAD_FFN_ON_FLASH: views into the file, not copies */
 } loader;
 
 /* "<arch>.<suffix>" */
@@ -186,6 +190,43 @@ static pi_status load_hparams(loader *L, const char *arch) {
     return PI_OK;
 }
 
+/* A bundled layer: record where its bundles are and copy each part into an
+   owned matrix, bound as ffn_gate, ffn_up and ffn_down_t. */
+static pi_status bind_bundles(loader *L, int il) {
+    pi_model *m = L->m;
+    pi_layer *l = &m->layers[il];
+    const pi_bundle_layout *b = &L->bl;
+    const pi_gguf_tensor *t;
+    pi_status st = pi_bundle_tensor(m->gguf, L->path, b, il, &t);
+    if (st) return st;
+    l->bundle = (pi_layer_bundle){t->data, (int64_t)pi_gguf_tensor_file_offset(m->gguf, t), b->stride,
+                                  b->gate_off, b->up_off, b->down_off, true};
+    const size_t off[3] = {b->gate_off, b->up_off, b->down_off}, rb[3] = {b->gate_bytes, b->up_bytes, b->down_bytes};
+    const pi_type type[3] = {b->gate_type, b->up_type, b->down_type};
+    pi_weight *dst[3] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down_t};
+    const int64_t F = b->n_ff;
+    if (L->ffn_on_flash) { /* strided views of the bundles; the offload path never touches them */
+        for (int k = 0; k < 3; k++)
+            *dst[k] = (pi_weight){(const uint8_t *)t->data + off[k], type[k], {b->n_embd, F, 1, 1}, b->stride, t->name};
+        m->weight_bytes += t->nbytes;
+        return PI_OK;
+    }
+    for (int k = 0; k < 3; k++) {
+        size_t bytes = rb[k] * (size_t)F;
+        uint8_t *p = pi_huge_alloc(bytes);
+        if (!p)
+            return pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB for layer %d's FFN", L->path,
+                            (double)bytes / (1 << 20), il);
+        m->owned_ffn[3 * il + k] = p;
+        m->owned_ffn_bytes[3 * il + k] = bytes;
+        const uint8_t *src = (const uint8_t *)t->data + off[k];
+        for (int64_t i = 0; i < F; i++) memcpy(p + (size_t)i * rb[k], src + (size_t)i * b->stride, rb[k]);
+        *dst[k] = (pi_weight){p, type[k], {b->n_embd, F, 1, 1}, rb[k], t->name};
+    }
+    m->weight_bytes += t->nbytes;
+    return PI_OK;
+}
+
 static pi_status bind_layer(loader *L, int il) {
     const pi_hparams *hp = &L->m->hp;
     pi_layer *l = &L->m->layers[il];
@@ -200,12 +241,16 @@ static pi_status bind_layer(loader *L, int il) {
         (st = bind(L, &l->wo, NM(TN_ATTN_OUT), 2, hp->n_head * D, E, 0, true)) ||
         (st = bind(L, &l->ffn_norm, NM(TN_FFN_NORM), 1, E, 0, 0, true)))
         return st;
-    if (!hp->n_expert) {
+    if (L->m->bundled) {
+        if ((st = bind_bundles(L, il))) return st;
+    } else if (!hp->n_expert) {
         if ((st = bind(L, &l->ffn_gate, NM(TN_FFN_GATE), 2, E, F, 0, true)) ||
             (st = bind(L, &l->ffn_up, NM(TN_FFN_UP), 2, E, F, 0, true)) ||
             (st = bind(L, &l->ffn_down_t, NM(TN_FFN_DOWN_T), 2, E, F, 0, false)) ||
             (st = bind(L, &l->ffn_down, NM(TN_FFN_DOWN), 2, F, E, 0, !l->ffn_down_t.data)))
             return st;
+    }
+    if (!hp->n_expert) {
         /* the predictor: both matrices or neither, with one rank */
         if ((st = bind(L, &l->fc1, NM(TN_FC1), 2, E, -1, 0, false)) ||
             (st = bind(L, &l->fc2, NM(TN_FC2), 2, l->fc1.data ? l->fc1.ne[1] : -1, F, 0, false)))
@@ -225,12 +270,18 @@ static pi_status bind_layer(loader *L, int il) {
     return PI_OK;
 }
 
+static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, pi_model **out);
+
 pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out) {
+    return model_from_gguf(g, path, 0, out);
+}
+
+static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, pi_model **out) {
     *out = NULL;
     pi_model *m = calloc(1, sizeof *m);
     if (!m) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     m->gguf = g;
-    loader L = {m, path, 0, 0};
+    loader L = {.m = m, .path = path, .ffn_on_flash = (flags & PI_LOAD_FFN_ON_FLASH) != 0};
     pi_status st;
     pi_gguf_str arch;
     if ((st = pi_gguf_get_str(g, "general.architecture", &arch))) {
@@ -250,6 +301,32 @@ pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out) {
         !(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers))) {
         st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
+    }
+    if (pi_bundle_present(g)) {
+        if ((st = pi_bundle_layout_read(g, path, &L.bl))) goto fail;
+        if (hp->n_expert || hp->act == PI_ACT_SILU) {
+            st = pi_error(PI_ERR_FORMAT, "%s: a bundle file of a %s model (bundles are for dense ReLU/dReLU FFNs)",
+                          path, hp->n_expert ? "mixture-of-experts" : "SiLU");
+            goto fail;
+        }
+        if (L.bl.n_embd != hp->n_embd || L.bl.n_ff != hp->n_ff) {
+            st = pi_error(PI_ERR_FORMAT, "%s: %s = %lld and %s = %lld disagree with the model's %lld and %lld", path,
+                          PI_BUNDLE_KEY_N_EMBD, (long long)L.bl.n_embd, PI_BUNDLE_KEY_N_FF, (long long)L.bl.n_ff,
+                          (long long)hp->n_embd, (long long)hp->n_ff);
+            goto fail;
+        }
+        if (L.bl.n_embd > PI_MAX_ROW) {
+            st = pi_error(PI_ERR_UNSUPPORTED, "%s: rows of %lld elements exceed the limit %d", path,
+                          (long long)L.bl.n_embd, PI_MAX_ROW);
+            goto fail;
+        }
+        m->bundled = true;
+        m->bundle_align = L.bl.align;
+        if (!(m->owned_ffn = calloc((size_t)hp->n_layer * 3, sizeof *m->owned_ffn)) ||
+            !(m->owned_ffn_bytes = calloc((size_t)hp->n_layer * 3, sizeof *m->owned_ffn_bytes))) {
+            st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+            goto fail;
+        }
     }
     L.owned_cap = (uint64_t)hp->n_embd * (uint64_t)(2 * hp->n_layer + 1);
     if (!(m->owned_f32 = malloc(L.owned_cap * sizeof(float)))) {
@@ -302,13 +379,56 @@ fail:
     return st;
 }
 
-pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out) {
+pi_status pi_model_load_ex(const char *path, pi_map_mode mode, unsigned flags, pi_model **out) {
     *out = NULL;
     pi_gguf *g;
     pi_status st = pi_gguf_open_mode(path, mode, &g);
     if (st) return st;
-    if ((st = pi_model_from_gguf(g, path, out))) pi_gguf_close(g);
+    if ((st = model_from_gguf(g, path, flags, out))) pi_gguf_close(g);
     return st;
+}
+
+pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out) {
+    return pi_model_load_ex(path, mode, 0, out);
+}
+
+pi_type pi_weight_down_t_type(const pi_weight *down) {
+    return pi_row_size(down->type, down->ne[1]) ? down->type : PI_TYPE_F32; /* else keep full precision */
+}
+
+#define TRANSPOSE_STRIP 256 /* columns of down dequantized at a time: a multiple of every block size */
+
+pi_status pi_weight_transpose(const pi_weight *d, pi_type t, void *dst) {
+    const int64_t F = d->ne[0], E = d->ne[1]; /* E rows of F */
+    const pi_type_info *ti = pi_type_get(d->type);
+    const size_t rb = pi_row_size(t, E);
+    if (!ti || F % ti->blck || TRANSPOSE_STRIP % ti->blck || !rb)
+        return pi_error(PI_ERR_INVALID, "cannot transpose '%.*s' (%lld x %lld, %s) into rows of %s", (int)d->name.len,
+                        d->name.data ? d->name.data : "", (long long)F, (long long)E, pi_type_name(d->type),
+                        pi_type_name(t));
+    float *strip = malloc((size_t)E * TRANSPOSE_STRIP * sizeof *strip), *row = malloc((size_t)E * sizeof *row);
+    if (!strip || !row) {
+        free(strip);
+        free(row);
+        return pi_error(PI_ERR_NOMEM, "cannot allocate %.1f MiB to transpose a down projection",
+                        (double)E * TRANSPOSE_STRIP * 4 / (1 << 20));
+    }
+    /* block types dequantize block by block, so a strip's values are the
+       whole row's, and each transposed row is quantized once */
+    for (int64_t i0 = 0; i0 < F; i0 += TRANSPOSE_STRIP) {
+        const int64_t n = F - i0 < TRANSPOSE_STRIP ? F - i0 : TRANSPOSE_STRIP;
+        const size_t skip = pi_row_size(d->type, i0);
+        for (int64_t j = 0; j < E; j++)
+            pi_dequantize_row(d->type, (const uint8_t *)d->data + (size_t)j * d->row_bytes + skip,
+                              strip + j * TRANSPOSE_STRIP, n);
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t j = 0; j < E; j++) row[j] = strip[j * TRANSPOSE_STRIP + i];
+            pi_quantize_row(t, row, (uint8_t *)dst + (size_t)(i0 + i) * rb, E);
+        }
+    }
+    free(strip);
+    free(row);
+    return PI_OK;
 }
 
 pi_status pi_model_make_down_t(pi_model *m) {
@@ -320,42 +440,25 @@ pi_status pi_model_make_down_t(pi_model *m) {
         m->owned_down_t_bytes = calloc((size_t)hp->n_layer, sizeof *m->owned_down_t_bytes);
         if (!m->owned_down_t || !m->owned_down_t_bytes) return pi_error(PI_ERR_NOMEM, "out of memory");
     }
-    float *dense = NULL, *row = NULL;
-    pi_status st = PI_OK;
-    for (int64_t il = 0; il < hp->n_layer && !st; il++) {
+    for (int64_t il = 0; il < hp->n_layer; il++) {
         pi_layer *l = &m->layers[il];
         if (l->ffn_down_t.data) continue;
-        const pi_weight *d = &l->ffn_down; /* E rows of F */
-        pi_type t = d->type;
-        size_t rb = pi_row_size(t, E);
-        if (!rb) { /* E not a multiple of the block: keep full precision */
-            t = PI_TYPE_F32;
-            rb = pi_row_size(t, E);
-        }
-        size_t bytes = rb * (size_t)F;
-        if (!dense && (!(dense = malloc((size_t)E * (size_t)F * sizeof *dense)) || !(row = malloc((size_t)E * sizeof *row)))) {
-            st = pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB to transpose the down projections", m->path,
-                          (double)E * (double)F * 4 / (1 << 20));
-            break;
-        }
+        const pi_type t = pi_weight_down_t_type(&l->ffn_down);
+        const size_t rb = pi_row_size(t, E), bytes = rb * (size_t)F;
         uint8_t *dst = pi_huge_alloc(bytes);
-        if (!dst) {
-            st = pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB for transposed down projections", m->path,
-                          (double)bytes / (1 << 20));
-            break;
-        }
-        for (int64_t j = 0; j < E; j++) pi_weight_row_f32(d, j, dense + j * F);
-        for (int64_t i = 0; i < F; i++) {
-            for (int64_t j = 0; j < E; j++) row[j] = dense[j * F + i];
-            pi_quantize_row(t, row, dst + (size_t)i * rb, E);
+        if (!dst)
+            return pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB for transposed down projections", m->path,
+                            (double)bytes / (1 << 20));
+        pi_status st = pi_weight_transpose(&l->ffn_down, t, dst);
+        if (st) {
+            pi_huge_free(dst, bytes);
+            return pi_error_prefix(st, "%s: layer %lld", m->path, (long long)il);
         }
         m->owned_down_t[il] = dst;
         m->owned_down_t_bytes[il] = bytes;
         l->ffn_down_t = (pi_weight){dst, t, {E, F, 1, 1}, rb, {0, NULL}};
     }
-    free(dense);
-    free(row);
-    return st;
+    return PI_OK;
 }
 
 void pi_model_free(pi_model *m) {
@@ -364,6 +467,9 @@ void pi_model_free(pi_model *m) {
         pi_huge_free(m->owned_down_t[il], m->owned_down_t_bytes[il]);
     free(m->owned_down_t);
     free(m->owned_down_t_bytes);
+    for (int64_t i = 0; m->owned_ffn && i < 3 * m->hp.n_layer; i++) pi_huge_free(m->owned_ffn[i], m->owned_ffn_bytes[i]);
+    free(m->owned_ffn);
+    free(m->owned_ffn_bytes);
     pi_gguf_close(m->gguf);
     free(m->layers);
     free(m->owned_f32);
@@ -381,14 +487,18 @@ uint64_t pi_model_bytes_per_token(const pi_model *m) {
         const pi_weight *ws[] = {&l->attn_norm, &l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_norm,
                                  &l->ffn_gate, &l->ffn_up, l->ffn_down.data ? &l->ffn_down : &l->ffn_down_t,
                                  &l->ffn_gate_inp};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (ws[i]->data) b += ws[i]->row_bytes * (uint64_t)ws[i]->ne[1];
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) /* rows, not strides: bundle views are strided */
+            b += pi_weight_nbytes(ws[i]);
         if (hp->n_expert) { /* n_expert_used of the experts' matrices */
             const pi_weight *es[] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
             for (size_t i = 0; i < 3; i++) b += es[i]->row_bytes * (uint64_t)es[i]->ne[1] * (uint64_t)hp->n_expert_used;
         }
     }
     return b;
+}
+
+size_t pi_weight_nbytes(const pi_weight *w) {
+    return w->data ? pi_row_size(w->type, w->ne[0]) * (size_t)(w->ne[1] * (w->ne[2] ? w->ne[2] : 1) * (w->ne[3] ? w->ne[3] : 1)) : 0;
 }
 
 void pi_weight_row_f32(const pi_weight *w, int64_t row, float *out) {

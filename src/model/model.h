@@ -6,6 +6,12 @@
  * sessions. Weight views point into the file mapping (zero-copy); only small
  * vectors stored in a non-F32 type (norms) are converted into owned F32 copies.
  *
+ * A bundle file (store/bundle.h) stores each dense layer's FFN as one
+ * bundle per neuron; loading it de-interleaves the bundles into owned
+ * contiguous gate, up and down_t matrices, so every forward path reads the
+ * same pi_weights as for any other file, and records where the bundles are
+ * (pi_layer.bundle) for readers that stream them from flash.
+ *
  * Tensor names and metadata keys are llama.cpp's (one table in model.c).
  * Shapes follow GGUF: ne[0] is the row length, so a matrix that maps n_in
  * inputs to n_out outputs has ne = {n_in, n_out} and n_out rows.
@@ -53,6 +59,16 @@ typedef struct pi_weight {
     pi_gguf_str name;   /* the tensor's name, for messages */
 } pi_weight;
 
+/* Where a layer's bundles are (bundle files only; see store/bundle.h). */
+typedef struct pi_layer_bundle {
+    const void *data;     /* bundle 0 inside the mapping; bundle i at data + i * stride */
+    int64_t file_off;     /* absolute file offset of bundle 0 (a multiple of 4096) */
+    size_t stride;        /* bytes from one bundle to the next */
+    size_t gate_off, up_off, down_off; /* the parts inside a bundle; their types and sizes
+                                          are ffn_gate's, ffn_up's and ffn_down_t's */
+    bool present;
+} pi_layer_bundle;
+
 typedef struct pi_layer {
     pi_weight attn_norm;             /* (n_embd) F32 */
     pi_weight wq, wk, wv, wo;        /* (n_embd -> n_head*head_dim), (-> n_head_kv*head_dim) x2, (-> n_embd) */
@@ -67,6 +83,9 @@ typedef struct pi_layer {
     pi_weight ffn_gate_inp;          /* (n_embd -> n_expert) */
     pi_weight ffn_gate_exps, ffn_up_exps; /* (n_embd -> n_ff) x n_expert */
     pi_weight ffn_down_exps;         /* (n_ff -> n_embd) x n_expert */
+    pi_layer_bundle bundle;          /* bundle files: the FFN as stored (ffn_gate, ffn_up and
+                                        ffn_down_t are owned copies de-interleaved from it, or
+                                        views into it with PI_LOAD_FFN_ON_FLASH) */
 } pi_layer;
 
 typedef struct pi_model {
@@ -79,12 +98,17 @@ typedef struct pi_model {
     bool tied_output;
     bool pwri;              /* PowerInfer "PWRI" file */
     bool has_predictor;     /* every layer has fc1/fc2 */
+    bool bundled;           /* a bundle file: every layer's FFN came from blk.N.ffn_bundle */
+    uint32_t bundle_align;  /* its pinfer.bundle.align (0: packed) */
     float sparse_threshold; /* a neuron is predicted active when its fc2 logit >= this */
     float *layer_threshold; /* (n_layer) per-layer thresholds (pinfer.predictor.thresholds), or NULL */
     pi_layer *layers;       /* n_layer */
     float *owned_f32;       /* norm vectors converted to F32 */
     void **owned_down_t;    /* (n_layer) transposed down matrices made by pi_model_make_down_t */
     size_t *owned_down_t_bytes;
+    void **owned_ffn;       /* (n_layer, 3) bundle files: gate, up, down_t de-interleaved (entries
+                               NULL with PI_LOAD_FFN_ON_FLASH) */
+    size_t *owned_ffn_bytes;
     uint64_t weight_bytes;  /* bytes of all tensors bound */
 } pi_model;
 
@@ -93,6 +117,13 @@ typedef struct pi_model {
    Errors name the missing tensor or key, the unsupported architecture or
    type, or the shape that does not agree. */
 pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out);
+
+/* pi_model_load with flags. PI_LOAD_FFN_ON_FLASH (bundle files, with
+   PI_MAP_FILE): ffn_gate/ffn_up/ffn_down_t are strided views of the bundles
+   in the mapping instead of de-interleaved copies, so loading reads none of
+   the FFN; model/offload.h reads it from flash instead. */
+#define PI_LOAD_FFN_ON_FLASH 1u
+pi_status pi_model_load_ex(const char *path, pi_map_mode mode, unsigned flags, pi_model **out);
 
 /* Bind a model to an already-open GGUF (taking ownership of g on success). */
 pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out);
@@ -110,6 +141,23 @@ uint64_t pi_model_bytes_per_token(const pi_model *m);
    type's rounding once. Costs the down matrices' size in memory again.
    Not thread-safe; call before sessions use the model. */
 pi_status pi_model_make_down_t(pi_model *m);
+
+/* The type of a transposed down matrix (ffn_down_t) made from `down`:
+   down's own type when rows of down->ne[1] elements are whole blocks of it,
+   else F32. */
+pi_type pi_weight_down_t_type(const pi_weight *down);
+
+/* Transpose a down matrix (ne = {n_ff, n_embd}) into dst: n_ff rows of
+   n_embd in type t (pi_weight_down_t_type), row i = column i of down,
+   dequantized and quantized again for block types. The rows are exactly
+   those pi_model_make_down_t makes. Works through down in strips of columns,
+   so it needs only n_embd * 256 floats besides dst. PI_ERR_NOMEM;
+   PI_ERR_INVALID when a row of n_ff is not whole blocks. Thread-safe. */
+pi_status pi_weight_transpose(const pi_weight *down, pi_type t, void *dst);
+
+/* Bytes of a weight's elements (rows of ne[0] in its type; a strided view
+   counts its rows, not its strides). */
+size_t pi_weight_nbytes(const pi_weight *w);
 
 /* Dequantize row `row` of a weight matrix into out[0..ne[0]). */
 void pi_weight_row_f32(const pi_weight *w, int64_t row, float *out);

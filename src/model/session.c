@@ -10,6 +10,9 @@
  */
 #include "session.h"
 
+#include "base/timer.h"
+#include "offload.h"
+
 #include "base/log.h"
 
 #include <math.h>
@@ -28,16 +31,76 @@
    depend on the thread count. A multiple of 16, the widest row tile. */
 #define MATMUL_BLOCK_ROWS 256
 
-static void *xalloc(size_t n, pi_status *st) {
+/* Allocations of a session: counted, and made unless only counting. */
+typedef struct {
+    pi_status st;
+    bool dry;      /* count only */
+    size_t total, kv;
+} allocator;
+
+static void *xalloc(size_t n, allocator *a) {
     void *p = NULL;
-    if (*st) return NULL;
     if (n == 0) n = 1;
+    a->total += n;
+    if (a->st || a->dry) return NULL;
     if (posix_memalign(&p, 64, n)) {
-        *st = PI_ERR_NOMEM;
+        a->st = PI_ERR_NOMEM;
         return NULL;
     }
     memset(p, 0, n);
     return p;
+}
+
+/* Every buffer of a session (or with a->dry, only their sizes). */
+static void session_buffers(pi_session *s, const pi_model *m, int64_t n_ctx, allocator *st) {
+    const pi_hparams *hp = &m->hp;
+    const size_t B = PI_MAX_BATCH, f = sizeof(float);
+    const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
+    int64_t widest = E > hp->n_ff ? E : hp->n_ff;
+    if (QD > widest) widest = QD;
+    s->xb_dim = E > QD ? E : QD;
+    s->xq_blocks = widest / 32 + 1;
+    size_t kv_bytes = (size_t)hp->n_layer * (size_t)n_ctx * (size_t)KV * f;
+    st->kv = 2 * kv_bytes;
+    s->k_cache = xalloc(kv_bytes, st);
+    s->v_cache = xalloc(kv_bytes, st);
+    s->x = xalloc(B * (size_t)E * f, st);
+    s->xb = xalloc(B * (size_t)s->xb_dim * f, st);
+    s->xb2 = xalloc(B * (size_t)E * f, st);
+    s->q = xalloc(B * (size_t)QD * f, st);
+    s->att = xalloc((size_t)hp->n_head * (size_t)n_ctx * f, st);
+    s->hb = xalloc(B * (size_t)hp->n_ff * f, st);
+    s->hb2 = xalloc(B * (size_t)hp->n_ff * f, st);
+    s->logits = xalloc((size_t)hp->n_vocab * f, st);
+    s->rope_inv_freq = xalloc((size_t)(hp->n_rot / 2) * f, st);
+    s->xq = xalloc(B * (size_t)s->xq_blocks * sizeof(pi_block_q8_0), st);
+    s->router = xalloc((size_t)(hp->n_expert + 1) * f, st);
+    s->moe_out = xalloc(2 * (size_t)E * f, st);
+    s->reduce_scratch = xalloc((size_t)DOWN_T_CHUNKS * (size_t)E * f, st);
+    s->stream_acc = xalloc(B * 2 * (size_t)E * f, st);
+    int64_t rank = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].fc1.data && m->layers[il].fc1.ne[1] > rank) rank = m->layers[il].fc1.ne[1];
+    s->sp_idx = xalloc((size_t)hp->n_ff * sizeof(int32_t), st);
+    s->sp_val = xalloc((size_t)(hp->n_ff > rank ? hp->n_ff : rank) * f, st);
+    s->sp_pred = xalloc((size_t)hp->n_ff * f, st);
+    s->sp_stats = xalloc((size_t)hp->n_layer * sizeof(pi_sparse_stats), st);
+    s->sp_xq = xalloc((size_t)(E / 32 + 1) * sizeof(pi_block_q8_0), st);
+    s->sp_row = xalloc(3 * (size_t)hp->n_ff * sizeof(const uint8_t *), st);
+}
+
+uint64_t pi_session_bytes(const pi_model *m, int64_t n_ctx) {
+    pi_session s = {0};
+    allocator a = {PI_OK, true, 0, 0};
+    session_buffers(&s, m, n_ctx <= 0 ? m->hp.n_ctx_train : n_ctx, &a);
+    return a.total;
+}
+
+uint64_t pi_session_kv_bytes(const pi_model *m, int64_t n_ctx) {
+    pi_session s = {0};
+    allocator a = {PI_OK, true, 0, 0};
+    session_buffers(&s, m, n_ctx <= 0 ? m->hp.n_ctx_train : n_ctx, &a);
+    return a.kv;
 }
 
 pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_session **out) {
@@ -55,41 +118,13 @@ pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_
         free(s);
         return st;
     }
-    const size_t B = PI_MAX_BATCH, f = sizeof(float);
-    const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
-    int64_t widest = E > hp->n_ff ? E : hp->n_ff;
-    if (QD > widest) widest = QD;
-    s->xb_dim = E > QD ? E : QD;
-    s->xq_blocks = widest / 32 + 1;
-    size_t kv_bytes = (size_t)hp->n_layer * (size_t)n_ctx * (size_t)KV * f;
-    s->k_cache = xalloc(kv_bytes, &st);
-    s->v_cache = xalloc(kv_bytes, &st);
-    s->x = xalloc(B * (size_t)E * f, &st);
-    s->xb = xalloc(B * (size_t)s->xb_dim * f, &st);
-    s->xb2 = xalloc(B * (size_t)E * f, &st);
-    s->q = xalloc(B * (size_t)QD * f, &st);
-    s->att = xalloc((size_t)hp->n_head * (size_t)n_ctx * f, &st);
-    s->hb = xalloc(B * (size_t)hp->n_ff * f, &st);
-    s->hb2 = xalloc(B * (size_t)hp->n_ff * f, &st);
-    s->logits = xalloc((size_t)hp->n_vocab * f, &st);
-    s->rope_inv_freq = xalloc((size_t)(hp->n_rot / 2) * f, &st);
-    s->xq = xalloc(B * (size_t)s->xq_blocks * sizeof(pi_block_q8_0), &st);
-    s->router = xalloc((size_t)(hp->n_expert + 1) * f, &st);
-    s->moe_out = xalloc(2 * (size_t)E * f, &st);
-    s->reduce_scratch = xalloc((size_t)DOWN_T_CHUNKS * (size_t)E * f, &st);
-    int64_t rank = 0;
-    for (int64_t il = 0; il < hp->n_layer; il++)
-        if (m->layers[il].fc1.data && m->layers[il].fc1.ne[1] > rank) rank = m->layers[il].fc1.ne[1];
-    s->sp_idx = xalloc((size_t)hp->n_ff * sizeof(int32_t), &st);
-    s->sp_val = xalloc((size_t)(hp->n_ff > rank ? hp->n_ff : rank) * f, &st);
-    s->sp_pred = xalloc((size_t)hp->n_ff * f, &st);
-    s->sp_stats = xalloc((size_t)hp->n_layer * sizeof(pi_sparse_stats), &st);
-    s->sp_xq = xalloc((size_t)(E / 32 + 1) * sizeof(pi_block_q8_0), &st);
-    s->sp_row = xalloc(3 * (size_t)hp->n_ff * sizeof(const uint8_t *), &st);
+    allocator al = {PI_OK, false, 0, 0};
+    session_buffers(s, m, n_ctx, &al);
+    st = al.st;
     if (st) {
         pi_session_free(s);
         return pi_error(PI_ERR_NOMEM, "session: cannot allocate %.1f MiB of KV cache and scratch for context %lld",
-                        (double)(2 * kv_bytes) / (1 << 20), (long long)n_ctx);
+                        (double)al.total / (1 << 20), (long long)n_ctx);
     }
     for (int64_t i = 0; i < hp->n_rot / 2; i++)
         s->rope_inv_freq[i] = (float)pow((double)hp->rope_freq_base, -2.0 * (double)i / (double)hp->n_rot);
@@ -121,6 +156,7 @@ void pi_session_free(pi_session *s) {
     free(s->sp_stats);
     free(s->sp_xq);
     free(s->sp_row);
+    free(s->stream_acc);
     free(s);
 }
 
@@ -501,6 +537,15 @@ static void sparse_finish(pi_session *s, int64_t il, int64_t n) {
                        s->reduce_scratch);
 }
 
+/* The session's hot prefix [0, hot) as one dense cluster: sp_val of the
+   first hot list entries, from rows [0, hot) of gate and up. */
+static void hot_cluster(pi_session *s, const pi_weight *gate, const pi_weight *up) {
+    if (s->hot <= 0) return;
+    matmul(s, gate, 0, s->hot, s->xb, s->xb_dim, 1, s->hb, s->hot);
+    matmul(s, up, 0, s->hot, s->xb, s->xb_dim, 1, s->hb2, s->hot);
+    for (int64_t i = 0; i < s->hot; i++) s->sp_val[i] = activation(s->m->hp.act, s->hb[i], s->hb2[i]);
+}
+
 /* The FFN input of row 0 of xb in the form the gate and up kernels take. */
 static cold_job cold_input(pi_session *s, int64_t first) {
     const void *xq = s->xb;
@@ -539,12 +584,8 @@ static void ffn_sparse(pi_session *s, int64_t il) {
         n = sparse_select(s, il, s->hot);
         if (s->sp_check) sparse_check(s, il, n);
         first = s->hot;
-        if (s->hot > 0) { /* the hot prefix as one dense cluster */
-            matmul(s, &l->ffn_gate, 0, s->hot, s->xb, s->xb_dim, 1, s->hb, s->hot);
-            matmul(s, &l->ffn_up, 0, s->hot, s->xb, s->xb_dim, 1, s->hb2, s->hot);
-            for (int64_t i = 0; i < s->hot; i++) s->sp_val[i] = activation(hp->act, s->hb[i], s->hb2[i]);
-            st->bytes += (l->ffn_gate.row_bytes + l->ffn_up.row_bytes) * (uint64_t)s->hot;
-        }
+        hot_cluster(s, &l->ffn_gate, &l->ffn_up);
+        st->bytes += (l->ffn_gate.row_bytes + l->ffn_up.row_bytes) * (uint64_t)s->hot;
         cj = cold_input(s, first);
     }
     for (int64_t k = 0; k < n; k++) {
@@ -562,36 +603,301 @@ static void ffn_sparse(pi_session *s, int64_t il) {
     sparse_finish(s, il, n);
 }
 
-static void ffn(pi_session *s, int64_t il, int64_t nb) {
+/* ---- FFN from flash (model/offload.h) ---- */
+
+typedef struct {
+    cold_job c;
+    const int64_t *list; /* list entries to compute */
+} list_job;
+
+static void list_rows(void *ctx, int64_t i0, int64_t i1, int tid) {
+    list_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) cold_rows(&j->c, j->list[i] - j->c.first, j->list[i] - j->c.first + 1, tid);
+}
+
+static void compute_list(pi_session *s, const cold_job *cj, const int64_t *list, int64_t n) {
+    if (n <= 0) return;
+    list_job j = {*cj, list};
+    j.c.first = 0;
+    pi_pool_for_dynamic(s->pool, n, 8, list_rows, &j);
+}
+
+static void set_rows(pi_session *s, int64_t k, const uint8_t *g, const uint8_t *u, const uint8_t *d) {
+    s->sp_row[3 * k] = g;
+    s->sp_row[3 * k + 1] = u;
+    s->sp_row[3 * k + 2] = d;
+}
+
+/* The cache slot list entry k's rows were placed in. */
+static int64_t miss_slot(const pi_session *s, int64_t k) {
+    const pi_offload *o = s->off;
+    return (int64_t)((size_t)(s->sp_row[3 * k] - o->part_off[0] - pi_ncache_slot(o->cache, 0)) / o->stride);
+}
+
+/* Issue the reads of the wave's misses o->miss[0, n_miss): neighbouring
+   neurons go in one read (up to max_merge bundles), each bundle into its
+   own slot. Returns the number of reads. */
+static pi_status issue_reads(pi_session *s, int64_t il, int64_t n_miss, int64_t *n_runs) {
+    pi_offload *o = s->off;
+    int64_t r = 0;
+    for (int64_t m = 0; m < n_miss; m++) {
+        int64_t k = o->miss[m];
+        if (m > 0 && s->sp_idx[k] == s->sp_idx[o->miss[m - 1]] + 1 && o->run_len[r - 1] < o->max_merge) {
+            o->run_len[r - 1]++;
+        } else {
+            o->run_first[r] = m;
+            o->run_len[r++] = 1;
+        }
+        o->iov[m] = (struct iovec){(void *)(s->sp_row[3 * k] - o->part_off[0]), o->stride};
+    }
+    for (int64_t i = 0; i < r; i++) {
+        int64_t k = o->miss[o->run_first[i]];
+        o->reqs[i] = (pi_io_req){o->bundle_off[il] + (int64_t)s->sp_idx[k] * (int64_t)o->stride,
+                                 &o->iov[o->run_first[i]], o->run_len[i], (uint64_t)i};
+        o->st.merged += o->run_len[i] > 1;
+    }
+    o->st.reads += (uint64_t)r;
+    o->st.bytes += (uint64_t)n_miss * o->stride;
+    *n_runs = r;
+    return r ? pi_io_submit(o->io, o->reqs, (int)r) : PI_OK;
+}
+
+/* The sparse FFN of one token with the rows in the hot region, the neuron
+   cache, or on flash. The list is processed in waves of whole down chunks
+   (one wave unless the cache cannot hold a layer's misses at once): pin what
+   is cached, read the misses, compute the resident and cached neurons while
+   the reads run, then each read's neurons as it completes, then the wave's
+   chunk partials. The result equals ffn_sparse's bit for bit. */
+static pi_status ffn_offload(pi_session *s, int64_t il) {
+    pi_offload *o = s->off;
+    const pi_hparams *hp = &s->m->hp;
+    const int64_t E = hp->n_embd, Hres = o->hot[il];
+    const pi_weight *hw = &o->hot_w[3 * il];
+    pi_sparse_stats *st = &s->sp_stats[il];
+    uint64_t t0 = pi_time_ns();
+    s->sp_types = (pi_ffn_types){o->part_type[0], o->part_type[1], o->part_type[2]};
+    const int64_t n = sparse_select(s, il, s->hot);
+    hot_cluster(s, &hw[0], &hw[1]);
+    for (int64_t k = 0; k < s->hot; k++)
+        set_rows(s, k, NULL, NULL, (const uint8_t *)hw[2].data + (size_t)k * hw[2].row_bytes);
+    cold_job cj = cold_input(s, 0);
+    const int64_t q = n > 0 ? (n + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS : 1, n_chunks = (n + q - 1) / q;
+    sparse_down_job dj = {s, E, s->k->axpy[s->sp_types.down]};
+    for (int64_t c0 = 0; c0 < n_chunks;) {
+        int64_t n_ready = 0, n_miss = 0, c1 = c0;
+        for (; c1 < n_chunks; c1++) {
+            const int64_t mark_m = n_miss, mark_r = n_ready;
+            uint64_t resident = 0, hits = 0;
+            int64_t k = c1 * q > s->hot ? c1 * q : s->hot, k_end = (c1 + 1) * q < n ? (c1 + 1) * q : n;
+            bool fits = true;
+            for (; k < k_end; k++) {
+                const int64_t i = s->sp_idx[k];
+                if (i < Hres) {
+                    set_rows(s, k, (const uint8_t *)hw[0].data + (size_t)i * hw[0].row_bytes,
+                             (const uint8_t *)hw[1].data + (size_t)i * hw[1].row_bytes,
+                             (const uint8_t *)hw[2].data + (size_t)i * hw[2].row_bytes);
+                    o->ready[n_ready++] = k;
+                    resident++;
+                    continue;
+                }
+                int64_t slot = pi_ncache_get(o->cache, il, i);
+                const bool hit = slot >= 0;
+                if (!hit && (slot = pi_ncache_alloc(o->cache, il, i)) < 0) {
+                    fits = false;
+                    break;
+                }
+                const uint8_t *b = pi_ncache_slot(o->cache, slot);
+                set_rows(s, k, b + o->part_off[0], b + o->part_off[1], b + o->part_off[2]);
+                if (hit) o->ready[n_ready++] = k; /* computed while the misses are read */
+                else o->miss[n_miss++] = k;
+                hits += hit;
+            }
+            if (!fits) { /* this chunk does not fit beside the wave: undo its misses */
+                for (int64_t m = mark_m; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(s, o->miss[m]));
+                n_miss = mark_m;
+                n_ready = mark_r;
+                break;
+            }
+            o->st.resident += resident;
+            o->st.hits += hits;
+            o->st.misses += (uint64_t)(n_miss - mark_m);
+        }
+        if (c1 == c0)
+            return pi_error(PI_ERR_NOMEM, "%s: the neuron cache (%lld slots) cannot hold one chunk of layer %lld's "
+                            "neurons", o->path, (long long)pi_ncache_slots(o->cache), (long long)il);
+        int64_t n_runs = 0;
+        pi_status err = issue_reads(s, il, n_miss, &n_runs);
+        compute_list(s, &cj, o->ready, n_ready);
+        for (int64_t done = 0; !err && done < n_runs;) {
+            int got = pi_io_reap(o->io, o->tags, (int)(n_runs - done), true);
+            if (got < 0) {
+                err = PI_ERR_IO;
+                break;
+            }
+            int64_t nr = 0;
+            for (int g = 0; g < got; g++)
+                for (int32_t b = 0; b < o->run_len[o->tags[g]]; b++) o->ready[nr++] = o->miss[o->run_first[o->tags[g]] + b];
+            compute_list(s, &cj, o->ready, nr);
+            done += got;
+        }
+        if (err) { /* the slots of this wave's reads hold nothing usable */
+            for (int64_t m = 0; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(s, o->miss[m]));
+            pi_ncache_next_epoch(o->cache);
+            return err;
+        }
+        pi_pool_reduce_f32_chunks(s->pool, n, q, c0, c1, sparse_down_chunk, &dj, E, s->reduce_scratch);
+        pi_ncache_next_epoch(o->cache);
+        if (c0 > 0 || c1 < n_chunks) o->st.waves++;
+        c0 = c1;
+    }
+    pi_pool_reduce_f32_sum(s->pool, n, q, s->xb2, E, s->reduce_scratch);
+    int64_t a = 0;
+    for (int64_t k = 0; k < n; k++) a += s->sp_val[k] != 0.0f;
+    st->tokens++;
+    st->predicted += (uint64_t)n;
+    st->computed += (uint64_t)n;
+    st->active += (uint64_t)a;
+    o->st.ffn_ns += pi_time_ns() - t0;
+    return PI_OK;
+}
+
+typedef struct {
+    pi_session *s;
+    const uint8_t *down; /* the piece's first bundle's down row */
+    size_t stride;
+    int64_t i0, rows, q, F, E;
+} stream_down_job;
+
+/* For tokens [b0, b1): add the piece's neurons to the running chunk
+   partial, closing a chunk (sum += partial) at each chunk boundary: the
+   order of matmul_down_t's reduction, neuron by neuron. */
+static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
+    (void)tid;
+    stream_down_job *j = ctx;
+    pi_session *s = j->s;
+    pi_axpy_fn axpy = s->k->axpy[s->sp_types.down];
+    for (int64_t b = b0; b < b1; b++) {
+        float *part = s->stream_acc + b * j->E, *sum = s->stream_acc + (PI_MAX_BATCH + b) * j->E;
+        const float *h = s->hb + b * j->F;
+        for (int64_t r = 0; r < j->rows; r++) {
+            int64_t i = j->i0 + r;
+            if (i % j->q == 0 && i > 0) {
+                for (int64_t d = 0; d < j->E; d++) sum[d] += part[d];
+                memset(part, 0, (size_t)j->E * sizeof *part);
+            }
+            if (h[i] != 0.0f) axpy(j->E, h[i], j->down + (size_t)r * j->stride, part);
+        }
+    }
+}
+
+/* The dense FFN of a prompt batch with the FFN on flash: each layer's
+   bundles stream through two buffers (the next piece is read while this
+   one is computed), giving exactly the in-memory dense result. */
+static pi_status ffn_stream(pi_session *s, int64_t il, int64_t nb) {
+    pi_offload *o = s->off;
+    const pi_hparams *hp = &s->m->hp;
+    const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows;
+    const int64_t q = (F + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS;
+    s->sp_types = (pi_ffn_types){o->part_type[0], o->part_type[1], o->part_type[2]};
+    memset(s->stream_acc, 0, 2 * PI_MAX_BATCH * (size_t)E * sizeof(float));
+    struct iovec iov[2];
+    pi_status err = PI_OK;
+    for (int64_t i0 = 0, p = 0; i0 < F; i0 += R, p ^= 1) {
+        const int64_t rows = F - i0 < R ? F - i0 : R;
+        if (i0 == 0) { /* the first piece; later ones were issued one piece ahead */
+            iov[0] = (struct iovec){o->stream_buf[0], (size_t)rows * o->stride};
+            pi_io_req rq = {o->bundle_off[il], &iov[0], 1, 0};
+            if ((err = pi_io_submit(o->io, &rq, 1))) return err;
+        }
+        uint64_t tag;
+        if (pi_io_reap(o->io, &tag, 1, true) != 1) return PI_ERR_IO;
+        if (i0 + R < F) {
+            const int64_t next = F - i0 - R < R ? F - i0 - R : R;
+            iov[p ^ 1] = (struct iovec){o->stream_buf[p ^ 1], (size_t)next * o->stride};
+            pi_io_req rq = {o->bundle_off[il] + (i0 + R) * (int64_t)o->stride, &iov[p ^ 1], 1, 0};
+            if ((err = pi_io_submit(o->io, &rq, 1))) return err;
+        }
+        o->st.prefill_bytes += (uint64_t)rows * o->stride;
+        const uint8_t *buf = o->stream_buf[p];
+        pi_weight g = {buf + o->part_off[0], o->part_type[0], {E, rows, 1, 1}, o->stride, {0, NULL}};
+        pi_weight u = {buf + o->part_off[1], o->part_type[1], {E, rows, 1, 1}, o->stride, {0, NULL}};
+        matmul(s, &g, 0, rows, s->xb, s->xb_dim, nb, s->hb + i0, F);
+        matmul(s, &u, 0, rows, s->xb, s->xb_dim, nb, s->hb2 + i0, F);
+        for (int64_t b = 0; b < nb; b++) ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
+        stream_down_job dj = {s, buf + o->part_off[2], o->stride, i0, rows, q, F, E};
+        pi_pool_for(s->pool, nb, 1, stream_down, &dj);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        float *part = s->stream_acc + b * E, *sum = s->stream_acc + (PI_MAX_BATCH + b) * E;
+        for (int64_t d = 0; d < E; d++) s->xb2[b * E + d] = sum[d] + part[d];
+    }
+    invalidate_input(s);
+    return PI_OK;
+}
+
+/* Row `tok` of the token embedding, from flash when it is not resident. */
+static pi_status embedding_row(pi_session *s, int32_t tok, float *out) {
+    const pi_weight *w = &s->m->tok_embd;
+    if (!s->off || !s->off->embd_on_flash) {
+        pi_weight_row_f32(w, tok, out);
+        return PI_OK;
+    }
+    pi_offload *o = s->off;
+    pi_status st = pi_io_read(o->io, o->embd_off + (int64_t)tok * (int64_t)w->row_bytes, o->embd_buf, w->row_bytes);
+    if (st) return st;
+    o->st.bytes += w->row_bytes;
+    pi_weight row = *w;
+    row.data = o->embd_buf;
+    pi_weight_row_f32(&row, 0, out);
+    return PI_OK;
+}
+
+pi_status pi_session_set_offload(pi_session *s, pi_offload *off) {
+    if (off && (off->n_layer != s->m->hp.n_layer || off->n_ff != s->m->hp.n_ff))
+        return pi_error(PI_ERR_INVALID, "the offload state belongs to another model");
+    s->off = off;
+    return PI_OK;
+}
+
+static pi_status ffn(pi_session *s, int64_t il, int64_t nb) {
     const pi_hparams *hp = &s->m->hp;
     const pi_layer *l = &s->m->layers[il];
     const int64_t E = hp->n_embd;
+    pi_status st = PI_OK;
     for (int64_t b = 0; b < nb; b++)
         rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->ffn_norm.data, E, hp->rms_eps);
     invalidate_input(s);
     if (s->ffn_mode != PI_FFN_DENSE && nb == 1) {
-        ffn_sparse(s, il);
+        if (s->off) st = ffn_offload(s, il);
+        else ffn_sparse(s, il);
+    } else if (s->off) {
+        st = ffn_stream(s, il, nb);
     } else if (!hp->n_expert) {
         ffn_expert(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, 0, s->xb, nb, s->xb2);
     } else {
         /* routing differs per token: tokens go one at a time */
         for (int64_t b = 0; b < nb; b++) moe_token(s, l, b);
     }
+    if (st) return st;
     for (int64_t i = 0; i < nb * E; i++) s->x[i] += s->xb2[i];
+    return PI_OK;
 }
 
 /* nb tokens at positions pos0..; logits of the last token into s->logits,
-   and of every token into all_logits when it is not NULL. */
-static void forward(pi_session *s, const int32_t *tokens, int64_t nb, int64_t pos0, float *all_logits) {
+   and of every token into all_logits when it is not NULL. Fails only when
+   the FFN is read from flash and a read fails. */
+static pi_status forward(pi_session *s, const int32_t *tokens, int64_t nb, int64_t pos0, float *all_logits) {
     const pi_model *m = s->m;
     const pi_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
-    for (int64_t b = 0; b < nb; b++) pi_weight_row_f32(&m->tok_embd, tokens[b], s->x + b * E);
+    pi_status st;
+    for (int64_t b = 0; b < nb; b++)
+        if ((st = embedding_row(s, tokens[b], s->x + b * E))) return st;
     s->cur_pos0 = pos0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         s->cur_layer = il;
         attention(s, il, pos0, nb);
-        ffn(s, il, nb);
+        if ((st = ffn(s, il, nb))) return st;
     }
     int64_t first = all_logits ? 0 : nb - 1;
     for (int64_t b = first; b < nb; b++)
@@ -603,6 +909,8 @@ static void forward(pi_session *s, const int32_t *tokens, int64_t nb, int64_t po
     } else {
         matmul(s, &m->output, 0, hp->n_vocab, s->xb + first * s->xb_dim, s->xb_dim, 1, s->logits, hp->n_vocab);
     }
+    if (s->off && nb == 1) s->off->st.tokens++;
+    return PI_OK;
 }
 
 static pi_status decode(pi_session *s, const int32_t *tokens, int64_t n, float *all_logits) {
@@ -616,7 +924,8 @@ static pi_status decode(pi_session *s, const int32_t *tokens, int64_t n, float *
                             (long long)i, (long long)hp->n_vocab);
     for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
         int64_t nb = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
-        forward(s, tokens + i, nb, s->n_past, all_logits ? all_logits + i * hp->n_vocab : NULL);
+        pi_status st = forward(s, tokens + i, nb, s->n_past, all_logits ? all_logits + i * hp->n_vocab : NULL);
+        if (st) return st;
         s->n_past += nb;
     }
     return PI_OK;

@@ -84,6 +84,8 @@ typedef struct pi_session {
     float *router;         /* (n_expert) */
     float *moe_out;        /* (2, n_embd): the mix, and one expert's output */
     float *reduce_scratch; /* (64, n_embd): partial sums of the down_t reduction */
+    float *stream_acc;     /* (2, PI_MAX_BATCH, n_embd): prompt FFN streamed from flash: chunk partials, sums */
+    struct pi_offload *off; /* FFN read from flash under a memory budget, or NULL */
 } pi_session;
 
 /* A session with a KV cache of n_ctx positions (n_ctx <= 0: the model's
@@ -93,6 +95,16 @@ void pi_session_free(pi_session *s); /* accepts NULL */
 
 /* Install (or with fn NULL, remove) the FFN observer. */
 void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx);
+
+/* Bytes of every buffer a session allocates (KV cache included), and of
+   its KV cache alone: what a memory budget must hold for it. */
+uint64_t pi_session_bytes(const pi_model *m, int64_t n_ctx);
+uint64_t pi_session_kv_bytes(const pi_model *m, int64_t n_ctx);
+
+/* Read the FFN from flash through off (model/offload.h), which must come
+   from loading this session's model; the session does not own it. Decode
+   steps then fail with PI_ERR_IO (and stop) when a read fails. */
+pi_status pi_session_set_offload(pi_session *s, struct pi_offload *off);
 
 /* Choose how decode computes the FFN. SPARSE needs a model with predictors;
    SPARSE and ORACLE need a dense ReLU or dReLU model whose layers all have an

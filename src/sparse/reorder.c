@@ -1,19 +1,38 @@
 /*
- * reorder.c — the neuron permutation applied to a model file, streamed
- * tensor by tensor through the GGUF writer.
+ * reorder.c — rewriting a model file neuron by neuron, streamed tensor by
+ * tensor through the GGUF writer. Reordering (convert --reorder) and bundling
+ * (convert --bundle, format in store/bundle.h) are one routine: a plan says
+ * for every output tensor where its bytes come from, and one permutation per
+ * layer (new position k holds old neuron perm[k]; the identity when no
+ * statistics are given) is applied to every neuron-indexed tensor, whether it
+ * is written as its own matrix or interleaved into bundles.
+ *
+ * Memory: the input is mapped, so besides small scratch only one layer's
+ * transposed down matrix is ever held (when the input has no ffn_down_t),
+ * plus one bundle.
  */
 #include "sparse/reorder.h"
 
 #include "model/model.h"
+#include "store/bundle.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_COPY, T_ROWS, T_COLS, T_TRANSPOSE, T_PERM } how;
+typedef enum {
+    T_COPY,      /* the input tensor's bytes */
+    T_ROWS,      /* n_ff rows, permuted */
+    T_COLS,      /* float ffn_down: columns permuted */
+    T_TRANSPOSE, /* quantized ffn_down -> ffn_down_t, rows permuted */
+    T_PERM,      /* blk.N.ffn_perm.weight, composed with the input's */
+    T_COUNTS,    /* blk.N.ffn_act_count from the statistics, permuted */
+    T_BUNDLE,    /* blk.N.ffn_bundle: gate | up | down_t per neuron, permuted */
+} how;
 
 typedef struct {
-    const pi_gguf_tensor *src; /* NULL for new tensors (ffn_perm) */
+    const pi_gguf_tensor *src; /* NULL for new tensors */
     char name[96];
     how how;
     int layer;
@@ -21,6 +40,21 @@ typedef struct {
     uint32_t n_dims;
     int64_t ne[4];
 } plan_t;
+
+typedef struct {
+    const char *in_path;
+    const pi_stats *st;    /* NULL: keep the input's order */
+    bool bundle;           /* write bundles instead of the FFN matrices */
+    pi_bundle_layout bl;   /* bundle */
+    pi_model *m;           /* the input, mapped */
+    int32_t *perm;         /* (n_layer, n_ff); NULL without st (identity) */
+    bool *has_bundle;      /* (n_layer) bundle: the layer's T_BUNDLE is planned */
+    plan_t *plan;
+    int64_t np;
+    uint8_t *buf;          /* scratch: one bundle, one float row of n_ff, or n_ff I32 */
+    uint8_t *down_t;       /* one layer's transposed down matrix, when the input has none */
+    size_t down_t_cap;
+} rewriter;
 
 /* Layer index and suffix of a "blk.N.<suffix>" name, or -1. */
 static int layer_of(pi_gguf_str name, const char **suffix, char *buf, size_t n) {
@@ -33,45 +67,106 @@ static int layer_of(pi_gguf_str name, const char **suffix, char *buf, size_t n) 
 
 static bool is_float_type(pi_type t) { return t == PI_TYPE_F32 || t == PI_TYPE_F16 || t == PI_TYPE_BF16; }
 
-pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *out_path) {
-    pi_model *m = NULL;
-    pi_gguf_writer *w = NULL;
-    plan_t *plan = NULL;
-    int32_t *perm = NULL;
-    float *dense = NULL, *row = NULL;
-    uint8_t *buf = NULL;
-    pi_status rc = pi_model_load(in_path, PI_MAP_FILE, &m);
-    if (rc) return rc;
-    const pi_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, F = hp->n_ff, L = hp->n_layer;
-    if (hp->n_expert) {
-        rc = pi_error(PI_ERR_UNSUPPORTED, "%s: reordering mixture-of-experts models is not supported", in_path);
-        goto done;
-    }
-    if (st->n_layer != L || st->n_ff != F) {
-        rc = pi_error(PI_ERR_INVALID, "statistics are for %lld layers of %lld neurons; %s has %lld of %lld",
-                      (long long)st->n_layer, (long long)st->n_ff, in_path, (long long)L, (long long)F);
-        goto done;
-    }
-    const pi_gguf *g = m->gguf;
-    const int64_t nt = pi_gguf_n_tensors(g);
-    perm = malloc((size_t)(L * F) * sizeof *perm);
-    plan = calloc((size_t)(nt + L), sizeof *plan);
-    buf = malloc((size_t)F * 4 + (size_t)E * 4 + 64);
-    if (!perm || !plan || !buf) {
-        rc = pi_error(PI_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (int64_t il = 0; il < L; il++) pi_stats_order(st, il, perm + il * F);
+static bool has_prefix(pi_gguf_str s, const char *prefix) {
+    size_t n = strlen(prefix);
+    return s.len >= n && !memcmp(s.data, prefix, n);
+}
 
-    /* which tensors change, and how */
-    int64_t np = 0;
-    for (int64_t i = 0; i < nt; i++) {
+/* The old neuron at new position k of a layer. */
+static int64_t old_of(const rewriter *r, int layer, int64_t k) {
+    return r->perm ? r->perm[(int64_t)layer * r->m->hp.n_ff + k] : k;
+}
+
+/* Plan a tensor the input does not have, named by fmt (one %d: the layer). */
+PI_PRINTF(7, 8)
+static void new_tensor(rewriter *r, how h, int layer, pi_type type, int64_t ne0, int64_t ne1, const char *fmt, ...) {
+    plan_t *p = &r->plan[r->np++];
+    memset(p, 0, sizeof *p);
+    p->how = h;
+    p->layer = layer;
+    p->type = type;
+    p->n_dims = ne1 > 1 ? 2 : 1;
+    p->ne[0] = ne0, p->ne[1] = ne1, p->ne[2] = p->ne[3] = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->name, sizeof p->name, fmt, ap);
+    va_end(ap);
+}
+
+/* The layer's down matrix one neuron per row, in the input's order: the
+   input's ffn_down_t, or ffn_down transposed (as pi_model_make_down_t does). */
+static pi_status layer_down_t(rewriter *r, int layer, const uint8_t **rows) {
+    const pi_layer *l = &r->m->layers[layer];
+    if (l->ffn_down_t.data) {
+        *rows = l->ffn_down_t.data;
+        return PI_OK;
+    }
+    const pi_type t = pi_weight_down_t_type(&l->ffn_down);
+    const size_t bytes = pi_row_size(t, r->m->hp.n_embd) * (size_t)r->m->hp.n_ff;
+    if (bytes > r->down_t_cap) {
+        free(r->down_t);
+        r->down_t_cap = 0;
+        if (!(r->down_t = malloc(bytes)))
+            return pi_error(PI_ERR_NOMEM, "cannot allocate %.0f MiB to transpose ffn_down", (double)bytes / (1 << 20));
+        r->down_t_cap = bytes;
+    }
+    pi_status st = pi_weight_transpose(&l->ffn_down, t, r->down_t);
+    if (st) return pi_error_prefix(st, "%s: layer %d", r->in_path, layer);
+    *rows = r->down_t;
+    return PI_OK;
+}
+
+/* Check the input and fix the bundle layout; every dense layer must agree
+   with layer 0's types, since one layout serves the whole file. */
+static pi_status check_input(rewriter *r, uint32_t align) {
+    const pi_model *m = r->m;
+    const pi_hparams *hp = &m->hp;
+    const char *what = r->bundle ? "bundling" : "reordering";
+    if (hp->n_expert)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: %s mixture-of-experts models is not supported%s", r->in_path, what,
+                        r->bundle ? " (bundles are for dense ReLU/dReLU FFNs)" : "");
+    if (r->bundle && hp->act == PI_ACT_SILU)
+        return pi_error(PI_ERR_UNSUPPORTED,
+                        "%s: the FFN activation is SiLU; bundles are for dense ReLU/dReLU FFNs (sparse activations)",
+                        r->in_path);
+    if (!r->bundle && m->bundled)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s is a bundle file; reorder with --bundle to write one again", r->in_path);
+    if (r->st) {
+        if (r->st->n_layer != hp->n_layer || r->st->n_ff != hp->n_ff)
+            return pi_error(PI_ERR_INVALID, "statistics are for %lld layers of %lld neurons; %s has %lld of %lld",
+                            (long long)r->st->n_layer, (long long)r->st->n_ff, r->in_path, (long long)hp->n_layer,
+                            (long long)hp->n_ff);
+        if (r->st->tokens > PI_STATS_MAX_TOKENS)
+            return pi_error(PI_ERR_UNSUPPORTED, "statistics of %lld tokens do not fit the I32 counts stored with them",
+                            (long long)r->st->tokens);
+    }
+    if (!r->bundle) return PI_OK;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const pi_layer *l = &m->layers[il];
+        pi_type dt = l->ffn_down_t.data ? l->ffn_down_t.type : pi_weight_down_t_type(&l->ffn_down);
+        if (il == 0) {
+            pi_status st = pi_bundle_layout_make(l->ffn_gate.type, l->ffn_up.type, dt, hp->n_embd, hp->n_ff, align, &r->bl);
+            if (st) return pi_error_prefix(st, "%s", r->in_path);
+        } else if (l->ffn_gate.type != r->bl.gate_type || l->ffn_up.type != r->bl.up_type || dt != r->bl.down_type) {
+            return pi_error(PI_ERR_UNSUPPORTED,
+                            "%s: layer %d's FFN types (%s, %s, %s) differ from layer 0's; a bundle file has one layout",
+                            r->in_path, il, pi_type_name(l->ffn_gate.type), pi_type_name(l->ffn_up.type), pi_type_name(dt));
+        }
+    }
+    return PI_OK;
+}
+
+/* Decide every output tensor (see `how`). */
+static void make_plan(rewriter *r) {
+    const pi_gguf *g = r->m->gguf;
+    const int64_t L = r->m->hp.n_layer, E = r->m->hp.n_embd, F = r->m->hp.n_ff;
+    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
-        plan_t *p = &plan[np];
         char nb[96];
-        const char *suffix = NULL;
-        int layer = layer_of(t->name, &suffix, nb, sizeof nb);
+        const char *sfx = "";
+        int layer = layer_of(t->name, &sfx, nb, sizeof nb);
+        plan_t *p = &r->plan[r->np];
+        memset(p, 0, sizeof *p);
         p->src = t;
         p->layer = layer;
         p->type = (pi_type)t->type;
@@ -80,100 +175,164 @@ pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *
         snprintf(p->name, sizeof p->name, "%.*s", (int)t->name.len, t->name.data);
         p->how = T_COPY;
         if (layer >= 0 && layer < L) {
-            const pi_layer *l = &m->layers[layer];
-            if (!strcmp(suffix, "ffn_gate.weight") || !strcmp(suffix, "ffn_up.weight") ||
-                !strcmp(suffix, "fc2.weight") || !strcmp(suffix, "ffn_down_t.weight")) {
-                p->how = T_ROWS;
-            } else if (!strcmp(suffix, "ffn_perm.weight")) {
+            const bool ffn = !strcmp(sfx, "ffn_gate.weight") || !strcmp(sfx, "ffn_up.weight") ||
+                             !strcmp(sfx, "ffn_down.weight") || !strcmp(sfx, "ffn_down_t.weight") ||
+                             !strcmp(sfx, "ffn_bundle");
+            if (!strcmp(sfx, "ffn_perm.weight") && r->perm) {
                 continue; /* replaced by the composed permutation */
-            } else if (!strcmp(suffix, "ffn_down.weight")) {
+            } else if (!strcmp(sfx, "ffn_act_count") && r->st) {
+                continue; /* replaced by the new statistics */
+            } else if (!strcmp(sfx, "fc2.weight")) {
+                if (r->perm) p->how = T_ROWS;
+            } else if (r->bundle && ffn) {
+                /* the layer's bundles take the place of its first FFN tensor */
+                if (r->has_bundle[layer]) continue;
+                r->has_bundle[layer] = true;
+                new_tensor(r, T_BUNDLE, layer, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_BUNDLE_TENSOR, layer);
+                continue;
+            } else if (!r->bundle && (!strcmp(sfx, "ffn_gate.weight") || !strcmp(sfx, "ffn_up.weight") ||
+                                      !strcmp(sfx, "ffn_down_t.weight"))) {
+                p->how = T_ROWS;
+            } else if (!r->bundle && !strcmp(sfx, "ffn_down.weight")) {
                 if (is_float_type(p->type)) {
                     p->how = T_COLS;
-                } else if (l->ffn_down_t.data) {
+                } else if (r->m->layers[layer].ffn_down_t.data) {
                     continue; /* the permuted ffn_down_t serves both paths */
                 } else {
                     p->how = T_TRANSPOSE;
                     snprintf(p->name, sizeof p->name, "blk.%d.ffn_down_t.weight", layer);
+                    p->type = pi_weight_down_t_type(&r->m->layers[layer].ffn_down);
                     p->ne[0] = E;
                     p->ne[1] = F;
-                    if (!pi_row_size(p->type, E)) p->type = PI_TYPE_F32;
                 }
             }
         }
-        np++;
+        r->np++;
     }
-    for (int64_t il = 0; il < L; il++) {
-        plan_t *p = &plan[np++];
-        p->how = T_PERM;
-        p->layer = (int)il;
-        p->type = PI_TYPE_I32;
-        p->n_dims = 1;
-        p->ne[0] = F;
-        p->ne[1] = p->ne[2] = p->ne[3] = 1;
-        snprintf(p->name, sizeof p->name, "blk.%lld.ffn_perm.weight", (long long)il);
-    }
+    for (int64_t il = 0; r->bundle && il < L; il++)
+        if (!r->has_bundle[il]) new_tensor(r, T_BUNDLE, (int)il, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_BUNDLE_TENSOR, (int)il);
+    for (int64_t il = 0; r->perm && il < L; il++)
+        new_tensor(r, T_PERM, (int)il, PI_TYPE_I32, F, 1, "blk.%d.ffn_perm.weight", (int)il);
+    for (int64_t il = 0; r->st && il < L; il++) new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, F, 1, PI_BUNDLE_ACT_COUNT, (int)il);
+}
 
-    if ((rc = pi_gguf_writer_create(out_path, pi_gguf_is_pwri(g), &w))) goto done;
+/* The input's keys, less those this rewrite replaces, then the new ones. */
+static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
+    const pi_gguf *g = r->m->gguf;
+    pi_status rc = PI_OK;
     for (int64_t i = 0; i < pi_gguf_n_kv(g) && !rc; i++) {
         const pi_gguf_kv *kv = pi_gguf_kv_at(g, i);
-        if (!pi_gguf_str_eq(kv->key, "pinfer.reordered")) rc = pi_gguf_set_kv(w, kv);
+        if (r->st && (pi_gguf_str_eq(kv->key, "pinfer.reordered") || has_prefix(kv->key, PI_BUNDLE_KEY_STATS_PREFIX)))
+            continue;
+        if (r->bundle && (pi_gguf_str_eq(kv->key, "general.alignment") || has_prefix(kv->key, PI_BUNDLE_KEY_PREFIX)))
+            continue;
+        rc = pi_gguf_set_kv(w, kv);
     }
-    if (!rc) rc = pi_gguf_set_bool(w, "pinfer.reordered", true);
-    for (int64_t i = 0; i < np && !rc; i++) rc = pi_gguf_add_tensor(w, plan[i].name, plan[i].type, plan[i].n_dims, plan[i].ne);
-    if (!rc) rc = pi_gguf_writer_begin_data(w);
+    if (!rc && r->bundle) {
+        if (!(rc = pi_gguf_set_u32(w, "general.alignment", PI_BUNDLE_FILE_ALIGN))) rc = pi_bundle_layout_set(w, &r->bl);
+    }
+    if (!rc && r->st) {
+        if (!(rc = pi_gguf_set_bool(w, "pinfer.reordered", true)) &&
+            !(rc = pi_gguf_set_u64(w, PI_BUNDLE_KEY_STATS_TOKENS, (uint64_t)r->st->tokens)) &&
+            !(rc = pi_gguf_set_f32(w, PI_BUNDLE_KEY_STATS_THRESHOLD, r->st->threshold)))
+            rc = pi_gguf_set_str(w, PI_BUNDLE_KEY_STATS_MODEL, r->st->model ? r->st->model : "");
+    }
+    return rc;
+}
 
-    for (int64_t i = 0; i < np && !rc; i++) {
-        const plan_t *p = &plan[i];
-        const int32_t *pp = p->layer >= 0 && p->layer < L ? perm + (int64_t)p->layer * F : NULL;
-        const uint8_t *data = p->src ? p->src->data : NULL;
-        switch (p->how) {
-        case T_COPY:
-            rc = pi_gguf_write_data(w, data, p->src->nbytes);
-            break;
-        case T_ROWS: { /* n_ff rows: new row k is old row perm[k] */
-            size_t rb = pi_row_size(p->type, p->ne[0]);
-            for (int64_t k = 0; k < F && !rc; k++) rc = pi_gguf_write_data(w, data + (size_t)pp[k] * rb, rb);
-            break;
-        }
-        case T_COLS: { /* float ffn_down: E rows of F elements, columns permuted */
-            size_t es = pi_type_get(p->type)->size, rb = es * (size_t)F;
-            for (int64_t j = 0; j < E && !rc; j++) {
-                const uint8_t *src = data + (size_t)j * rb;
-                for (int64_t k = 0; k < F; k++) memcpy(buf + (size_t)k * es, src + (size_t)pp[k] * es, es);
-                rc = pi_gguf_write_data(w, buf, rb);
-            }
-            break;
-        }
-        case T_TRANSPOSE: { /* quantized ffn_down -> permuted ffn_down_t, requantized */
-            const pi_weight *d = &m->layers[p->layer].ffn_down;
-            if (!dense && (!(dense = malloc((size_t)(E * F) * sizeof *dense)) || !(row = malloc((size_t)E * sizeof *row)))) {
-                rc = pi_error(PI_ERR_NOMEM, "cannot allocate %.0f MiB to transpose ffn_down", (double)(E * F) * 4 / (1 << 20));
-                break;
-            }
-            for (int64_t j = 0; j < E; j++) pi_weight_row_f32(d, j, dense + j * F);
-            size_t rb = pi_row_size(p->type, E);
-            for (int64_t k = 0; k < F && !rc; k++) {
-                for (int64_t j = 0; j < E; j++) row[j] = dense[j * F + pp[k]];
-                pi_quantize_row(p->type, row, buf, E);
-                rc = pi_gguf_write_data(w, buf, rb);
-            }
-            break;
-        }
-        case T_PERM: { /* compose with a permutation the input already had */
-            char nm[64];
-            snprintf(nm, sizeof nm, "blk.%d.ffn_perm.weight", p->layer);
-            const pi_gguf_tensor *old = pi_gguf_find_tensor(g, nm);
-            int32_t *out = (int32_t *)buf;
-            for (int64_t k = 0; k < F; k++) {
-                int32_t v = pp[k];
-                if (old && old->type == PI_TYPE_I32 && old->ne[0] == F) memcpy(&v, (const uint8_t *)old->data + 4 * (size_t)pp[k], 4);
-                out[k] = v;
-            }
-            rc = pi_gguf_write_data(w, out, (size_t)F * 4);
-            break;
-        }
-        }
+static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
+    const pi_model *m = r->m;
+    const int64_t E = m->hp.n_embd, F = m->hp.n_ff;
+    const uint8_t *data = p->src ? p->src->data : NULL;
+    pi_status rc = PI_OK;
+    switch (p->how) {
+    case T_COPY:
+        return pi_gguf_write_data(w, data, p->src->nbytes);
+    case T_ROWS: { /* n_ff rows: new row k is old row perm[k] */
+        const size_t rb = pi_row_size(p->type, p->ne[0]);
+        for (int64_t k = 0; k < F && !rc; k++) rc = pi_gguf_write_data(w, data + (size_t)old_of(r, p->layer, k) * rb, rb);
+        return rc;
     }
+    case T_COLS: { /* float ffn_down: E rows of F elements, columns permuted */
+        const size_t es = pi_type_get(p->type)->size, rb = es * (size_t)F;
+        for (int64_t j = 0; j < E && !rc; j++) {
+            const uint8_t *src = data + (size_t)j * rb;
+            for (int64_t k = 0; k < F; k++) memcpy(r->buf + (size_t)k * es, src + (size_t)old_of(r, p->layer, k) * es, es);
+            rc = pi_gguf_write_data(w, r->buf, rb);
+        }
+        return rc;
+    }
+    case T_TRANSPOSE: {
+        const uint8_t *rows;
+        if ((rc = layer_down_t(r, p->layer, &rows))) return rc;
+        const size_t rb = pi_row_size(p->type, E);
+        for (int64_t k = 0; k < F && !rc; k++) rc = pi_gguf_write_data(w, rows + (size_t)old_of(r, p->layer, k) * rb, rb);
+        return rc;
+    }
+    case T_PERM: { /* compose with a permutation the input already had */
+        char nm[64];
+        snprintf(nm, sizeof nm, "blk.%d.ffn_perm.weight", p->layer);
+        const pi_gguf_tensor *old = pi_gguf_find_tensor(m->gguf, nm);
+        int32_t *out = (int32_t *)r->buf;
+        for (int64_t k = 0; k < F; k++) {
+            int32_t v = (int32_t)old_of(r, p->layer, k);
+            if (old && old->type == PI_TYPE_I32 && old->ne[0] == F) memcpy(&v, (const uint8_t *)old->data + 4 * (size_t)v, 4);
+            out[k] = v;
+        }
+        return pi_gguf_write_data(w, out, (size_t)F * 4);
+    }
+    case T_COUNTS: { /* counts <= tokens <= INT32_MAX (checked) */
+        int32_t *out = (int32_t *)r->buf;
+        const int64_t *c = r->st->counts + (int64_t)p->layer * F;
+        for (int64_t k = 0; k < F; k++) out[k] = (int32_t)c[old_of(r, p->layer, k)];
+        return pi_gguf_write_data(w, out, (size_t)F * 4);
+    }
+    case T_BUNDLE: { /* the parts overwrite the same bytes each time: the padding stays zero */
+        const pi_layer *l = &m->layers[p->layer];
+        const pi_bundle_layout *b = &r->bl;
+        const uint8_t *down;
+        if ((rc = layer_down_t(r, p->layer, &down))) return rc;
+        const uint8_t *gate = l->ffn_gate.data, *up = l->ffn_up.data;
+        memset(r->buf, 0, b->stride);
+        for (int64_t k = 0; k < F && !rc; k++) {
+            const size_t i = (size_t)old_of(r, p->layer, k);
+            memcpy(r->buf + b->gate_off, gate + i * l->ffn_gate.row_bytes, b->gate_bytes);
+            memcpy(r->buf + b->up_off, up + i * l->ffn_up.row_bytes, b->up_bytes);
+            memcpy(r->buf + b->down_off, down + i * b->down_bytes, b->down_bytes);
+            rc = pi_gguf_write_data(w, r->buf, b->stride);
+        }
+        return rc;
+    }
+    }
+    return PI_OK;
+}
+
+static pi_status rewrite(const char *in_path, const pi_stats *st, bool bundle, uint32_t align, const char *out_path) {
+    rewriter r = {.in_path = in_path, .st = st, .bundle = bundle};
+    pi_gguf_writer *w = NULL;
+    pi_status rc = pi_model_load(in_path, PI_MAP_FILE, &r.m);
+    if (rc) return rc;
+    const pi_hparams *hp = &r.m->hp;
+    const int64_t L = hp->n_layer, F = hp->n_ff;
+    if ((rc = check_input(&r, align))) goto done;
+    size_t buf_bytes = (size_t)F * 8;
+    if (bundle && r.bl.stride > buf_bytes) buf_bytes = r.bl.stride;
+    r.plan = calloc((size_t)(pi_gguf_n_tensors(r.m->gguf) + 3 * L), sizeof *r.plan);
+    r.buf = malloc(buf_bytes);
+    r.has_bundle = calloc((size_t)L, sizeof *r.has_bundle);
+    if (st) r.perm = malloc((size_t)(L * F) * sizeof *r.perm);
+    if (!r.plan || !r.buf || !r.has_bundle || (st && !r.perm)) {
+        rc = pi_error(PI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t il = 0; st && il < L; il++) pi_stats_order(st, il, r.perm + il * F);
+    make_plan(&r);
+
+    if ((rc = pi_gguf_writer_create(out_path, pi_gguf_is_pwri(r.m->gguf), &w)) || (rc = write_keys(&r, w))) goto done;
+    for (int64_t i = 0; i < r.np && !rc; i++)
+        rc = pi_gguf_add_tensor(w, r.plan[i].name, r.plan[i].type, r.plan[i].n_dims, r.plan[i].ne);
+    if (!rc) rc = pi_gguf_writer_begin_data(w);
+    for (int64_t i = 0; i < r.np && !rc; i++) rc = write_tensor(&r, w, &r.plan[i]);
 done:
     if (w) {
         pi_error_saved saved;
@@ -182,11 +341,20 @@ done:
         if (!rc) rc = cst;
         else pi_error_restore(&saved);
     }
-    free(dense);
-    free(row);
-    free(buf);
-    free(plan);
-    free(perm);
-    pi_model_free(m);
+    free(r.down_t);
+    free(r.buf);
+    free(r.plan);
+    free(r.perm);
+    free(r.has_bundle);
+    pi_model_free(r.m);
     return rc;
+}
+
+pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *out_path) {
+    if (!st) return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
+    return rewrite(in_path, st, false, 0, out_path);
+}
+
+pi_status pi_bundle_write(const char *in_path, const pi_stats *st, uint32_t align, const char *out_path) {
+    return rewrite(in_path, st, true, align, out_path);
 }

@@ -1,7 +1,10 @@
 /*
  * reorder.h — renumbering each layer's FFN neurons by activation frequency,
  * so that the hot set is a contiguous prefix (one sequential read loads it,
- * one dense kernel computes it; DESIGN.md §2).
+ * one dense kernel computes it; DESIGN.md §2), and writing a model as a
+ * bundle file (store/bundle.h). Both stream the input (mapped) to the output
+ * one tensor, or one layer's bundles, at a time, and share one permutation
+ * routine. Both are thread-safe (nothing shared is written).
  */
 #ifndef PI_SPARSE_REORDER_H
 #define PI_SPARSE_REORDER_H
@@ -16,7 +19,24 @@
    transposing and requantizing (blocks run along the other axis), since
    permuting columns would requantize anyway. blk.N.ffn_perm (I32, n_ff)
    records, for each new position, the original neuron (composed with an
-   existing permutation). Everything else is copied byte for byte. */
+   existing permutation). The statistics are stored too: blk.N.ffn_act_count
+   (I32, n_ff, new order) and pinfer.stats.tokens/threshold/model.
+   Everything else is copied byte for byte. A bundle file is refused
+   (PI_ERR_UNSUPPORTED): pi_bundle_write reorders those. */
 pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *out_path);
+
+/* Write the model at in_path as a bundle file (format in store/bundle.h):
+   each dense layer's gate/up/down matrices become blk.N.ffn_bundle, one
+   bundle per neuron, each starting on a multiple of `align` inside the
+   tensor (a power of two in [512, 65536]; 0: packed), every tensor on a
+   4096-byte file offset. With st the neurons are first ordered as
+   pi_reorder_write orders them (permutation, predictor rows and statistics
+   stored the same way); with st NULL the input's order is kept. The down part
+   is the input's ffn_down_t row, or the row pi_model_make_down_t would make.
+   Refused: mixture-of-experts and SiLU models (PI_ERR_UNSUPPORTED), layers
+   whose FFN types differ, an align out of range (PI_ERR_INVALID). A bundle
+   file as input is rewritten (e.g. with another align). The output is
+   removed on failure. */
+pi_status pi_bundle_write(const char *in_path, const pi_stats *st, uint32_t align, const char *out_path);
 
 #endif

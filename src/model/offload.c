@@ -1,0 +1,293 @@
+/*
+ * offload.c — loading a bundle file under a memory budget: charging and
+ * reading the fixed region, choosing the split between resident hot
+ * prefixes and the neuron cache, reading the hot prefixes.
+ */
+#include "offload.h"
+
+#include "base/log.h"
+#include "base/mapfile.h"
+#include "session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define STREAM_ROWS 512       /* bundles per prompt-streaming buffer: a multiple of the matmul block */
+#define HOT_READ_BYTES (8u << 20) /* hot prefixes are read in pieces of this size */
+
+static bool in_mapping(const pi_model *m, const void *p) {
+    const uint8_t *b = pi_gguf_base(m->gguf);
+    return b && (const uint8_t *)p >= b && (const uint8_t *)p < b + pi_gguf_file_size(m->gguf);
+}
+
+static size_t weight_bytes(const pi_weight *w) {
+    return w->row_bytes * (size_t)(w->ne[1] * w->ne[2] * w->ne[3]);
+}
+
+/* The weights that stay resident, in a fixed order. */
+static int fixed_weights(pi_model *m, pi_weight **ws, int max) {
+    int n = 0;
+#define ADD(w) \
+    do { \
+        if ((w)->data && in_mapping(m, (w)->data) && n < max) ws[n++] = (w); \
+    } while (0)
+    ADD(&m->output_norm);
+    ADD(&m->output);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        pi_layer *l = &m->layers[il];
+        ADD(&l->attn_norm);
+        ADD(&l->wq);
+        ADD(&l->wk);
+        ADD(&l->wv);
+        ADD(&l->wo);
+        ADD(&l->ffn_norm);
+        ADD(&l->fc1);
+        ADD(&l->fc2);
+    }
+#undef ADD
+    return n;
+}
+
+void pi_offload_free(pi_offload *o) {
+    if (!o) return;
+    pi_io_close(o->io);
+    pi_ncache_free(o->cache);
+    pi_huge_free(o->hot_arena, o->hot_bytes);
+    pi_huge_free(o->fixed_arena, o->fixed_bytes);
+    free(o->hot);
+    free(o->hot_w);
+    free(o->bundle_off);
+    free(o->embd_buf);
+    free(o->stream_buf[0]);
+    free(o->stream_buf[1]);
+    free(o->miss);
+    free(o->ready);
+    free(o->run_first);
+    free(o->run_len);
+    free(o->reqs);
+    free(o->iov);
+    free(o->tags);
+    free(o->path);
+    free(o);
+}
+
+static void *aligned(size_t align, size_t bytes) {
+    void *p = NULL;
+    return posix_memalign(&p, align < 64 ? 64 : align, bytes ? bytes : align) ? NULL : p;
+}
+
+/* Read the first hot[il] bundles of every layer into the resident region,
+   de-interleaved into gate, up and down_t matrices. */
+static pi_status read_hot(pi_offload *o, uint8_t *bounce, size_t bounce_bytes) {
+    uint8_t *p = o->hot_arena;
+    for (int64_t il = 0; il < o->n_layer; il++) {
+        const int64_t H = o->hot[il];
+        uint8_t *dst[3];
+        for (int k = 0; k < 3; k++) {
+            dst[k] = p;
+            o->hot_w[3 * il + k] = (pi_weight){p, o->part_type[k], {o->n_embd, H, 1, 1}, o->part_bytes[k], {0, NULL}};
+            p += ALIGN_UP(o->part_bytes[k] * (size_t)H, 64);
+        }
+        const int64_t per = (int64_t)(bounce_bytes / o->stride);
+        for (int64_t i0 = 0; i0 < H; i0 += per) {
+            int64_t n = H - i0 < per ? H - i0 : per;
+            pi_status st = pi_io_read(o->io, o->bundle_off[il] + i0 * (int64_t)o->stride, bounce, (size_t)n * o->stride);
+            if (st) return st;
+            for (int64_t i = 0; i < n; i++)
+                for (int k = 0; k < 3; k++)
+                    memcpy(dst[k] + (size_t)(i0 + i) * o->part_bytes[k], bounce + (size_t)i * o->stride + o->part_off[k],
+                           o->part_bytes[k]);
+        }
+    }
+    return PI_OK;
+}
+
+pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_model **model, pi_offload **out) {
+    *model = NULL;
+    *out = NULL;
+    pi_model *m = NULL;
+    pi_status st = pi_model_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
+    if (st) return st;
+    if (!m->bundled) {
+        pi_model_free(m);
+        return pi_error(PI_ERR_INVALID, "%s: --mem-budget needs a bundle file: convert it with "
+                        "pinfer convert -m %s --bundle -o OUT.gguf", path, path);
+    }
+    if (!m->bundle_align) {
+        pi_model_free(m);
+        return pi_error(PI_ERR_INVALID, "%s: its bundles are packed (pinfer.bundle.align 0), which O_DIRECT reads "
+                        "cannot address one by one: convert with --bundle-align 4096", path);
+    }
+    pi_offload *o = calloc(1, sizeof *o);
+    if (!o) {
+        pi_model_free(m);
+        return pi_error(PI_ERR_NOMEM, "out of memory");
+    }
+    const pi_hparams *hp = &m->hp;
+    const int64_t L = hp->n_layer, F = hp->n_ff, E = hp->n_embd;
+    o->path = strdup(path);
+    o->n_layer = L;
+    o->n_ff = F;
+    o->n_embd = E;
+    o->budget.limit = opt->mem_budget;
+    o->max_merge = opt->max_merge > 0 ? opt->max_merge : 16;
+    const pi_layer_bundle *b0 = &m->layers[0].bundle;
+    o->stride = b0->stride;
+    o->part_off[0] = b0->gate_off;
+    o->part_off[1] = b0->up_off;
+    o->part_off[2] = b0->down_off;
+    o->part_type[0] = m->layers[0].ffn_gate.type;
+    o->part_type[1] = m->layers[0].ffn_up.type;
+    o->part_type[2] = m->layers[0].ffn_down_t.type;
+    for (int k = 0; k < 3; k++) o->part_bytes[k] = pi_row_size(o->part_type[k], E);
+    if (!(o->hot = calloc((size_t)L, sizeof *o->hot)) || !(o->hot_w = calloc((size_t)L * 3, sizeof *o->hot_w)) ||
+        !(o->bundle_off = calloc((size_t)L, sizeof *o->bundle_off)) || !o->path) {
+        st = pi_error(PI_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t il = 0; il < L; il++) o->bundle_off[il] = m->layers[il].bundle.file_off;
+
+    if ((st = pi_io_open(path, &opt->io, &o->io))) goto fail;
+    const size_t align = pi_io_align(o->io) > 4096 ? pi_io_align(o->io) : 4096;
+    if (o->stride % pi_io_align(o->io) || (size_t)o->bundle_off[0] % pi_io_align(o->io)) {
+        st = pi_error(PI_ERR_INVALID, "%s: bundles of %zu bytes are not aligned to the device's %zu-byte blocks",
+                      path, o->stride, pi_io_align(o->io));
+        goto fail;
+    }
+
+    /* 1. fixed region, KV cache, scratch, I/O buffers and tables */
+    pi_weight *ws[1024];
+    int nw = fixed_weights(m, ws, 1024);
+    size_t fixed = 0;
+    for (int i = 0; i < nw; i++) fixed += ALIGN_UP(weight_bytes(ws[i]), 64);
+    o->embd_on_flash = m->tok_embd.data != m->output.data;
+    const size_t embd_row = m->tok_embd.row_bytes;
+    o->embd_buf_bytes = ALIGN_UP(embd_row, align) + align;
+    o->stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
+    const size_t stream_bytes = (size_t)o->stream_rows * o->stride;
+    const size_t tables = (size_t)F * (3 * sizeof(int64_t) + sizeof(int32_t) + sizeof(pi_io_req) +
+                                       sizeof(struct iovec) + sizeof(uint64_t));
+    const int64_t min_slots = 2 * ((F + 63) / 64) + o->max_merge;
+    const size_t min_cold = pi_ncache_footprint(L, F, o->stride, min_slots);
+    const uint64_t sess = pi_session_bytes(m, opt->n_ctx);
+    const uint64_t kv = pi_session_kv_bytes(m, opt->n_ctx);
+    const uint64_t io_bytes = o->embd_buf_bytes + 2 * stream_bytes + tables;
+    const uint64_t minimum = fixed + sess + io_bytes + min_cold;
+    if (o->budget.limit && o->budget.limit < minimum) {
+        st = pi_error(PI_ERR_NOMEM, "--mem-budget %.0f MiB is below this model's minimum of %.0f MiB at context %lld: "
+                      "fixed region %.1f MiB (attention, norms, predictors, output head), KV cache %.1f MiB, scratch "
+                      "%.1f MiB, I/O buffers %.1f MiB, smallest neuron cache %.1f MiB",
+                      (double)o->budget.limit / (1 << 20), (double)minimum / (1 << 20), (long long)opt->n_ctx,
+                      (double)fixed / (1 << 20), (double)kv / (1 << 20), (double)(sess - kv) / (1 << 20),
+                      (double)io_bytes / (1 << 20), (double)min_cold / (1 << 20));
+        goto fail;
+    }
+    if ((st = pi_budget_charge(&o->budget, PI_MEM_FIXED, fixed, "the fixed region")) ||
+        (st = pi_budget_charge(&o->budget, PI_MEM_KV, kv, "the KV cache")) ||
+        (st = pi_budget_charge(&o->budget, PI_MEM_SCRATCH, sess - kv, "the session's scratch")) ||
+        (st = pi_budget_charge(&o->budget, PI_MEM_IO, io_bytes, "the I/O buffers")))
+        goto fail;
+
+    /* 2. the split of what is left: the neuron cache gets its minimum plus a
+       tenth, the hot prefixes the rest, uniform across layers (a plan
+       overrides both) */
+    const size_t bundle_mem = o->part_bytes[0] + o->part_bytes[1] + o->part_bytes[2];
+    uint64_t left = pi_budget_left(&o->budget);
+    if (left == UINT64_MAX) left = (uint64_t)L * (uint64_t)F * (bundle_mem + o->stride); /* unlimited: all hot */
+    int64_t slots = opt->cold_slots;
+    if (opt->hot) {
+        for (int64_t il = 0; il < L; il++) o->hot[il] = opt->hot[il] < 0 ? 0 : opt->hot[il] > F ? F : opt->hot[il];
+    } else {
+        uint64_t cold = min_cold + left / 10;
+        int64_t H = cold < left ? (int64_t)((left - cold) / ((uint64_t)L * (bundle_mem + 3 * 64))) : 0;
+        H = H > F ? F : H;
+        H -= H % 32;
+        for (int64_t il = 0; il < L; il++) o->hot[il] = H;
+    }
+    size_t hot_bytes = 0;
+    for (int64_t il = 0; il < L; il++)
+        for (int k = 0; k < 3; k++) hot_bytes += ALIGN_UP(o->part_bytes[k] * (size_t)o->hot[il], 64);
+    if ((st = pi_budget_charge(&o->budget, PI_MEM_HOT, hot_bytes, "the hot neurons"))) goto fail;
+    if (!slots) {
+        left = pi_budget_left(&o->budget);
+        if (left == UINT64_MAX) slots = min_slots + F;
+        else {
+            size_t per = pi_ncache_footprint(1, 0, o->stride, 1) + 1;
+            slots = (int64_t)((left - (left > (uint64_t)L * F * 4 ? (uint64_t)L * F * 4 : left)) / per);
+        }
+        int64_t cold_total = 0;
+        for (int64_t il = 0; il < L; il++) cold_total += F - o->hot[il];
+        if (slots > cold_total + min_slots) slots = cold_total + min_slots;
+    }
+    if (slots < min_slots) slots = min_slots;
+    if ((st = pi_budget_charge(&o->budget, PI_MEM_COLD, pi_ncache_footprint(L, F, o->stride, slots),
+                               "the neuron cache")))
+        goto fail;
+
+    /* 3. allocate, read the fixed region and the hot prefixes */
+    if ((st = pi_ncache_create(L, F, o->stride, slots, align, &o->cache))) goto fail;
+    size_t arena_bytes;
+    void *arena = pi_ncache_arena(o->cache, &arena_bytes);
+    if ((st = pi_io_register(o->io, arena, arena_bytes))) goto fail;
+    o->fixed_bytes = fixed;
+    o->hot_bytes = hot_bytes;
+    o->fixed_arena = fixed ? pi_huge_alloc(fixed) : NULL;
+    o->hot_arena = hot_bytes ? pi_huge_alloc(hot_bytes) : NULL;
+    o->embd_buf = aligned(align, o->embd_buf_bytes);
+    o->stream_buf[0] = aligned(align, stream_bytes);
+    o->stream_buf[1] = aligned(align, stream_bytes);
+    o->miss = malloc((size_t)F * sizeof *o->miss);
+    o->ready = malloc((size_t)F * sizeof *o->ready);
+    o->run_first = malloc((size_t)F * sizeof *o->run_first);
+    o->run_len = malloc((size_t)F * sizeof *o->run_len);
+    o->reqs = malloc((size_t)F * sizeof *o->reqs);
+    o->iov = malloc((size_t)F * sizeof *o->iov);
+    o->tags = malloc((size_t)F * sizeof *o->tags);
+    if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || !o->embd_buf || !o->stream_buf[0] ||
+        !o->stream_buf[1] || !o->miss || !o->ready || !o->run_first || !o->run_len || !o->reqs || !o->iov ||
+        !o->tags) {
+        st = pi_error(PI_ERR_NOMEM, "cannot allocate the %.0f MiB the budget allows",
+                      (double)pi_budget_used(&o->budget) / (1 << 20));
+        goto fail;
+    }
+    const uint8_t *base = pi_gguf_base(m->gguf);
+    uint8_t *p = o->fixed_arena;
+    for (int i = 0; i < nw; i++) {
+        size_t nb = weight_bytes(ws[i]);
+        if ((st = pi_io_read(o->io, (int64_t)((const uint8_t *)ws[i]->data - base), p, nb))) goto fail;
+        ws[i]->data = p;
+        p += ALIGN_UP(nb, 64);
+    }
+    if (m->tied_output) m->tok_embd.data = m->output.data;
+    if (o->embd_on_flash) o->embd_off = (int64_t)((const uint8_t *)m->tok_embd.data - base);
+    if ((st = read_hot(o, o->stream_buf[0], stream_bytes))) goto fail;
+    pi_io_reset_stats(o->io);
+    pi_ncache_reset_stats(o->cache);
+    *model = m;
+    *out = o;
+    return PI_OK;
+fail:
+    pi_offload_free(o);
+    pi_model_free(m);
+    return st;
+}
+
+void pi_offload_describe(const pi_offload *o, char *buf, size_t n) {
+    int64_t hmin = o->n_ff, hmax = 0;
+    for (int64_t il = 0; il < o->n_layer; il++) {
+        hmin = o->hot[il] < hmin ? o->hot[il] : hmin;
+        hmax = o->hot[il] > hmax ? o->hot[il] : hmax;
+    }
+    const pi_budget *b = &o->budget;
+    snprintf(buf, n,
+             "memory budget %.1f MiB, used %.1f: fixed %.1f, KV %.1f, scratch %.1f, I/O %.1f, hot %.1f "
+             "(%lld-%lld of %lld neurons per layer), neuron cache %.1f (%lld slots of %zu bytes); I/O: %s",
+             (double)b->limit / (1 << 20), (double)pi_budget_used(b) / (1 << 20),
+             (double)b->used[PI_MEM_FIXED] / (1 << 20), (double)b->used[PI_MEM_KV] / (1 << 20),
+             (double)b->used[PI_MEM_SCRATCH] / (1 << 20), (double)b->used[PI_MEM_IO] / (1 << 20),
+             (double)b->used[PI_MEM_HOT] / (1 << 20), (long long)hmin, (long long)hmax, (long long)o->n_ff,
+             (double)b->used[PI_MEM_COLD] / (1 << 20), (long long)pi_ncache_slots(o->cache), o->stride,
+             pi_io_backend_name(o->io));
+}

@@ -1,0 +1,97 @@
+/*
+ * offload.h — running a bundle file under a memory budget (DESIGN.md §2–4).
+ *
+ * The fixed region (attention, norms, predictors, output head) is read into
+ * memory; each layer's FFN stays on flash as neuron bundles. The first
+ * hot[l] bundles of layer l (the most frequently active neurons, after
+ * reordering) are resident: one sequential read at load. The others pass
+ * through a neuron cache (store/cache.h) filled by asynchronous O_DIRECT
+ * reads (store/io.h). The token embedding is read row by row from flash.
+ * One accountant (store/budget.h) charges every resident byte; a budget that
+ * cannot hold the fixed region, the KV cache, the scratch and the smallest
+ * workable cache is refused with the minimum in the message.
+ *
+ * Which neurons a token computes does not depend on the budget (that is the
+ * session's selection: predictor plus its hot prefix); the budget only moves
+ * rows between memory and flash, so the output is the same at every budget.
+ */
+#ifndef PI_MODEL_OFFLOAD_H
+#define PI_MODEL_OFFLOAD_H
+
+#include "model.h"
+#include "store/budget.h"
+#include "store/cache.h"
+#include "store/io.h"
+
+typedef struct pi_offload_opts {
+    uint64_t mem_budget;     /* bytes, > 0 */
+    int64_t n_ctx;           /* KV cache positions the session will use (charged) */
+    int n_threads;           /* for the scratch estimate */
+    pi_io_opts io;           /* backend, queue depth, fault injection */
+    const int64_t *hot;      /* (n_layer) resident bundles per layer, or NULL: the default split */
+    int64_t cold_slots;      /* neuron cache slots, or 0: the default split */
+    int max_merge;           /* bundles per read at most (0: 16) */
+} pi_offload_opts;
+
+/* Counters, summed over decoded tokens (all layers). */
+typedef struct pi_offload_stats {
+    uint64_t tokens;
+    uint64_t resident;       /* selected neurons found in the hot region */
+    uint64_t hits, misses;   /* selected neurons found / not found in the neuron cache */
+    uint64_t reads;          /* reads issued */
+    uint64_t merged;         /* of them, reads covering more than one bundle */
+    uint64_t bytes;          /* bytes read from flash (FFN bundles and embedding rows) */
+    uint64_t waves;          /* layer steps that had to be split because the cache was too small */
+    uint64_t io_wait_ns;     /* the decoding thread blocked on reads */
+    uint64_t ffn_ns;         /* wall time in the FFN of decoded tokens */
+    uint64_t prefill_bytes;  /* bytes streamed for prompt batches (dense FFN) */
+} pi_offload_stats;
+
+typedef struct pi_offload {
+    char *path;
+    pi_io *io;
+    pi_ncache *cache;
+    pi_budget budget;
+    int64_t n_layer, n_ff, n_embd;
+    int64_t *hot;            /* (n_layer) resident bundles */
+    pi_weight *hot_w;        /* (n_layer * 3) resident rows: gate, up, down_t views */
+    uint8_t *hot_arena;
+    size_t hot_bytes;
+    uint8_t *fixed_arena;
+    size_t fixed_bytes;
+    int64_t *bundle_off;     /* (n_layer) file offset of bundle 0 */
+    size_t stride;           /* bytes per bundle on flash and per cache slot */
+    size_t part_off[3], part_bytes[3]; /* gate, up, down_t inside a bundle */
+    pi_type part_type[3];
+    int max_merge;
+    /* the token embedding, read from flash */
+    bool embd_on_flash;
+    int64_t embd_off;
+    uint8_t *embd_buf;       /* aligned bounce buffer for one row */
+    size_t embd_buf_bytes;
+    /* prompt batches: the FFN streamed through two aligned buffers */
+    uint8_t *stream_buf[2];
+    int64_t stream_rows;     /* bundles per buffer */
+    /* per-step scratch */
+    int64_t *miss;           /* (n_ff) list entries waiting for a read */
+    int64_t *ready;          /* (n_ff) list entries ready to compute */
+    int64_t *run_first;      /* (n_ff) first miss index of each read */
+    int32_t *run_len;        /* (n_ff) bundles in each read */
+    pi_io_req *reqs;         /* (n_ff) */
+    struct iovec *iov;       /* (n_ff) */
+    uint64_t *tags;          /* (n_ff) */
+    pi_offload_stats st;
+} pi_offload;
+
+/* Load a bundle file (pinfer convert --bundle) under o->mem_budget: *model
+   is the model (FFN views point into the file mapping and are not read),
+   *out the offload state to attach to a session (pi_session_set_offload).
+   PI_ERR_NOMEM when the budget is too small (the message says the minimum),
+   PI_ERR_INVALID for a file without bundles or with packed ones. */
+pi_status pi_offload_load(const char *path, const pi_offload_opts *o, pi_model **model, pi_offload **out);
+void pi_offload_free(pi_offload *off); /* accepts NULL; frees the state, not the model */
+
+/* Where the budget went, one line per region, for --stats and bench. */
+void pi_offload_describe(const pi_offload *off, char *buf, size_t n);
+
+#endif

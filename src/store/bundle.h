@@ -1,0 +1,129 @@
+/*
+ * bundle.h — the bundle file: a model whose dense FFN neurons are stored one
+ * per "bundle", the unit read from flash (DESIGN.md §2).
+ *
+ * A bundle file is a pinfer GGUF (v3, the input's magic) written by
+ * `pinfer convert -m IN [--reorder STATS] --bundle [--bundle-align N]`
+ * (pi_bundle_write in sparse/reorder.h):
+ *
+ *   general.alignment = 4096: every tensor's data starts on a 4096-byte file
+ *   offset, so a reader may use O_DIRECT.
+ *
+ *   Every tensor and key of the input is kept (embedding, attention, norms,
+ *   output, predictors blk.N.fc1/fc2, tokenizer, ...) except the dense FFN
+ *   matrices blk.N.ffn_gate/ffn_up/ffn_down/ffn_down_t.weight, which are
+ *   replaced, per layer N, by
+ *
+ *     blk.N.ffn_bundle   I8, ne = {stride, n_ff}: row i is neuron i's bundle
+ *                        [gate_offset, +gate row)  row i of ffn_gate
+ *                        [up_offset,   +up row)    row i of ffn_up
+ *                        [down_offset, +down row)  column i of ffn_down as a
+ *                                                  row of n_embd (ffn_down_t's
+ *                                                  row i; what
+ *                                                  pi_model_make_down_t makes
+ *                                                  when the input has none)
+ *                        each in the model's own type, byte for byte those
+ *                        rows, and zeros in every other byte up to stride.
+ *
+ *   pinfer.bundle.version      u32  PI_BUNDLE_VERSION
+ *   pinfer.bundle.align        u32  bundles start on multiples of this inside
+ *                                   the tensor (a power of two; 4096 by
+ *                                   default), or 0: packed, stride = the
+ *                                   exact bundle size
+ *   pinfer.bundle.stride       u64  bytes from one bundle to the next
+ *   pinfer.bundle.gate_type    u32  GGML type of the gate part (and .up_type,
+ *                                   .down_type)
+ *   pinfer.bundle.gate_offset  u64  byte offset of the gate part inside a
+ *                                   bundle (and .up_offset, .down_offset)
+ *   pinfer.bundle.n_ff         u64  bundles per layer
+ *   pinfer.bundle.n_embd       u64  elements of each part
+ *
+ * Neurons are in hotness order when the file was converted with --reorder:
+ * the permutation is then stored as reorder stores it (blk.N.ffn_perm.weight,
+ * I32 [n_ff]: original neuron of each position; pinfer.reordered = true), the
+ * predictors' fc2 rows follow it, and so do the statistics it came from:
+ *
+ *   blk.N.ffn_act_count  I32 [n_ff]  tokens that activated neuron i (new order)
+ *   pinfer.stats.tokens  u64         tokens profiled
+ *   pinfer.stats.threshold f32, pinfer.stats.model str (as in stats.h)
+ *
+ * so a planner can compute hit-rate curves from the bundle file alone.
+ * Without --reorder the input's order (and any ffn_perm it has) is kept.
+ *
+ * Invariants a loaded layout satisfies (pi_bundle_layout_read checks them):
+ * the three parts lie inside [0, stride) and do not overlap; the part types
+ * are compute types whose rows of n_embd elements have a size; when align is
+ * not 0 it is a power of two and divides stride.
+ */
+#ifndef PI_STORE_BUNDLE_H
+#define PI_STORE_BUNDLE_H
+
+#include "base/status.h"
+#include "gguf/gguf.h"
+#include "kernels/types.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PI_BUNDLE_VERSION 1
+#define PI_BUNDLE_FILE_ALIGN 4096    /* general.alignment of a bundle file */
+#define PI_BUNDLE_DEFAULT_ALIGN 4096 /* pinfer.bundle.align unless told otherwise */
+#define PI_BUNDLE_MIN_ALIGN 512      /* the range convert accepts for a non-zero align */
+#define PI_BUNDLE_MAX_ALIGN 65536
+
+#define PI_BUNDLE_KEY_VERSION "pinfer.bundle.version"
+#define PI_BUNDLE_KEY_ALIGN "pinfer.bundle.align"
+#define PI_BUNDLE_KEY_STRIDE "pinfer.bundle.stride"
+#define PI_BUNDLE_KEY_GATE_TYPE "pinfer.bundle.gate_type"
+#define PI_BUNDLE_KEY_UP_TYPE "pinfer.bundle.up_type"
+#define PI_BUNDLE_KEY_DOWN_TYPE "pinfer.bundle.down_type"
+#define PI_BUNDLE_KEY_GATE_OFFSET "pinfer.bundle.gate_offset"
+#define PI_BUNDLE_KEY_UP_OFFSET "pinfer.bundle.up_offset"
+#define PI_BUNDLE_KEY_DOWN_OFFSET "pinfer.bundle.down_offset"
+#define PI_BUNDLE_KEY_N_FF "pinfer.bundle.n_ff"
+#define PI_BUNDLE_KEY_N_EMBD "pinfer.bundle.n_embd"
+#define PI_BUNDLE_KEY_PREFIX "pinfer.bundle."
+
+#define PI_BUNDLE_TENSOR "blk.%d.ffn_bundle"       /* printf format, layer index */
+#define PI_BUNDLE_ACT_COUNT "blk.%d.ffn_act_count" /* printf format, layer index */
+#define PI_BUNDLE_KEY_STATS_TOKENS "pinfer.stats.tokens"
+#define PI_BUNDLE_KEY_STATS_THRESHOLD "pinfer.stats.threshold"
+#define PI_BUNDLE_KEY_STATS_MODEL "pinfer.stats.model"
+#define PI_BUNDLE_KEY_STATS_PREFIX "pinfer.stats."
+
+/* Where the parts of a bundle are (the same for every layer of a file). */
+typedef struct pi_bundle_layout {
+    uint32_t align;               /* 0: packed */
+    int64_t n_embd, n_ff;
+    pi_type gate_type, up_type, down_type;
+    size_t gate_bytes, up_bytes, down_bytes; /* one row of n_embd in each type */
+    size_t gate_off, up_off, down_off;       /* inside a bundle */
+    size_t stride;                /* bytes between bundles */
+} pi_bundle_layout;
+
+/* The layout convert writes: gate | up | down, then zeros up to a multiple of
+   align (align 0: none). PI_ERR_INVALID for an align that is neither 0 nor a
+   power of two in [PI_BUNDLE_MIN_ALIGN, PI_BUNDLE_MAX_ALIGN], a type without
+   kernels, or a row of n_embd that is not a whole number of blocks. */
+pi_status pi_bundle_layout_make(pi_type gate, pi_type up, pi_type down, int64_t n_embd, int64_t n_ff,
+                                uint32_t align, pi_bundle_layout *out);
+
+/* Record the layout's keys (pinfer.bundle.*) in a writer. */
+pi_status pi_bundle_layout_set(pi_gguf_writer *w, const pi_bundle_layout *b);
+
+/* Whether g carries a bundle layout (has pinfer.bundle.version). */
+bool pi_bundle_present(const pi_gguf *g);
+
+/* Read and check the pinfer.bundle.* keys of g (see the invariants above).
+   PI_ERR_FORMAT (PI_ERR_NOT_FOUND for a missing key, PI_ERR_UNSUPPORTED for
+   another version) with a message naming path and the key at fault. */
+pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, pi_bundle_layout *out);
+
+/* Layer `layer`'s bundle tensor, checked against the layout: type I8, shape
+   {stride, n_ff}. PI_ERR_NOT_FOUND / PI_ERR_FORMAT naming path, the tensor
+   and the key it disagrees with. (The reader has checked its extent.) */
+pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_layout *b, int layer,
+                           const pi_gguf_tensor **out);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * cache.h — the cold region of the segmented neuron cache (DESIGN.md §3):
+ * a fixed arena of equal slots, each holding one neuron bundle read from
+ * flash, shared by all layers, with least-recently-used replacement.
+ *
+ * A slot in use by the current step is pinned (its epoch equals the cache's
+ * epoch) and is never evicted; pi_ncache_next_epoch() unpins everything at
+ * once between steps. Lookups and allocation are O(1); the arena is
+ * allocated once, aligned for O_DIRECT, and is what reads land in (it can
+ * be registered with the I/O engine).
+ */
+#ifndef PI_STORE_CACHE_H
+#define PI_STORE_CACHE_H
+
+#include "base/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pi_ncache_stats {
+    uint64_t hits, misses, evictions;
+} pi_ncache_stats;
+
+typedef struct pi_ncache pi_ncache;
+
+/* n_slots slots of slot_bytes (a multiple of align) for neurons of n_layer
+   layers of n_ff neurons. PI_ERR_NOMEM names the size. */
+pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int64_t n_slots, size_t align,
+                           pi_ncache **out);
+void pi_ncache_free(pi_ncache *c); /* accepts NULL */
+
+/* Bytes the cache holds in memory for these parameters (arena + tables):
+   what the memory accountant charges. */
+size_t pi_ncache_footprint(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int64_t n_slots);
+
+int64_t pi_ncache_slots(const pi_ncache *c);
+void *pi_ncache_arena(const pi_ncache *c, size_t *bytes);
+uint8_t *pi_ncache_slot(const pi_ncache *c, int64_t slot);
+
+/* The slot holding (layer, neuron), pinned and made most recent; -1 when
+   it is not cached. Counts a hit or a miss. */
+int64_t pi_ncache_get(pi_ncache *c, int64_t layer, int64_t neuron);
+
+/* A slot for (layer, neuron), which must not be cached: the least recently
+   used unpinned slot (its old neuron is forgotten), pinned and most recent.
+   -1 when every slot is pinned. The caller fills it, or calls
+   pi_ncache_drop() if it cannot. */
+int64_t pi_ncache_alloc(pi_ncache *c, int64_t layer, int64_t neuron);
+
+/* Forget what a slot holds (e.g. its read failed); it becomes the next to reuse. */
+void pi_ncache_drop(pi_ncache *c, int64_t slot);
+
+/* Unpin every slot: the step that used them is over. */
+void pi_ncache_next_epoch(pi_ncache *c);
+
+/* Slots that can still be allocated in this epoch (not pinned). */
+int64_t pi_ncache_unpinned(const pi_ncache *c);
+
+void pi_ncache_get_stats(const pi_ncache *c, pi_ncache_stats *st);
+void pi_ncache_reset_stats(pi_ncache *c);
+
+#endif
