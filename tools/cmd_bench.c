@@ -252,8 +252,8 @@ int cmd_bench(int argc, char **argv) {
         pi_session_set_sparse_check(a.s, a.s->ffn_mode == PI_FFN_SPARSE);
         double once;
         if (!measure_tg(&a, n_gen, 1, &once)) goto out;
-        pi_session_set_sparse_check(a.s, false);
         print_sparse_stats(&a, bw, pi_median(tg, (int)rounds));
+        pi_session_set_sparse_check(a.s, false);
     }
     if (peer) {
         printf("peer (%s):\n", peer);

@@ -615,11 +615,14 @@ static void list_rows(void *ctx, int64_t i0, int64_t i1, int tid) {
     for (int64_t i = i0; i < i1; i++) cold_rows(&j->c, j->list[i] - j->c.first, j->list[i] - j->c.first + 1, tid);
 }
 
+#define LIST_PARALLEL_MIN 48 /* fewer entries run on the calling thread: a pool wake-up costs more */
+
 static void compute_list(pi_session *s, const cold_job *cj, const int64_t *list, int64_t n) {
     if (n <= 0) return;
     list_job j = {*cj, list};
     j.c.first = 0;
-    pi_pool_for_dynamic(s->pool, n, 8, list_rows, &j);
+    if (n < LIST_PARALLEL_MIN) list_rows(&j, 0, n, 0);
+    else pi_pool_for_dynamic(s->pool, n, 8, list_rows, &j);
 }
 
 static void set_rows(pi_session *s, int64_t k, const uint8_t *g, const uint8_t *u, const uint8_t *d) {
