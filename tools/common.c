@@ -30,6 +30,8 @@ void app_usage_common(FILE *f) {
             "                       flash (a bundle file: pinfer convert --bundle)\n"
             "  --io B               uring (default where the kernel allows it) or pread\n"
             "  --qd N               reads in flight at most (default 64)\n"
+            "  --cache SIZE         of the budget, the neuron cache's share (default: room for 15%% of a layer's\n"
+            "                       neurons); the rest keeps each layer's hottest neurons resident\n"
             "  --mmap               map the model file instead of loading it into memory\n"
             "                       (starts faster and shares the page cache; decodes ~15%% slower)\n"
             "  --temp T             temperature (default 0.8; 0 = greedy)\n"
@@ -57,7 +59,7 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     }
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
-                                       "--predictor", "--hot", "--mem-budget", "--io", "--qd"};
+                                       "--predictor", "--hot", "--mem-budget", "--io", "--qd", "--cache"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return 0;
@@ -74,6 +76,12 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     else if (!strcmp(a, "--mem-budget")) {
         if (pi_parse_size(v, &o->mem_budget) || o->mem_budget == 0) {
             fprintf(stderr, "pinfer: %s: --mem-budget expects a size such as 600M or 2G, got '%s'\n", cmd, v);
+            return -1;
+        }
+    }
+    else if (!strcmp(a, "--cache")) {
+        if (pi_parse_size(v, &o->cache_bytes)) {
+            fprintf(stderr, "pinfer: %s: --cache expects a size such as 64M, got '%s'\n", cmd, v);
             return -1;
         }
     }
@@ -128,6 +136,7 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         pi_offload_opts oo = {.mem_budget = o->mem_budget, .n_ctx = n_ctx ? n_ctx : 4096};
         oo.io.backend = (pi_io_backend)o->io_backend;
         oo.io.queue_depth = o->queue_depth ? (int)o->queue_depth : 64;
+        oo.cold_cache_bytes = o->cache_bytes;
         /* the session's context is known only from the model: peek at it first */
         pi_model *peek;
         if (!n_ctx && !pi_model_load_ex(o->model, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &peek)) {

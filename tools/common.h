@@ -31,6 +31,7 @@ typedef struct app_opts {
     uint64_t mem_budget; /* --mem-budget SIZE: FFN from flash under this budget (0: all in memory) */
     int io_backend;      /* --io uring|pread (pi_io_backend) */
     long queue_depth;    /* --qd N */
+    uint64_t cache_bytes; /* --cache SIZE: the neuron cache's share of the budget (0: default split) */
     pi_sampler_params sp;
 } app_opts;
 

@@ -190,9 +190,14 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_model
         (st = pi_budget_charge(&o->budget, PI_MEM_IO, io_bytes, "the I/O buffers")))
         goto fail;
 
-    /* 2. the split of what is left: the neuron cache gets its minimum plus a
-       tenth, the hot prefixes the rest, uniform across layers (a plan
-       overrides both) */
+    /* 2. the split of what is left: the neuron cache gets room for about one
+       layer's selection (15% of its neurons) beyond its minimum, at most a
+       quarter of what is left; the hot prefixes get the rest, uniform across
+       layers (a plan overrides both). A static prefix in hotness order beats
+       LRU when activations are independent across tokens: measured on a
+       planted 7b-l8 model at 570 MiB, giving the cache 64 or 128 MiB
+       instead of its minimum lowered the share of neurons served from
+       memory from 63% to 57% and 47%. */
     const size_t bundle_mem = o->part_bytes[0] + o->part_bytes[1] + o->part_bytes[2];
     uint64_t left = pi_budget_left(&o->budget);
     if (left == UINT64_MAX) left = (uint64_t)L * (uint64_t)F * (bundle_mem + o->stride); /* unlimited: all hot */
@@ -200,7 +205,10 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_model
     if (opt->hot) {
         for (int64_t il = 0; il < L; il++) o->hot[il] = opt->hot[il] < 0 ? 0 : opt->hot[il] > F ? F : opt->hot[il];
     } else {
-        uint64_t cold = min_cold + left / 10;
+        uint64_t cold = min_cold + (uint64_t)((double)F * 0.15) * o->stride;
+        if (cold > min_cold + left / 4) cold = min_cold + left / 4;
+        if (opt->cold_cache_bytes) cold = opt->cold_cache_bytes;
+        if (cold < min_cold) cold = min_cold;
         int64_t H = cold < left ? (int64_t)((left - cold) / ((uint64_t)L * (bundle_mem + 3 * 64))) : 0;
         H = H > F ? F : H;
         H -= H % 32;

@@ -30,6 +30,7 @@ typedef struct pi_offload_opts {
     pi_io_opts io;           /* backend, queue depth, fault injection */
     const int64_t *hot;      /* (n_layer) resident bundles per layer, or NULL: the default split */
     int64_t cold_slots;      /* neuron cache slots, or 0: the default split */
+    uint64_t cold_cache_bytes; /* or the neuron cache's bytes (when cold_slots is 0); 0: default */
     int max_merge;           /* bundles per read at most (0: 16) */
 } pi_offload_opts;
 
