@@ -615,6 +615,7 @@ static void list_rows(void *ctx, int64_t i0, int64_t i1, int tid) {
     for (int64_t i = i0; i < i1; i++) cold_rows(&j->c, j->list[i] - j->c.first, j->list[i] - j->c.first + 1, tid);
 }
 
+#define REAP_BATCH 16        /* reads to wait for at once: one wake-up per batch, not per read */
 #define LIST_PARALLEL_MIN 48 /* fewer entries run on the calling thread: a pool wake-up costs more */
 
 static void compute_list(pi_session *s, const cold_job *cj, const int64_t *list, int64_t n) {
@@ -732,7 +733,7 @@ static pi_status ffn_offload(pi_session *s, int64_t il) {
         pi_status err = issue_reads(s, il, n_miss, &n_runs);
         compute_list(s, &cj, o->ready, n_ready);
         for (int64_t done = 0; !err && done < n_runs;) {
-            int got = pi_io_reap(o->io, o->tags, (int)(n_runs - done), true);
+            int got = pi_io_reap_min(o->io, o->tags, (int)(n_runs - done), REAP_BATCH);
             if (got < 0) {
                 err = PI_ERR_IO;
                 break;

@@ -88,6 +88,7 @@ struct pi_io {
     int *free_slots;  /* (qd) stack */
     int n_free;
     int64_t n_active; /* slots with the backend, not yet reaped */
+    int reap_min;     /* pi_io_reap_min: completions to wait for (io_uring) */
     int *batch;       /* (qd) slots started by one start_pending call */
     int n_batch;
 
@@ -311,7 +312,9 @@ static int uring_collect(pi_io *io, uint64_t *tags, int max, bool block) {
                 if (io->failed) break;
             }
             uint64_t t0 = pi_time_ns();
-            r = io_uring_wait_cqe(&io->ring, &cqe);
+            unsigned want = io->reap_min > 1 ? (unsigned)io->reap_min : 1;
+            if (want > (unsigned)io->n_active) want = io->n_active > 0 ? (unsigned)io->n_active : 1;
+            r = want > 1 ? io_uring_wait_cqe_nr(&io->ring, &cqe, want) : io_uring_wait_cqe(&io->ring, &cqe);
             io->st.wait_ns += pi_time_ns() - t0;
         } else {
             r = io_uring_peek_cqe(&io->ring, &cqe);
@@ -566,6 +569,14 @@ pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n) {
     }
     start_pending(io);
     return io->failed ? pi_error(PI_ERR_IO, "%s", io->err) : PI_OK;
+}
+
+int pi_io_reap_min(pi_io *io, uint64_t *tags, int max, int min) {
+    if (!io) return pi_error(PI_ERR_INVALID, "pi_io_reap: no engine"), -1;
+    io->reap_min = min;
+    int n = pi_io_reap(io, tags, max, true);
+    io->reap_min = 1;
+    return n;
 }
 
 int pi_io_reap(pi_io *io, uint64_t *tags, int max, bool wait) {

@@ -112,6 +112,10 @@ pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n);
    that completed before it in the same call are returned first and the -1
    comes with the next call. */
 int pi_io_reap(pi_io *io, uint64_t *tags, int max, bool wait);
+/* pi_io_reap with wait, blocking (io_uring) until at least min(min, in
+   flight) reads have completed, so that a caller computing each batch wakes
+   up once per batch rather than once per read. */
+int pi_io_reap_min(pi_io *io, uint64_t *tags, int max, int min);
 int64_t pi_io_in_flight(const pi_io *io);   /* submitted or queued, not yet reaped */
 
 /* Read [off, off+len) into buf synchronously; any offset, length and buffer
