@@ -6,6 +6,7 @@
 #   make neon       the aarch64 cross build and its tests under qemu-aarch64
 #   make demo       build, then show what pinfer does on a model it generates
 #   make fuzz       libFuzzer build of the GGUF reader (clang); run: make fuzz-run FUZZ_SECONDS=600
+#                   and of the hwprobe and plan file parsers: make fuzz-run-hwfile / fuzz-run-plan
 #   make bench      kernel throughput benchmark (pinfer bench-kernels)
 #
 # Missing Debian packages are installed by scripts/deps.sh when run as root.
@@ -84,8 +85,10 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # The fuzz target doubles as a test: a plain main() replays the corpus through it.
 FUZZ_REPLAY := $(BUILD)/tests/test_fuzz_gguf
+FUZZ_REPLAY_HW := $(BUILD)/tests/test_fuzz_hwfile
+FUZZ_REPLAY_PLAN := $(BUILD)/tests/test_fuzz_plan
 
-.PHONY: all lib tests test asan neon demo fuzz fuzz-run bench clean deps
+.PHONY: all lib tests test asan neon demo fuzz fuzz-run fuzz-run-hwfile fuzz-run-plan bench clean deps
 .DEFAULT_GOAL := all
 
 all: $(PINFER) $(LIB)
@@ -109,7 +112,15 @@ $(FUZZ_REPLAY): $(BUILD)/fuzz/fuzz_gguf.o $(BUILD)/fuzz/replay_main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-tests: $(TEST_BIN) $(FUZZ_REPLAY) $(PINFER)
+$(FUZZ_REPLAY_HW): $(BUILD)/fuzz/fuzz_hwfile.o $(BUILD)/fuzz/replay_main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(FUZZ_REPLAY_PLAN): $(BUILD)/fuzz/fuzz_plan.o $(BUILD)/fuzz/replay_main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+tests: $(TEST_BIN) $(FUZZ_REPLAY) $(FUZZ_REPLAY_HW) $(FUZZ_REPLAY_PLAN) $(PINFER)
 
 # `make test` runs every suite it can build here and ends with "N passed, N failed".
 test:
@@ -138,6 +149,10 @@ fuzz:
 	@mkdir -p $(FUZZ_BUILD)
 	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $(FUZZ_BUILD)/fuzz_gguf fuzz/fuzz_gguf.c src/gguf/*.c src/base/*.c src/kernels/types.c -lm -pthread
+	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -o $(FUZZ_BUILD)/fuzz_hwfile fuzz/fuzz_hwfile.c src/plan/hwfile.c src/base/*.c src/kernels/types.c -lm -pthread
+	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -o $(FUZZ_BUILD)/fuzz_plan fuzz/fuzz_plan.c src/plan/planfile.c src/base/*.c -lm -pthread
 
 FUZZ_SECONDS ?= 600
 fuzz-run: fuzz
@@ -146,7 +161,18 @@ fuzz-run: fuzz
 	$(FUZZ_BUILD)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
 	  -timeout=10 $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/seeds
 
+fuzz-run-hwfile: fuzz
+	@mkdir -p $(FUZZ_BUILD)/corpus-hwfile
+	$(FUZZ_BUILD)/fuzz_hwfile -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 -timeout=10 \
+	  -dict=fuzz/hwfile.dict $(FUZZ_BUILD)/corpus-hwfile fuzz/corpus/hwfile
+
+fuzz-run-plan: fuzz
+	@mkdir -p $(FUZZ_BUILD)/corpus-plan
+	$(FUZZ_BUILD)/fuzz_plan -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 -timeout=10 \
+	  $(FUZZ_BUILD)/corpus-plan fuzz/corpus/plan
+
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BUILD)/fuzz/fuzz_gguf.d $(BUILD)/fuzz/replay_main.d
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BUILD)/fuzz/fuzz_gguf.d $(BUILD)/fuzz/replay_main.d \
+  $(BUILD)/fuzz/fuzz_hwfile.d $(BUILD)/fuzz/fuzz_plan.d

@@ -403,7 +403,7 @@ static void check_save(const pi_predictor *P, const pi_model *m, const pi_pred_d
         const pi_gguf_kv *b = pi_gguf_find_kv(gb, key);
         kv_same += b && same_kv(a, b);
     }
-    CHECKF(kv_same == pi_gguf_n_kv(ga) && pi_gguf_n_kv(gb) == pi_gguf_n_kv(ga) + 4, "%d of %lld key-values copied",
+    CHECKF(kv_same == pi_gguf_n_kv(ga) && pi_gguf_n_kv(gb) == pi_gguf_n_kv(ga) + 6, "%d of %lld key-values copied",
            kv_same, (long long)pi_gguf_n_kv(ga));
     for (int64_t i = 0; i < pi_gguf_n_tensors(ga); i++) {
         const pi_gguf_tensor *a = pi_gguf_tensor_at(ga, i);
@@ -448,7 +448,7 @@ static void check_save(const pi_predictor *P, const pi_model *m, const pi_pred_d
         CHECK(!st && pi_model_load(out2, PI_MAP_FILE, &c2) == PI_OK);
     }
     if (c2) {
-        CHECK(pi_gguf_n_tensors(c2->gguf) == pi_gguf_n_tensors(ga) + 12 && pi_gguf_n_kv(c2->gguf) == pi_gguf_n_kv(ga) + 4);
+        CHECK(pi_gguf_n_tensors(c2->gguf) == pi_gguf_n_tensors(ga) + 12 && pi_gguf_n_kv(c2->gguf) == pi_gguf_n_kv(ga) + 6);
         CHECK(c2->layers[5].fc1.ne[1] == 8 && c2->layers[5].fc2.ne[0] == 8);
         CHECK(pi_gguf_get_f32(c2->gguf, PI_PRED_KEY_RECALL, &recall) == PI_OK && recall == 0.9f);
         int same = 0;

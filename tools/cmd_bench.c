@@ -13,7 +13,12 @@
 #include "common.h"
 
 #include "base/timer.h"
+#include "model/offload.h"
 #include "plan/hwprobe.h"
+#include "plan/plan.h"
+#include "plot.h"
+
+#include <math.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +33,15 @@ static void usage(FILE *f) {
                "  -r N                 repetitions, median reported (default 5)\n"
                "  --peer PATH          also run this llama-bench binary on the same file and print ratios\n"
                "  --rounds N           alternate pinfer and the peer N times; report medians and the\n"
-               "                       median of the per-round ratios (robust to a noisy machine)\n");
+               "                       median of the per-round ratios (robust to a noisy machine)\n"
+               "  --mem-budget SIZE    decode with the FFN on flash under this budget (a bundle file)\n"
+               "  --sweep F,F,...      decode speed across budgets (a bundle file): for each F, a budget of the\n"
+               "                       model's minimum plus F times its FFN bytes (1 = all resident), planned,\n"
+               "                       predicted and measured; plus the in-memory sparse and dense speeds\n"
+               "  --naive              with --sweep: also measure the naive split (uniform hot prefix, default\n"
+               "                       cache) at each budget\n"
+               "  --sweep-out PREFIX   write PREFIX.json, PREFIX.csv and PREFIX.svg (speed versus memory)\n");
+    app_usage_common(f);
 }
 
 /* Parse llama-bench's CSV: avg_ts of the row with the given n_prompt/n_gen. */
@@ -166,8 +179,134 @@ static void print_sparse_stats(const app *a, double bw, double tg) {
            all * 1e-6, touched * 1e-6, ffn_dense_bytes(m) * 1e-6, bound, 100.0 * tg / bound);
 }
 
+#define MAX_SWEEP 16
+
+typedef struct {
+    double frac, budget_mib, predicted, measured, naive, rss_mib;
+} sweep_point;
+
+static bool write_sweep(const char *prefix, const char *model, const sweep_point *pt, int n, double sparse, double dense) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s.csv", prefix);
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    fprintf(f, "ffn_fraction,budget_mib,predicted_tok_s,measured_tok_s,naive_tok_s\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%.3f,%.1f,%.3f,%.3f,%.3f\n", pt[i].frac, pt[i].budget_mib, pt[i].predicted, pt[i].measured,
+                pt[i].naive);
+    if (fclose(f)) return false;
+    snprintf(path, sizeof path, "%s.json", prefix);
+    if (!(f = fopen(path, "w"))) return false;
+    fprintf(f, "{\"model\": \"%s\", \"in_memory_sparse_tok_s\": %.3f, \"dense_tok_s\": %.3f, \"points\": [", model,
+            sparse, dense);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\n  {\"ffn_fraction\": %.3f, \"budget_mib\": %.1f, \"predicted_tok_s\": %.3f, "
+                   "\"measured_tok_s\": %.3f, \"naive_tok_s\": %.3f}",
+                i ? "," : "", pt[i].frac, pt[i].budget_mib, pt[i].predicted, pt[i].measured, pt[i].naive);
+    fprintf(f, "\n]}\n");
+    if (fclose(f)) return false;
+    double x[MAX_SWEEP + 1], ym[MAX_SWEEP + 1], yp[MAX_SWEEP + 1], yn[MAX_SWEEP + 1];
+    for (int i = 0; i < n; i++) {
+        x[i] = pt[i].budget_mib;
+        ym[i] = pt[i].measured;
+        yp[i] = pt[i].predicted;
+        yn[i] = pt[i].naive > 0.0 ? pt[i].naive : NAN;
+    }
+    plot_series s[3] = {{"measured (planned)", x, ym, n, false}, {"predicted", x, yp, n, true},
+                        {"measured (naive split)", x, yn, n, false}};
+    bool naive = false;
+    for (int i = 0; i < n; i++) naive |= pt[i].naive > 0.0;
+    snprintf(path, sizeof path, "%s.svg", prefix);
+    char title[256];
+    snprintf(title, sizeof title, "decode speed vs memory budget (in memory: sparse %.1f, dense %.1f tok/s)", sparse,
+             dense);
+    return plot_svg(path, title, "memory budget (MiB)", "tokens/s", s, naive ? 3 : 2) == 0;
+}
+
+/* bench --sweep: plan, predict and measure decode at each budget. */
+static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, long n_gen, long reps, bool naive,
+                       const char *prefix) {
+    sweep_point pt[MAX_SWEEP];
+    int n = 0;
+    for (const char *c = fracs; *c && n < MAX_SWEEP;) {
+        char *end;
+        double f = strtod(c, &end);
+        if (end == c || f < 0.0 || f > 1.0 || (*end && *end != ',')) {
+            fprintf(stderr, "pinfer: %s: --sweep expects fractions in [0, 1] separated by commas, got '%s'\n", cmd, fracs);
+            return 2;
+        }
+        pt[n++] = (sweep_point){.frac = f};
+        c = *end ? end + 1 : end;
+    }
+    const int64_t n_ctx = n_gen + 1;
+    pi_mprofile *mp;
+    if (pi_mprofile_load(o->model, n_ctx, &mp)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 1;
+    }
+    const uint64_t base = mp->fixed + mp->session + mp->io + mp->min_cold;
+    const double ffn = (double)mp->bundle_mem * (double)(mp->n_layer * mp->n_ff);
+    pi_mprofile_free(mp);
+    printf("sweep: %s: minimum budget %.1f MiB, FFN %.1f MiB resident when all hot\n", o->model,
+           (double)base / (1 << 20), ffn / (1 << 20));
+    /* in memory, for reference: the sparse path and the dense one */
+    double sparse = 0.0, dense = 0.0;
+    for (int dense_run = 0; dense_run < 2; dense_run++) {
+        app_opts oi = *o;
+        oi.mem_budget = 0;
+        oi.dense = dense_run;
+        oi.n_ctx = n_ctx;
+        app a;
+        if (!app_load(cmd, &oi, &a)) return 1;
+        bool ok = measure_tg(&a, n_gen, reps, dense_run ? &dense : &sparse);
+        app_free(&a);
+        if (!ok) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            return 1;
+        }
+    }
+    printf("in memory: sparse %.2f tok/s, dense %.2f tok/s\n", sparse, dense);
+    printf("%8s %11s %12s %12s %8s %12s\n", "FFN frac", "budget MiB", "predicted", "measured", "error", naive ? "naive" : "");
+    for (int i = 0; i < n; i++) {
+        pi_plan plan;
+        pi_plan_limits lim = {base + (uint64_t)(pt[i].frac * ffn), (int)o->threads, 0.0};
+        pt[i].budget_mib = (double)lim.mem_budget / (1 << 20);
+        if (app_plan(cmd, o->model, NULL, n_ctx, &lim, false, &plan) == 2) return 1;
+        pt[i].predicted = plan.cost.tok_s;
+        for (int k = 0; k < (naive ? 2 : 1); k++) {
+            app_opts oi = *o;
+            oi.n_ctx = n_ctx;
+            oi.mem_budget = lim.mem_budget;
+            oi.plan_in = k ? NULL : &plan;
+            oi.no_plan = k;
+            app a;
+            if (!app_load(cmd, &oi, &a)) return 1;
+            bool ok = measure_tg(&a, n_gen, reps, k ? &pt[i].naive : &pt[i].measured);
+            app_free(&a);
+            if (!ok) {
+                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                return 1;
+            }
+        }
+        printf("%8.2f %11.1f %12.2f %12.2f %+7.0f%%", pt[i].frac, pt[i].budget_mib, pt[i].predicted, pt[i].measured,
+               100.0 * (pt[i].predicted / pt[i].measured - 1.0));
+        if (naive) printf(" %12.2f (planned/naive %.2f)", pt[i].naive, pt[i].measured / pt[i].naive);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (prefix) {
+        if (!write_sweep(prefix, o->model, pt, n, sparse, dense)) {
+            fprintf(stderr, "pinfer: %s: cannot write %s.{csv,json,svg}\n", cmd, prefix);
+            return 1;
+        }
+        printf("wrote %s.json, %s.csv, %s.svg\n", prefix, prefix, prefix);
+    }
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
-    const char *cmd = "bench", *peer = NULL;
+    const char *cmd = "bench", *peer = NULL, *sweep = NULL, *sweep_out = NULL;
+    bool naive = false;
     long n_prompt = 512, n_gen = 128, reps = 5, rounds = 1;
     app_opts o;
     app_opts_init(&o);
@@ -176,6 +315,16 @@ int cmd_bench(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--naive")) {
+            naive = true;
+            continue;
+        }
+        if (!strcmp(a, "--sweep") || !strcmp(a, "--sweep-out")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            if (!strcmp(a, "--sweep")) sweep = v;
+            else sweep_out = v;
+            continue;
         }
         if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-r") || !strcmp(a, "--peer") ||
             !strcmp(a, "--rounds")) {
@@ -194,6 +343,13 @@ int cmd_bench(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
+    }
+    if (sweep) {
+        if (!o.model || n_gen <= 0) {
+            fprintf(stderr, "pinfer: %s: --sweep needs -m FILE (a bundle file) and -n N > 0\n", cmd);
+            return 2;
+        }
+        return bench_sweep(cmd, &o, sweep, n_gen, reps, naive, sweep_out);
     }
     o.n_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
     app a;

@@ -5,7 +5,8 @@
  * (bigger file, one aligned read each) or packed back to back (each read
  * covers the 4 KiB blocks the bundle spans)?
  *
- * Each point keeps queue_depth reads in flight for --seconds: a completion is
+ * Each point (pi_probe_io, the loop `pinfer hwprobe` measures with too)
+ * keeps queue_depth reads in flight for --seconds: a completion is
  * answered at once by a new read at a fresh random offset, into a buffer
  * registered with the engine (READ_FIXED under io_uring), as the engine's
  * cache will. Reads bypass the page cache, so nothing needs dropping; the
@@ -15,7 +16,7 @@
 #include "args.h"
 #include "cmds.h"
 
-#include "base/timer.h"
+#include "plan/hwprobe.h"
 #include "store/io.h"
 
 #include <errno.h>
@@ -35,12 +36,8 @@ typedef struct workload {
     int64_t n;      /* offsets (WL_BLOCK, in units of align) or bundles to draw from */
     size_t max_len; /* longest read */
     size_t align;
+    uint64_t rng;
 } workload;
-
-typedef struct point {
-    uint64_t reads, bytes;
-    double seconds, lat_sum_us;
-} point;
 
 static uint64_t rng_next(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -51,8 +48,10 @@ static uint64_t rng_next(uint64_t *s) {
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-static void next_read(const workload *w, uint64_t *rng, int64_t *off, size_t *len) {
-    int64_t i = (int64_t)(rng_next(rng) % (uint64_t)w->n);
+/* pi_probe_next_fn: a random read of the workload. */
+static bool next_read(void *ctx, int64_t *off, size_t *len) {
+    workload *w = ctx;
+    int64_t i = (int64_t)(rng_next(&w->rng) % (uint64_t)w->n);
     switch (w->kind) {
     default:
         *off = i * (int64_t)w->align;
@@ -69,6 +68,7 @@ static void next_read(const workload *w, uint64_t *rng, int64_t *off, size_t *le
         break;
     }
     }
+    return true;
 }
 
 static size_t gcd(size_t a, size_t b) {
@@ -91,81 +91,15 @@ static double packed_mean_read(size_t bundle) {
     return (double)sum / (double)cycle;
 }
 
-/* Keep qd reads of workload w in flight for `seconds`; 0 or 1 (message printed). */
-static int measure(const char *path, pi_io_backend b, int qd, const workload *w, double seconds, point *pt) {
-    memset(pt, 0, sizeof *pt);
-    pi_io_opts o = {.backend = b, .queue_depth = qd, .n_workers = qd};
-    pi_io *io;
-    if (pi_io_open(path, &o, &io) != PI_OK) {
+/* Keep qd reads of workload w in flight for `seconds` (the shared loop in
+   plan/hwprobe.c); 0 or 1 (message printed). */
+static int measure(const char *path, pi_io_backend b, int qd, workload *w, double seconds, pi_probe_io_point *pt) {
+    w->rng = 0x5eed0000ull + (uint64_t)qd * 131 + w->size;
+    if (pi_probe_io(path, b, qd, w->max_len, seconds, next_read, w, pt) != PI_OK) {
         fprintf(stderr, "pinfer: bench-io: %s\n", pi_last_error());
         return 1;
     }
-    size_t slot_bytes = round_up(w->max_len, 4096);
-    size_t buf_len = slot_bytes * (size_t)qd;
-    uint8_t *buf = aligned_alloc(4096, buf_len);
-    struct iovec *iov = calloc((size_t)qd, sizeof *iov);
-    uint64_t *t_start = calloc((size_t)qd, sizeof *t_start), *tags = calloc((size_t)qd, sizeof *tags);
-    pi_io_req *reqs = calloc((size_t)qd, sizeof *reqs);
-    int status = 0;
-    if (!buf || !iov || !t_start || !tags || !reqs) {
-        fprintf(stderr, "pinfer: bench-io: out of memory\n");
-        status = 1;
-        goto out;
-    }
-    memset(buf, 0, buf_len);
-    if (pi_io_register(io, buf, buf_len) != PI_OK) {
-        fprintf(stderr, "pinfer: bench-io: %s\n", pi_last_error());
-        status = 1;
-        goto out;
-    }
-    uint64_t rng = 0x5eed0000ull + (uint64_t)qd * 131 + w->size;
-    uint64_t t0 = pi_time_ns(), t_end = t0 + (uint64_t)(seconds * 1e9), t_last = t0;
-    int n = 0;
-    for (int s = 0; s < qd; s++) tags[n++] = (uint64_t)s;
-    bool running = true;
-    while (running || pi_io_in_flight(io) > 0) {
-        if (running) {
-            uint64_t now = pi_time_ns();
-            for (int k = 0; k < n; k++) {
-                int s = (int)tags[k];
-                int64_t off;
-                size_t len;
-                next_read(w, &rng, &off, &len);
-                iov[s] = (struct iovec){buf + (size_t)s * slot_bytes, len};
-                reqs[k] = (pi_io_req){.off = off, .iov = &iov[s], .iovcnt = 1, .tag = (uint64_t)s};
-                t_start[s] = now;
-            }
-            if (n > 0 && pi_io_submit(io, reqs, n) != PI_OK) {
-                fprintf(stderr, "pinfer: bench-io: %s\n", pi_last_error());
-                status = 1;
-                goto out;
-            }
-        }
-        n = pi_io_reap(io, tags, qd, true);
-        if (n < 0) {
-            fprintf(stderr, "pinfer: bench-io: %s\n", pi_last_error());
-            status = 1;
-            goto out;
-        }
-        uint64_t now = pi_time_ns();
-        if (!running) continue; /* draining: not counted */
-        for (int k = 0; k < n; k++) {
-            pt->reads++;
-            pt->bytes += iov[tags[k]].iov_len;
-            pt->lat_sum_us += (double)(now - t_start[tags[k]]) * 1e-3;
-        }
-        t_last = now;
-        if (now >= t_end) running = false;
-    }
-    pt->seconds = (double)(t_last - t0) * 1e-9;
-out:
-    pi_io_close(io);
-    free(buf);
-    free(iov);
-    free(t_start);
-    free(tags);
-    free(reqs);
-    return status;
+    return 0;
 }
 
 static void fmt_count(char *s, size_t n, double v) {
@@ -324,7 +258,7 @@ int cmd_bench_io(int argc, char **argv) {
                 for (int q = 0; q < n_qd && !status; q++) {
                     workload w = {.kind = WL_BLOCK, .size = blocks[k], .align = align, .max_len = blocks[k]};
                     w.n = (usable - (int64_t)blocks[k]) / (int64_t)align + 1;
-                    point pt;
+                    pi_probe_io_point pt;
                     if ((status = measure(path, backends[bi], (int)qds[q], &w, seconds, &pt))) break;
                     char bs[32], iops[32];
                     fmt_size(bs, sizeof bs, blocks[k]);
@@ -356,7 +290,7 @@ int cmd_bench_io(int argc, char **argv) {
                         w.n = usable / (int64_t)stride;
                         w.max_len = stride;
                     }
-                    point pt;
+                    pi_probe_io_point pt;
                     if ((status = measure(path, backends[bi], (int)qds[q], &w, seconds, &pt))) break;
                     rate[l] = (double)pt.reads / pt.seconds;
                     char r[32];

@@ -6,15 +6,14 @@
  * Each (type, variant, threads) point rotates over enough distinct matrices
  * that the working set exceeds the last-level cache many times over (default
  * 768 MiB), so the figure is what DRAM delivers to the kernel. Threads split
- * each matrix into contiguous row ranges, as the engine does.
+ * each matrix into contiguous row ranges, as the engine does. The measuring
+ * code (pi_probe_mats, pi_probe_kernel) is `pinfer hwprobe`'s.
  */
 #include "args.h"
 #include "cmds.h"
 
 #include "base/cpu.h"
-#include "base/mapfile.h"
 #include "base/pool.h"
-#include "base/timer.h"
 #include "kernels/kernels.h"
 #include "plan/hwprobe.h"
 
@@ -24,35 +23,6 @@
 
 #define MAX_ITEMS 16
 #define MAX_REPS 100
-
-typedef struct {
-    const pi_kernels *k;
-    pi_type type;
-    const uint8_t *W;
-    size_t row_bytes;
-    int64_t cols;
-    const void *x;
-    float *y;
-} mv_job;
-
-static void mv_rows(void *vctx, int64_t r0, int64_t r1, int tid) {
-    (void)tid;
-    mv_job *j = vctx;
-    j->k->matvec[j->type](j->cols, j->W, j->row_bytes, r0, r1, j->x, j->y);
-}
-
-/* Fill one matrix with valid random weights of the type (finite scales and values). */
-static void fill_random(pi_type t, uint8_t *W, int64_t rows, int64_t cols, uint64_t seed, float *row) {
-    size_t rb = pi_row_size(t, cols);
-    uint64_t s = seed;
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t c = 0; c < cols; c++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            row[c] = ((float)(s >> 40) * 0x1.0p-24f - 0.5f) * 0.1f;
-        }
-        pi_quantize_row(t, row, W + (size_t)r * rb, cols);
-    }
-}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -150,61 +120,31 @@ int cmd_bench_kernels(int argc, char **argv) {
     int status = 0;
     for (int ti = 0; ti < n_types && !status; ti++) {
         pi_type t = type_ids[ti];
-        size_t rb = pi_row_size(t, cols);
-        size_t mat_bytes = rb * (size_t)rows;
-        size_t n_mat = ((size_t)ws_mib << 20) / mat_bytes + 1;
-        if (n_mat < 2) n_mat = 2;
-        uint8_t *mats = pi_huge_alloc(mat_bytes * n_mat);
-        float *xf = malloc((size_t)cols * sizeof *xf);
-        pi_block_q8_0 *xq = malloc((size_t)cols / 32 * sizeof *xq);
-        float *y = malloc((size_t)rows * sizeof *y);
-        if (!mats || !xf || !xq || !y) {
-            fprintf(stderr, "pinfer: %s: cannot allocate %zu MiB of matrices\n", cmd, (mat_bytes * n_mat) >> 20);
-            status = 1;
-        } else {
-            fill_random(t, mats, rows, cols, 1234 + (uint64_t)t, xf); /* xf: scratch row */
-            for (size_t m = 1; m < n_mat; m++) memcpy(mats + m * mat_bytes, mats, mat_bytes);
-            for (long c = 0; c < cols; c++) xf[c] = (float)((c * 7919) % 2001 - 1000) * 1e-3f;
+        pi_probe_mats m;
+        if (pi_probe_mats_create(t, rows, cols, (size_t)ws_mib << 20, &m) != PI_OK) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            return 1;
         }
         for (int vi = 0; vi < n_variants && !status; vi++) {
             const pi_kernels *k = kset[vi];
             if (!k->matvec[t]) continue;
-            int act = pi_vec_dot_type(t);
-            const void *x = xf;
-            if (act == PI_TYPE_Q8_0) {
-                k->quantize_q8_0(xf, xq, cols);
-                x = xq;
-            }
             for (int hi = 0; hi < n_threads_list; hi++) {
                 pi_pool *pool;
-                if (pi_pool_create((int)thread_counts[hi], &pool) != PI_OK) {
+                double med;
+                if (pi_pool_create((int)thread_counts[hi], &pool) != PI_OK ||
+                    pi_probe_kernel(pool, k, &m, PI_HW_MATVEC, (int)reps, &med) != PI_OK) {
                     fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                    pi_pool_free(pool);
                     status = 1;
                     break;
                 }
-                mv_job j = {k, t, NULL, rb, cols, x, y};
-                int64_t grain = rows / pi_pool_size(pool) / 8 + 1;
-                double gbs[MAX_REPS];
-                for (long r = -1; r < reps; r++) { /* r = -1: warm-up pass */
-                    double t0 = pi_time_s();
-                    for (size_t m = 0; m < n_mat; m++) {
-                        j.W = mats + m * mat_bytes;
-                        pi_pool_for(pool, rows, grain, mv_rows, &j);
-                    }
-                    double dt = pi_time_s() - t0;
-                    if (r >= 0) gbs[r] = (double)(mat_bytes * n_mat) / dt * 1e-9;
-                }
-                double med = pi_median(gbs, (int)reps);
                 printf("%-6s %-8s %7ld %10.2f %8.0f%% %11.2f\n", pi_type_name(t), k->name, thread_counts[hi], med,
-                       100.0 * med / bw[hi], (double)mat_bytes / (med * 1e9) * 1e3);
+                       100.0 * med / bw[hi], (double)m.mat_bytes / (med * 1e9) * 1e3);
                 fflush(stdout);
                 pi_pool_free(pool);
             }
         }
-        pi_huge_free(mats, mat_bytes * n_mat);
-        free(xf);
-        free(xq);
-        free(y);
+        pi_probe_mats_free(&m);
     }
     return status;
 }

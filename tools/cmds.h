@@ -9,6 +9,8 @@
 int cmd_inspect(int argc, char **argv);
 int cmd_bench_kernels(int argc, char **argv);
 int cmd_bench_io(int argc, char **argv);
+int cmd_hwprobe(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -6,6 +6,9 @@
 #include "args.h"
 #include "base/timer.h"
 #include "model/offload.h"
+#include "plan/plan.h"
+
+#include <sys/stat.h>
 #include "tokenizer/unicode.h"
 
 #include <stdlib.h>
@@ -28,6 +31,9 @@ void app_usage_common(FILE *f) {
             "  --hot N              neurons of each layer's hot prefix computed densely (default 0)\n"
             "  --mem-budget SIZE    keep at most SIZE bytes resident (e.g. 600M, 2G): the FFN is read from\n"
             "                       flash (a bundle file: pinfer convert --bundle)\n"
+            "  --plan FILE          use a plan from pinfer plan (budget, hot neurons per layer, cache, threads,\n"
+            "                       queue depth); without it --mem-budget plans on the fly\n"
+            "  --no-plan            with --mem-budget: a uniform split instead of the planner's\n"
             "  --io B               uring (default where the kernel allows it) or pread\n"
             "  --qd N               reads in flight at most (default 64)\n"
             "  --cache SIZE         of the budget, the neuron cache's share (default: room for 15%% of a layer's\n"
@@ -57,9 +63,13 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
         o->dense = true;
         return 1;
     }
+    if (!strcmp(a, "--no-plan")) {
+        o->no_plan = true;
+        return 1;
+    }
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
-                                       "--predictor", "--hot", "--mem-budget", "--io", "--qd", "--cache"};
+                                       "--predictor", "--hot", "--mem-budget", "--io", "--qd", "--cache", "--plan"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return 0;
@@ -79,6 +89,7 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
             return -1;
         }
     }
+    else if (!strcmp(a, "--plan")) o->plan = v;
     else if (!strcmp(a, "--cache")) {
         if (pi_parse_size(v, &o->cache_bytes)) {
             fprintf(stderr, "pinfer: %s: --cache expects a size such as 64M, got '%s'\n", cmd, v);
@@ -127,6 +138,43 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
     }
     double t0 = pi_time_s();
     int64_t n_ctx = o->n_ctx;
+    pi_plan plan;
+    bool planned = false;
+    if (o->plan_in) {
+        plan = *o->plan_in;
+        planned = true;
+    } else if (o->plan) {
+        if (pi_plan_load(o->plan, &plan)) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            return false;
+        }
+        struct stat sb;
+        if (stat(o->model, &sb) == 0 && plan.model_size && (uint64_t)sb.st_size != plan.model_size) {
+            fprintf(stderr, "pinfer: %s: %s was made for a file of %llu bytes, %s has %llu: plan again\n", cmd, o->plan,
+                    (unsigned long long)plan.model_size, o->model, (unsigned long long)sb.st_size);
+            return false;
+        }
+        if (o->mem_budget && o->mem_budget != plan.mem_budget) {
+            fprintf(stderr, "pinfer: %s: --mem-budget differs from the plan's %.0f MiB: plan again or drop one\n", cmd,
+                    (double)plan.mem_budget / (1 << 20));
+            return false;
+        }
+        planned = true;
+    } else if (o->mem_budget && !o->no_plan && !o->cache_bytes) {
+        pi_plan_limits lim = {o->mem_budget, (int)o->threads, 0.0};
+        planned = app_plan(cmd, o->model, NULL, n_ctx ? n_ctx : 4096, &lim, false, &plan) == 0;
+        if (!planned) fprintf(stderr, "pinfer: %s: planning failed; using the default split\n", cmd);
+    }
+    app_opts oc = *o;
+    if (planned) {
+        oc.mem_budget = plan.mem_budget;
+        if (!o->threads) oc.threads = plan.threads;
+        if (!o->queue_depth) oc.queue_depth = plan.queue_depth;
+        if (!o->plan_in)
+            fprintf(stderr, "%s: plan: predicted %.2f tok/s; %d threads, queue depth %d, neuron cache %.1f MiB\n", cmd,
+                    plan.cost.tok_s, plan.threads, plan.queue_depth, (double)plan.cache_bytes / (1 << 20));
+    }
+    o = &oc;
     if (o->mem_budget) {
         if (o->oracle) {
             fprintf(stderr, "pinfer: %s: --predictor oracle computes every gate and needs the FFN in memory: "
@@ -137,6 +185,10 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         oo.io.backend = (pi_io_backend)o->io_backend;
         oo.io.queue_depth = o->queue_depth ? (int)o->queue_depth : 64;
         oo.cold_cache_bytes = o->cache_bytes;
+        if (planned) {
+            oo.hot = plan.hot;
+            oo.cold_cache_bytes = plan.cache_bytes;
+        }
         /* the session's context is known only from the model: peek at it first */
         pi_model *peek;
         if (!n_ctx && !pi_model_load_ex(o->model, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &peek)) {
@@ -332,4 +384,74 @@ void app_reset_offload_stats(app *a) {
     memset(&a->off->st, 0, sizeof a->off->st);
     pi_io_reset_stats(a->off->io);
     pi_ncache_reset_stats(a->off->cache);
+}
+
+int app_plan(const char *cmd, const char *model, const char *hw_path, int64_t n_ctx, const pi_plan_limits *lim,
+             bool verbose, pi_plan *out) {
+    pi_mprofile *mp = NULL;
+    if (pi_mprofile_load(model, n_ctx, &mp)) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
+    }
+    if (verbose && !mp->have_stats)
+        fprintf(stderr, "%s: %s has no activation counts (convert with --reorder STATS): assuming uniform activity\n",
+                cmd, model);
+    pi_hw hw;
+    char path[1024];
+    if (hw_path) {
+        if (pi_hw_load(hw_path, &hw)) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            pi_mprofile_free(mp);
+            return 2;
+        }
+    } else {
+        struct stat sb;
+        uint64_t dev = stat(model, &sb) == 0 ? (uint64_t)sb.st_dev : 0;
+        if (!pi_hw_default_path(path, sizeof path, dev)) path[0] = '\0';
+        if (!path[0] || pi_hw_load(path, &hw)) {
+            fprintf(stderr, "%s: no hardware figures cached (%s): measuring them now (pinfer hwprobe --quick)\n", cmd,
+                    path);
+            pi_hwprobe_opts po = {.file = model, .quick = true};
+            if (pi_hwprobe_run(&po, &hw)) {
+                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                pi_mprofile_free(mp);
+                return 2;
+            }
+            if (path[0] && pi_hw_save(&hw, path)) fprintf(stderr, "%s: warning: %s\n", cmd, pi_last_error());
+        }
+    }
+    pi_status st = pi_plan_solve(mp, &hw, lim, out);
+    pi_mprofile_free(mp);
+    if (st && st != PI_ERR_INVALID) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
+    }
+    snprintf(out->model, sizeof out->model, "%s", model);
+    struct stat sb;
+    out->model_size = stat(model, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    if (st) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+void app_print_plan(const pi_plan *p, FILE *f) {
+    int64_t hmin = INT64_MAX, hmax = 0, hsum = 0;
+    for (int64_t l = 0; l < p->n_layer; l++) {
+        hmin = p->hot[l] < hmin ? p->hot[l] : hmin;
+        hmax = p->hot[l] > hmax ? p->hot[l] : hmax;
+        hsum += p->hot[l];
+    }
+    fprintf(f, "plan for %s under %.1f MiB:\n", p->model, (double)p->mem_budget / (1 << 20));
+    fprintf(f, "  threads %d, queue depth %d, neuron cache %.1f MiB, resident in all %.1f MiB\n", p->threads,
+            p->queue_depth, (double)p->cache_bytes / (1 << 20), (double)p->resident_bytes / (1 << 20));
+    fprintf(f, "  hot neurons per layer (%lld in all, %lld-%lld):", (long long)hsum, (long long)hmin, (long long)hmax);
+    for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %lld", (long long)p->hot[l]);
+    const pi_cost *c = &p->cost;
+    fprintf(f, "\n  per token: %.0f neurons resident, %.0f cache hits, %.0f misses in %.0f reads\n", c->resident, c->hits,
+            c->misses, c->reads);
+    fprintf(f, "predicted: %.2f tok/s (ms per token: fixed %.2f, predictor %.2f, gate/up %.2f, down %.2f, reads %.2f "
+               "of which %.2f hidden behind compute, overhead %.2f)\n",
+            c->tok_s, c->ms_fixed, c->ms_pred, c->ms_gu, c->ms_down, c->ms_io, c->ms_io_hidden, c->ms_overhead);
 }

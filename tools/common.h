@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+struct pi_plan;
+
 typedef struct app_opts {
     const char *model;   /* -m */
     const char *prompt;  /* -p */
@@ -32,6 +34,9 @@ typedef struct app_opts {
     int io_backend;      /* --io uring|pread (pi_io_backend) */
     long queue_depth;    /* --qd N */
     uint64_t cache_bytes; /* --cache SIZE: the neuron cache's share of the budget (0: default split) */
+    const char *plan;    /* --plan FILE: pinfer plan's output */
+    const struct pi_plan *plan_in; /* or a plan in memory (bench --sweep) */
+    bool no_plan;        /* --no-plan: with --mem-budget, the default split instead of planning */
     pi_sampler_params sp;
 } app_opts;
 
@@ -78,6 +83,20 @@ const char *app_ffn_mode(const app *a);
    time. Prints nothing otherwise. */
 void app_print_offload(const app *a, FILE *f);
 void app_reset_offload_stats(app *a);
+
+struct pi_plan;
+struct pi_plan_limits;
+
+/* The planner's choice for a bundle file: the model profile, the cached
+   hardware probe of the model's filesystem (measured now with --quick and
+   cached when there is none; hw_path overrides), the solver. Returns 0, 1
+   when the plan misses limits->min_speed (the plan is still filled, the
+   message printed), 2 on an error (printed). */
+int app_plan(const char *cmd, const char *model, const char *hw_path, int64_t n_ctx,
+             const struct pi_plan_limits *lim, bool verbose, struct pi_plan *out);
+
+/* The plan, human-readable, ending with "predicted: X tok/s" and the breakdown. */
+void app_print_plan(const struct pi_plan *p, FILE *f);
 
 /* Peak resident memory of this process in MiB. */
 double app_peak_rss_mib(void);

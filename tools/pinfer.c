@@ -25,6 +25,8 @@ static const command k_commands[] = {
     {"train-predictor", cmd_train_predictor, "train-predictor -m FILE --text FILE -o OUT  per-layer activation predictors"},
     {"inspect", cmd_inspect, "inspect FILE            print a GGUF file's metadata and tensors"},
     {"bench-kernels", cmd_bench_kernels, "bench-kernels [opts]    matvec throughput per type vs memory bandwidth"},
+    {"plan", cmd_plan, "plan -m FILE --mem-budget S   the fastest configuration under a memory budget, and its speed"},
+    {"hwprobe", cmd_hwprobe, "hwprobe [-m FILE | --dir DIR]   measure memory, kernels and flash for the planner (--quick)"},
     {"bench-io", cmd_bench_io, "bench-io FILE           random O_DIRECT read throughput; --bundle B: padded vs packed layout"},
     {"gen-model", cmd_gen_model, "gen-model -o FILE       write a llama GGUF with random weights (--preset 7b-l8)"},
     {"convert", cmd_convert, "convert ...             import a llama2.c checkpoint into GGUF"},

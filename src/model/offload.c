@@ -50,6 +50,47 @@ static int fixed_weights(pi_model *m, pi_weight **ws, int max) {
     return n;
 }
 
+pi_status pi_offload_measure(pi_model *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *z) {
+    memset(z, 0, sizeof *z);
+    if (!m->bundled || !m->layers[0].bundle.present)
+        return pi_error(PI_ERR_INVALID, "%s: not a bundle file", m->path);
+    const pi_hparams *hp = &m->hp;
+    const int64_t F = hp->n_ff, E = hp->n_embd;
+    if (max_merge <= 0) max_merge = 16;
+    if (align < 4096) align = 4096;
+    pi_weight *ws[1024];
+    int nw = fixed_weights(m, ws, 1024);
+    for (int i = 0; i < nw; i++) {
+        z->fixed += ALIGN_UP(weight_bytes(ws[i]), 64);
+        if (ws[i]->ne[1] > 1) z->fixed_by_type[ws[i]->type] += weight_bytes(ws[i]);
+    }
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const pi_layer *l = &m->layers[il];
+        if (l->fc1.data) z->pred_by_type[l->fc1.type] += weight_bytes(&l->fc1);
+        if (l->fc2.data) z->pred_by_type[l->fc2.type] += weight_bytes(&l->fc2);
+    }
+    for (int t = 0; t < PI_TYPE_COUNT; t++) z->fixed_by_type[t] -= z->pred_by_type[t];
+    z->stride = m->layers[0].bundle.stride;
+    const pi_type types[3] = {m->layers[0].ffn_gate.type, m->layers[0].ffn_up.type, m->layers[0].ffn_down_t.type};
+    for (int k = 0; k < 3; k++) {
+        z->part_type[k] = types[k];
+        z->part_bytes[k] = pi_row_size(types[k], E);
+        z->bundle_mem += z->part_bytes[k];
+    }
+    z->embd_on_flash = m->tok_embd.data != m->output.data;
+    const size_t embd_buf = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
+    const int64_t stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
+    const size_t tables = (size_t)F * (3 * sizeof(int64_t) + sizeof(int32_t) + sizeof(pi_io_req) +
+                                       sizeof(struct iovec) + sizeof(uint64_t));
+    z->io = embd_buf + 2 * (size_t)stream_rows * z->stride + tables;
+    z->session = pi_session_bytes(m, n_ctx);
+    z->kv = pi_session_kv_bytes(m, n_ctx);
+    z->min_slots = 2 * ((F + 63) / 64) + max_merge;
+    z->min_cold = pi_ncache_footprint(hp->n_layer, F, z->stride, z->min_slots);
+    z->minimum = z->fixed + z->session + z->io + z->min_cold;
+    return PI_OK;
+}
+
 void pi_offload_free(pi_offload *o) {
     if (!o) return;
     pi_io_close(o->io);
@@ -158,23 +199,18 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_model
     }
 
     /* 1. fixed region, KV cache, scratch, I/O buffers and tables */
+    pi_offload_sizes z;
+    if ((st = pi_offload_measure(m, opt->n_ctx, o->max_merge, align, &z))) goto fail;
     pi_weight *ws[1024];
     int nw = fixed_weights(m, ws, 1024);
-    size_t fixed = 0;
-    for (int i = 0; i < nw; i++) fixed += ALIGN_UP(weight_bytes(ws[i]), 64);
-    o->embd_on_flash = m->tok_embd.data != m->output.data;
-    const size_t embd_row = m->tok_embd.row_bytes;
-    o->embd_buf_bytes = ALIGN_UP(embd_row, align) + align;
+    const size_t fixed = z.fixed;
+    o->embd_on_flash = z.embd_on_flash;
+    o->embd_buf_bytes = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
     o->stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
     const size_t stream_bytes = (size_t)o->stream_rows * o->stride;
-    const size_t tables = (size_t)F * (3 * sizeof(int64_t) + sizeof(int32_t) + sizeof(pi_io_req) +
-                                       sizeof(struct iovec) + sizeof(uint64_t));
-    const int64_t min_slots = 2 * ((F + 63) / 64) + o->max_merge;
-    const size_t min_cold = pi_ncache_footprint(L, F, o->stride, min_slots);
-    const uint64_t sess = pi_session_bytes(m, opt->n_ctx);
-    const uint64_t kv = pi_session_kv_bytes(m, opt->n_ctx);
-    const uint64_t io_bytes = o->embd_buf_bytes + 2 * stream_bytes + tables;
-    const uint64_t minimum = fixed + sess + io_bytes + min_cold;
+    const int64_t min_slots = z.min_slots;
+    const size_t min_cold = z.min_cold;
+    const uint64_t sess = z.session, kv = z.kv, io_bytes = z.io, minimum = z.minimum;
     if (o->budget.limit && o->budget.limit < minimum) {
         st = pi_error(PI_ERR_NOMEM, "--mem-budget %.0f MiB is below this model's minimum of %.0f MiB at context %lld: "
                       "fixed region %.1f MiB (attention, norms, predictors, output head), KV cache %.1f MiB, scratch "

@@ -829,6 +829,15 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_model *m, const char *pat
     if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_THRESHOLDS, PI_GGUF_FLOAT32, thr, (uint64_t)L_n);
     if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_RANK, PI_GGUF_UINT32, rank, (uint64_t)L_n);
     if (!st) st = pi_gguf_set_f32(w, PI_PRED_KEY_RECALL, P->recall_target);
+    float *vr = malloc((size_t)L_n * 2 * sizeof *vr);
+    if (!vr && !st) st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+    for (int64_t l = 0; vr && l < L_n; l++) {
+        vr[l] = (float)pi_pred_recall(&P->layers[l].val);
+        vr[L_n + l] = (float)pi_pred_precision(&P->layers[l].val);
+    }
+    if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_VAL_RECALL, PI_GGUF_FLOAT32, vr, (uint64_t)L_n);
+    if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_VAL_PRECISION, PI_GGUF_FLOAT32, vr + L_n, (uint64_t)L_n);
+    free(vr);
     for (int64_t i = 0; !st && i < pi_gguf_n_tensors(g); i++) {
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
         if (is_pred_tensor(t->name)) continue;

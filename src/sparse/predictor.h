@@ -49,6 +49,8 @@
 #define PI_PRED_KEY_THRESHOLDS "pinfer.predictor.thresholds"
 #define PI_PRED_KEY_RANK "pinfer.predictor.rank"
 #define PI_PRED_KEY_RECALL "pinfer.predictor.recall_target"
+#define PI_PRED_KEY_VAL_RECALL "pinfer.predictor.val_recall"       /* (n_layer) on held-out tokens */
+#define PI_PRED_KEY_VAL_PRECISION "pinfer.predictor.val_precision" /* (n_layer), for the planner's cost model */
 
 #define PI_PRED_MAX_CANDIDATES 8 /* ranks tried per layer when choosing automatically */
 

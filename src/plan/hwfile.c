@@ -1,0 +1,663 @@
+/*
+ * hwfile.c — the hwprobe cache file (save, load, a strict parser) and the
+ * interpolation helpers the cost model reads it through.
+ *
+ * Format, version 1: text lines of printable ASCII, fields separated by
+ * spaces or tabs; blank lines and lines starting with '#' are ignored.
+ *
+ *   pinfer-hwprobe 1                       header, the first record
+ *   cpu avx512-2c                          kernel set and core count (cache key)
+ *   n_threads 2                            figures exist for 1..n_threads
+ *   quick 0|1
+ *   other_cpu <cores>                      other processes' load meanwhile (>= 0)
+ *   mem_bw <threads> <GB/s> [est]          one per thread count, all required
+ *   matvec|rowdot|axpy <type> <threads> <GB/s> [est]   any subset; absent = 0
+ *   io_backend io_uring|pread
+ *   io_buffered 0|1                        1: O_DIRECT was refused (page cache figures)
+ *   io_file_bytes <bytes>                  the file the random reads were spread over
+ *   fs_dev <st_dev>                        decimal
+ *   seq_read_gbs <GB/s>
+ *   block <6 increasing sizes in bytes>
+ *   qd <5 increasing queue depths>
+ *   read <block> <qd> <reads/s> <mean latency us> [est]   one per (block, qd), all required
+ *   end                                    the last record: a file without it is truncated
+ *
+ * "est" marks a figure filled in by interpolation rather than measured.
+ * Records other than the header and "end" may come in any order, except that
+ * mem_bw and kernel lines need n_threads before them and read lines need
+ * block and qd. Unknown keys, repeated records (also two lines for the same
+ * mem_bw / kernel / read point), extra or missing fields, numbers that do not
+ * parse whole, are not finite, or are out of range (every figure is > 0) are
+ * errors naming the line. Unknown keys are errors rather than skipped: the
+ * version number is what changes when the format does.
+ *
+ * Doubles are written with the shortest of %.15g/%.16g/%.17g that reads back
+ * to the same bits, so a save/load round trip is exact. Numbers are read with
+ * strtod/strtoull in the C locale (pinfer never calls setlocale).
+ */
+#include "hwprobe.h"
+
+#include "kernels/types.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HW_HEADER "pinfer-hwprobe"
+#define HW_LINE_MAX 1024      /* longest line accepted */
+#define HW_MAX_TOK 16         /* fields per line */
+#define HW_FILE_MAX (1u << 20) /* a real file is a few KiB */
+#define HW_BLOCK_MIN 512
+#define HW_BLOCK_MAX (64 << 20)
+#define HW_QD_MAX 65536
+
+static const char *const k_kernel_names[PI_HW_N_KERNELS] = {"matvec", "rowdot", "axpy"};
+
+static double (*kernel_table(pi_hw *hw, int what))[PI_HW_MAX_THREADS + 1] {
+    return what == PI_HW_MATVEC ? hw->matvec : what == PI_HW_ROWDOT ? hw->rowdot : hw->axpy;
+}
+
+static const double (*kernel_table_c(const pi_hw *hw, int what))[PI_HW_MAX_THREADS + 1] {
+    return what == PI_HW_MATVEC ? hw->matvec : what == PI_HW_ROWDOT ? hw->rowdot : hw->axpy;
+}
+
+/* ---- validation (shared by save and load) ---- */
+
+static bool token_ok(const char *s, size_t cap) {
+    size_t n = strnlen(s, cap);
+    if (n == 0 || n >= cap) return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] <= ' ' || s[i] > '~') return false;
+    return true;
+}
+
+static bool figure_ok(double v) { return isfinite(v) && v > 0.0; }
+
+pi_status pi_hw_validate(const pi_hw *hw) {
+    if (!hw) return pi_error(PI_ERR_INVALID, "hwprobe: no result");
+    int n = hw->n_threads;
+    if (n < 1 || n > PI_HW_MAX_THREADS)
+        return pi_error(PI_ERR_INVALID, "n_threads %d is not in 1..%d", n, PI_HW_MAX_THREADS);
+    if (!token_ok(hw->cpu, sizeof hw->cpu))
+        return pi_error(PI_ERR_INVALID, "cpu: empty, too long, or not one printable word");
+    if (!token_ok(hw->io_backend, sizeof hw->io_backend))
+        return pi_error(PI_ERR_INVALID, "io_backend: empty, too long, or not one printable word");
+    for (int t = 0; t <= PI_HW_MAX_THREADS; t++) {
+        bool in = t >= 1 && t <= n;
+        if (in ? !figure_ok(hw->mem_bw[t]) : hw->mem_bw[t] != 0.0)
+            return pi_error(PI_ERR_INVALID, "mem_bw for %d threads is %g", t, hw->mem_bw[t]);
+        if (hw->mem_bw_est[t] && !in) return pi_error(PI_ERR_INVALID, "mem_bw_est set for %d threads", t);
+    }
+    for (int w = 0; w < PI_HW_N_KERNELS; w++) {
+        const double(*tab)[PI_HW_MAX_THREADS + 1] = kernel_table_c(hw, w);
+        for (int ty = 0; ty < PI_TYPE_COUNT; ty++)
+            for (int t = 0; t <= PI_HW_MAX_THREADS; t++) {
+                double v = tab[ty][t];
+                bool may = t >= 1 && t <= n && pi_type_get((uint32_t)ty);
+                if (v != 0.0 && (!may || !figure_ok(v)))
+                    return pi_error(PI_ERR_INVALID, "%s of type %d at %d threads is %g", k_kernel_names[w], ty, t,
+                                    v);
+                if (hw->kernel_est[w][ty][t] && v == 0.0)
+                    return pi_error(PI_ERR_INVALID, "%s of type %d at %d threads: marked estimated but absent",
+                                    k_kernel_names[w], ty, t);
+            }
+    }
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        if (hw->block[b] < HW_BLOCK_MIN || hw->block[b] > HW_BLOCK_MAX || (b && hw->block[b] <= hw->block[b - 1]))
+            return pi_error(PI_ERR_INVALID, "block sizes must increase within %d..%d bytes", HW_BLOCK_MIN,
+                            HW_BLOCK_MAX);
+    for (int q = 0; q < PI_HW_N_QD; q++)
+        if (hw->qd[q] < 1 || hw->qd[q] > HW_QD_MAX || (q && hw->qd[q] <= hw->qd[q - 1]))
+            return pi_error(PI_ERR_INVALID, "queue depths must increase within 1..%d", HW_QD_MAX);
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++)
+            if (!figure_ok(hw->read_iops[b][q]) || !figure_ok(hw->read_lat_us[b][q]))
+                return pi_error(PI_ERR_INVALID, "read %d bytes at qd %d: %g reads/s, %g us", hw->block[b], hw->qd[q],
+                                hw->read_iops[b][q], hw->read_lat_us[b][q]);
+    if (!figure_ok(hw->seq_read_gbs)) return pi_error(PI_ERR_INVALID, "seq_read_gbs is %g", hw->seq_read_gbs);
+    if (!isfinite(hw->other_cpu) || hw->other_cpu < 0 || signbit(hw->other_cpu))
+        return pi_error(PI_ERR_INVALID, "other_cpu is %g", hw->other_cpu);
+    return PI_OK;
+}
+
+/* ---- writing ---- */
+
+typedef struct wbuf {
+    char *buf;
+    size_t cap, len;
+} wbuf;
+
+static void PI_PRINTF(2, 3) wr(wbuf *w, const char *fmt, ...) {
+    size_t room = w->len < w->cap ? w->cap - w->len : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(room ? w->buf + w->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (k > 0) w->len += (size_t)k;
+}
+
+/* The shortest %.Ng (N = 15..17) that reads back to v exactly. */
+static const char *fmt_double(char *s, size_t n, double v) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(s, n, "%.*g", prec, v);
+        if (strtod(s, NULL) == v) break;
+    }
+    return s;
+}
+
+long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
+    if (pi_hw_validate(hw) != PI_OK) return -1;
+    wbuf w = {buf, n, 0};
+    if (n) buf[0] = '\0';
+    char d0[40], d1[40];
+    wr(&w, "%s %d\n", HW_HEADER, PI_HW_FILE_VERSION);
+    wr(&w, "# pinfer hwprobe: GB/s are 1e9 bytes/s; \"est\": interpolated, not measured\n");
+    wr(&w, "cpu %s\n", hw->cpu);
+    wr(&w, "n_threads %d\n", hw->n_threads);
+    wr(&w, "quick %d\n", hw->quick ? 1 : 0);
+    wr(&w, "# other_cpu: cores other processes kept busy meanwhile (figures are low when > 0.25)\n");
+    wr(&w, "other_cpu %s\n", fmt_double(d0, sizeof d0, hw->other_cpu));
+    wr(&w, "# mem_bw <threads> <GB/s>\n");
+    for (int t = 1; t <= hw->n_threads; t++)
+        wr(&w, "mem_bw %d %s%s\n", t, fmt_double(d0, sizeof d0, hw->mem_bw[t]), hw->mem_bw_est[t] ? " est" : "");
+    wr(&w, "# <kernel> <type> <threads> <weight GB/s>\n");
+    for (int k = 0; k < PI_HW_N_KERNELS; k++) {
+        const double(*tab)[PI_HW_MAX_THREADS + 1] = kernel_table_c(hw, k);
+        for (int ty = 0; ty < PI_TYPE_COUNT; ty++)
+            for (int t = 1; t <= hw->n_threads; t++)
+                if (tab[ty][t] != 0.0)
+                    wr(&w, "%s %s %d %s%s\n", k_kernel_names[k], pi_type_name((uint32_t)ty), t,
+                       fmt_double(d0, sizeof d0, tab[ty][t]), hw->kernel_est[k][ty][t] ? " est" : "");
+    }
+    wr(&w, "io_backend %s\n", hw->io_backend);
+    wr(&w, "io_buffered %d\n", hw->io_buffered ? 1 : 0);
+    wr(&w, "io_file_bytes %llu\n", (unsigned long long)hw->io_file_bytes);
+    wr(&w, "fs_dev %llu\n", (unsigned long long)hw->fs_dev);
+    wr(&w, "seq_read_gbs %s\n", fmt_double(d0, sizeof d0, hw->seq_read_gbs));
+    wr(&w, "block");
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++) wr(&w, " %d", hw->block[b]);
+    wr(&w, "\nqd");
+    for (int q = 0; q < PI_HW_N_QD; q++) wr(&w, " %d", hw->qd[q]);
+    wr(&w, "\n# read <block bytes> <queue depth> <reads/s> <mean latency us>\n");
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++)
+            wr(&w, "read %d %d %s %s%s\n", hw->block[b], hw->qd[q], fmt_double(d0, sizeof d0, hw->read_iops[b][q]),
+               fmt_double(d1, sizeof d1, hw->read_lat_us[b][q]), hw->read_est[b][q] ? " est" : "");
+    wr(&w, "end\n");
+    return (long)w.len;
+}
+
+/* mkdir -p of the directory part of path (0755; existing ones are fine). */
+static pi_status make_parents(const char *path) {
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+        return pi_error(PI_ERR_INVALID, "%s: path too long", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return PI_OK;
+    *slash = '\0';
+    struct stat sb;
+    if (stat(dir, &sb) == 0) return PI_OK;
+    for (char *p = dir + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            return pi_error(PI_ERR_IO, "%s: cannot create directory %s: %s", path, dir, strerror(errno));
+        *p = c;
+        if (!c) return PI_OK;
+    }
+}
+
+pi_status pi_hw_save(const pi_hw *hw, const char *path) {
+    if (!path) return pi_error(PI_ERR_INVALID, "hwprobe: no path to save to");
+    long len = pi_hw_format(hw, NULL, 0);
+    if (len < 0) return pi_error_prefix(PI_ERR_INVALID, "%s: not saved", path);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return pi_error(PI_ERR_INVALID, "%s: path too long", path);
+    pi_status st = make_parents(path);
+    if (st) return st;
+    char *text = malloc((size_t)len + 1);
+    if (!text) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+    pi_hw_format(hw, text, (size_t)len + 1);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        st = pi_error(PI_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto out;
+    }
+    size_t put = fwrite(text, 1, (size_t)len, f);
+    int e = errno;
+    if (fclose(f) != 0 || put != (size_t)len) {
+        st = pi_error(PI_ERR_IO, "%s: write failed: %s", tmp, strerror(put != (size_t)len ? e : errno));
+        unlink(tmp);
+        goto out;
+    }
+    if (rename(tmp, path) != 0) {
+        st = pi_error(PI_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        unlink(tmp);
+    }
+out:
+    free(text);
+    return st;
+}
+
+/* ---- reading ---- */
+
+enum { K_CPU, K_NTHREADS, K_QUICK, K_IO_BACKEND, K_IO_BUFFERED, K_IO_FILE_BYTES, K_FS_DEV, K_SEQ, K_BLOCK, K_QD,
+       K_OTHER_CPU, K_SCALARS };
+static const char *const k_scalar_names[K_SCALARS] = {"cpu",           "n_threads", "quick",        "io_backend",
+                                                      "io_buffered",   "io_file_bytes", "fs_dev", "seq_read_gbs",
+                                                      "block",         "qd",     "other_cpu"};
+
+typedef struct pstate {
+    int line;                                                     /* current line, 1-based */
+    int scalar_line[K_SCALARS];                                   /* where each was given; 0: not yet */
+    int mem_bw_line[PI_HW_MAX_THREADS + 1];
+    int kernel_line[PI_HW_N_KERNELS][PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
+    int read_line[PI_HW_N_BLOCKS][PI_HW_N_QD];
+} pstate;
+
+static pi_status PI_PRINTF(3, 4) perr(const pstate *ps, pi_status st, const char *fmt, ...) {
+    char msg[PI_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return pi_error(st, "line %d: %s", ps->line, msg);
+}
+
+/* A whole non-negative decimal in [lo, hi]. */
+static bool parse_int(const char *s, long long lo, long long hi, long long *out) {
+    if (*s < '0' || *s > '9') return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (*s < '0' || *s > '9') return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* A finite figure > 0 (decimal or hex float). Underflow to a subnormal is accepted. */
+static bool parse_figure(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || !figure_ok(v)) return false;
+    *out = v;
+    return true;
+}
+
+static pi_status want_fields(const pstate *ps, const char *key, int ntok, int lo, int hi) {
+    if (ntok - 1 < lo || ntok - 1 > hi) {
+        if (lo == hi) return perr(ps, PI_ERR_FORMAT, "'%s' takes %d value%s, got %d", key, lo, lo == 1 ? "" : "s",
+                                  ntok - 1);
+        return perr(ps, PI_ERR_FORMAT, "'%s' takes %d to %d values, got %d", key, lo, hi, ntok - 1);
+    }
+    return PI_OK;
+}
+
+/* The optional trailing "est" of tok[i] (i < ntok); sets *est. */
+static pi_status parse_est(const pstate *ps, char **tok, int ntok, int i, bool *est) {
+    *est = false;
+    if (i >= ntok) return PI_OK;
+    if (strcmp(tok[i], "est")) return perr(ps, PI_ERR_FORMAT, "expected 'est' or nothing after the figure, got '%s'",
+                                           tok[i]);
+    *est = true;
+    return PI_OK;
+}
+
+static pi_status need_threads(const pstate *ps, const pi_hw *hw, const char *key, const char *s, int *t) {
+    if (!ps->scalar_line[K_NTHREADS]) return perr(ps, PI_ERR_FORMAT, "'%s' before 'n_threads'", key);
+    long long v;
+    if (!parse_int(s, 1, hw->n_threads, &v))
+        return perr(ps, PI_ERR_FORMAT, "%s: thread count '%s' is not in 1..%d (n_threads)", key, s, hw->n_threads);
+    *t = (int)v;
+    return PI_OK;
+}
+
+static pi_status parse_scalar(pstate *ps, pi_hw *hw, int k, char **tok, int ntok) {
+    const char *key = k_scalar_names[k];
+    if (ps->scalar_line[k]) return perr(ps, PI_ERR_FORMAT, "'%s' repeated (first on line %d)", key, ps->scalar_line[k]);
+    int nvals = k == K_BLOCK ? PI_HW_N_BLOCKS : k == K_QD ? PI_HW_N_QD : 1;
+    pi_status st = want_fields(ps, key, ntok, nvals, nvals);
+    if (st) return st;
+    long long v;
+    switch (k) {
+    case K_CPU:
+    case K_IO_BACKEND: {
+        char *dst = k == K_CPU ? hw->cpu : hw->io_backend;
+        size_t cap = k == K_CPU ? sizeof hw->cpu : sizeof hw->io_backend;
+        if (strlen(tok[1]) >= cap) return perr(ps, PI_ERR_FORMAT, "%s: '%s' longer than %zu characters", key, tok[1],
+                                               cap - 1);
+        memcpy(dst, tok[1], strlen(tok[1]) + 1);
+        break;
+    }
+    case K_NTHREADS:
+        if (!parse_int(tok[1], 1, PI_HW_MAX_THREADS, &v))
+            return perr(ps, PI_ERR_FORMAT, "n_threads: '%s' is not in 1..%d", tok[1], PI_HW_MAX_THREADS);
+        hw->n_threads = (int)v;
+        break;
+    case K_QUICK:
+    case K_IO_BUFFERED:
+        if (!parse_int(tok[1], 0, 1, &v)) return perr(ps, PI_ERR_FORMAT, "%s: expected 0 or 1, got '%s'", key, tok[1]);
+        *(k == K_QUICK ? &hw->quick : &hw->io_buffered) = v != 0;
+        break;
+    case K_IO_FILE_BYTES:
+    case K_FS_DEV:
+        if (!parse_u64(tok[1], k == K_FS_DEV ? &hw->fs_dev : &hw->io_file_bytes))
+            return perr(ps, PI_ERR_FORMAT, "%s: '%s' is not a 64-bit unsigned decimal", key, tok[1]);
+        break;
+    case K_SEQ:
+        if (!parse_figure(tok[1], &hw->seq_read_gbs))
+            return perr(ps, PI_ERR_FORMAT, "seq_read_gbs: '%s' is not a finite number > 0", tok[1]);
+        break;
+    case K_OTHER_CPU: {
+        char *end;
+        double d = strtod(tok[1], &end);
+        if (end == tok[1] || *end || !isfinite(d) || d < 0 || signbit(d))
+            return perr(ps, PI_ERR_FORMAT, "other_cpu: '%s' is not a finite number >= 0", tok[1]);
+        hw->other_cpu = d;
+        break;
+    }
+    case K_BLOCK:
+        for (int b = 0; b < PI_HW_N_BLOCKS; b++) {
+            if (!parse_int(tok[1 + b], HW_BLOCK_MIN, HW_BLOCK_MAX, &v))
+                return perr(ps, PI_ERR_FORMAT, "block: '%s' is not a size in %d..%d bytes", tok[1 + b], HW_BLOCK_MIN,
+                            HW_BLOCK_MAX);
+            if (b && v <= hw->block[b - 1]) return perr(ps, PI_ERR_FORMAT, "block: sizes must increase");
+            hw->block[b] = (int)v;
+        }
+        break;
+    case K_QD:
+        for (int q = 0; q < PI_HW_N_QD; q++) {
+            if (!parse_int(tok[1 + q], 1, HW_QD_MAX, &v))
+                return perr(ps, PI_ERR_FORMAT, "qd: '%s' is not a queue depth in 1..%d", tok[1 + q], HW_QD_MAX);
+            if (q && v <= hw->qd[q - 1]) return perr(ps, PI_ERR_FORMAT, "qd: queue depths must increase");
+            hw->qd[q] = (int)v;
+        }
+        break;
+    }
+    ps->scalar_line[k] = ps->line;
+    return PI_OK;
+}
+
+static pi_status parse_mem_bw(pstate *ps, pi_hw *hw, char **tok, int ntok) {
+    pi_status st = want_fields(ps, "mem_bw", ntok, 2, 3);
+    int t;
+    if (st || (st = need_threads(ps, hw, "mem_bw", tok[1], &t))) return st;
+    if (ps->mem_bw_line[t])
+        return perr(ps, PI_ERR_FORMAT, "mem_bw for %d threads repeated (first on line %d)", t, ps->mem_bw_line[t]);
+    if (!parse_figure(tok[2], &hw->mem_bw[t]))
+        return perr(ps, PI_ERR_FORMAT, "mem_bw: '%s' is not a finite number > 0", tok[2]);
+    if ((st = parse_est(ps, tok, ntok, 3, &hw->mem_bw_est[t]))) return st;
+    ps->mem_bw_line[t] = ps->line;
+    return PI_OK;
+}
+
+static pi_status parse_kernel(pstate *ps, pi_hw *hw, int k, char **tok, int ntok) {
+    const char *key = k_kernel_names[k];
+    pi_status st = want_fields(ps, key, ntok, 3, 4);
+    if (st) return st;
+    int ty = pi_type_from_name(tok[1]);
+    if (ty < 0 || ty >= PI_TYPE_COUNT) return perr(ps, PI_ERR_FORMAT, "%s: unknown type '%s'", key, tok[1]);
+    int t;
+    if ((st = need_threads(ps, hw, key, tok[2], &t))) return st;
+    if (ps->kernel_line[k][ty][t])
+        return perr(ps, PI_ERR_FORMAT, "%s %s at %d threads repeated (first on line %d)", key,
+                    pi_type_name((uint32_t)ty), t, ps->kernel_line[k][ty][t]);
+    if (!parse_figure(tok[3], &kernel_table(hw, k)[ty][t]))
+        return perr(ps, PI_ERR_FORMAT, "%s: '%s' is not a finite number > 0", key, tok[3]);
+    if ((st = parse_est(ps, tok, ntok, 4, &hw->kernel_est[k][ty][t]))) return st;
+    ps->kernel_line[k][ty][t] = ps->line;
+    return PI_OK;
+}
+
+static pi_status parse_read(pstate *ps, pi_hw *hw, char **tok, int ntok) {
+    pi_status st = want_fields(ps, "read", ntok, 4, 5);
+    if (st) return st;
+    if (!ps->scalar_line[K_BLOCK] || !ps->scalar_line[K_QD])
+        return perr(ps, PI_ERR_FORMAT, "'read' before 'block' and 'qd'");
+    long long bv, qv;
+    int b = -1, q = -1;
+    if (parse_int(tok[1], 0, HW_BLOCK_MAX, &bv))
+        for (int i = 0; i < PI_HW_N_BLOCKS; i++)
+            if (hw->block[i] == bv) b = i;
+    if (b < 0) return perr(ps, PI_ERR_FORMAT, "read: block '%s' is not one of the 'block' record", tok[1]);
+    if (parse_int(tok[2], 0, HW_QD_MAX, &qv))
+        for (int i = 0; i < PI_HW_N_QD; i++)
+            if (hw->qd[i] == qv) q = i;
+    if (q < 0) return perr(ps, PI_ERR_FORMAT, "read: queue depth '%s' is not one of the 'qd' record", tok[2]);
+    if (ps->read_line[b][q])
+        return perr(ps, PI_ERR_FORMAT, "read %s %s repeated (first on line %d)", tok[1], tok[2], ps->read_line[b][q]);
+    if (!parse_figure(tok[3], &hw->read_iops[b][q]))
+        return perr(ps, PI_ERR_FORMAT, "read: reads/s '%s' is not a finite number > 0", tok[3]);
+    if (!parse_figure(tok[4], &hw->read_lat_us[b][q]))
+        return perr(ps, PI_ERR_FORMAT, "read: latency '%s' is not a finite number > 0", tok[4]);
+    if ((st = parse_est(ps, tok, ntok, 5, &hw->read_est[b][q]))) return st;
+    ps->read_line[b][q] = ps->line;
+    return PI_OK;
+}
+
+/* After "end": everything required is there. */
+static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
+    for (int k = 0; k < K_SCALARS; k++)
+        if (!ps->scalar_line[k]) return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
+    for (int t = 1; t <= hw->n_threads; t++)
+        if (!ps->mem_bw_line[t]) return perr(ps, PI_ERR_FORMAT, "no 'mem_bw %d' record before 'end'", t);
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++)
+            if (!ps->read_line[b][q])
+                return perr(ps, PI_ERR_FORMAT, "no 'read %d %d' record before 'end'", hw->block[b], hw->qd[q]);
+    pi_status st = pi_hw_validate(hw);
+    if (st) return pi_error_prefix(st, "line %d", ps->line);
+    return PI_OK;
+}
+
+static pi_status parse_record(pstate *ps, pi_hw *hw, char **tok, int ntok) {
+    for (int k = 0; k < K_SCALARS; k++)
+        if (!strcmp(tok[0], k_scalar_names[k])) return parse_scalar(ps, hw, k, tok, ntok);
+    for (int k = 0; k < PI_HW_N_KERNELS; k++)
+        if (!strcmp(tok[0], k_kernel_names[k])) return parse_kernel(ps, hw, k, tok, ntok);
+    if (!strcmp(tok[0], "mem_bw")) return parse_mem_bw(ps, hw, tok, ntok);
+    if (!strcmp(tok[0], "read")) return parse_read(ps, hw, tok, ntok);
+    if (!strcmp(tok[0], HW_HEADER)) return perr(ps, PI_ERR_FORMAT, "a second header");
+    return perr(ps, PI_ERR_FORMAT, "unknown key '%.40s'", tok[0]);
+}
+
+static pi_status parse_all(pstate *ps, const char *text, size_t n, pi_hw *hw) {
+    char line[HW_LINE_MAX + 1];
+    char *tok[HW_MAX_TOK];
+    bool header = false, ended = false;
+    size_t at = 0;
+    ps->line = 0;
+    while (at < n) {
+        ps->line++;
+        const char *nl = memchr(text + at, '\n', n - at);
+        size_t len = nl ? (size_t)(nl - (text + at)) : n - at;
+        const char *src = text + at;
+        at += len + (nl ? 1 : 0);
+        if (len && src[len - 1] == '\r') len--; /* CRLF */
+        if (len > HW_LINE_MAX) return perr(ps, PI_ERR_FORMAT, "longer than %d characters", HW_LINE_MAX);
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)src[i];
+            if ((c < ' ' && c != '\t') || c > '~')
+                return perr(ps, PI_ERR_FORMAT, "unexpected byte 0x%02x at column %zu", c, i + 1);
+        }
+        memcpy(line, src, len);
+        line[len] = '\0';
+        int ntok = 0;
+        for (char *p = line;;) {
+            while (*p == ' ' || *p == '\t') p++;
+            if (!*p) break;
+            if (ntok == HW_MAX_TOK) return perr(ps, PI_ERR_FORMAT, "more than %d fields", HW_MAX_TOK);
+            tok[ntok++] = p;
+            while (*p && *p != ' ' && *p != '\t') p++;
+            if (*p) *p++ = '\0';
+        }
+        if (ntok == 0 || tok[0][0] == '#') continue;
+        if (ended) return perr(ps, PI_ERR_FORMAT, "'%.40s' after 'end'", tok[0]);
+        if (!header) {
+            if (strcmp(tok[0], HW_HEADER))
+                return perr(ps, PI_ERR_FORMAT, "not a hwprobe file: expected the header '%s %d', got '%.40s'",
+                            HW_HEADER, PI_HW_FILE_VERSION, tok[0]);
+            long long v;
+            if (ntok != 2 || !parse_int(tok[1], 0, 1000000, &v))
+                return perr(ps, PI_ERR_FORMAT, "header: expected '%s <version>'", HW_HEADER);
+            if (v != PI_HW_FILE_VERSION)
+                return perr(ps, PI_ERR_FORMAT, "format version %lld; this build reads version %d (run hwprobe again)",
+                            v, PI_HW_FILE_VERSION);
+            header = true;
+            continue;
+        }
+        if (!strcmp(tok[0], "end")) {
+            if (ntok != 1) return perr(ps, PI_ERR_FORMAT, "'end' takes no values");
+            pi_status st = check_complete(ps, hw);
+            if (st) return st;
+            ended = true;
+            continue;
+        }
+        pi_status st = parse_record(ps, hw, tok, ntok);
+        if (st) return st;
+    }
+    if (!header) return pi_error(PI_ERR_FORMAT, "empty (%d line%s without a record): no '%s %d' header", ps->line,
+                                 ps->line == 1 ? "" : "s", HW_HEADER, PI_HW_FILE_VERSION);
+    if (!ended) return perr(ps, PI_ERR_FORMAT, "truncated: the file ends without its 'end' record");
+    return PI_OK;
+}
+
+pi_status pi_hw_parse(const char *text, size_t n, pi_hw *hw) {
+    memset(hw, 0, sizeof *hw);
+    pstate *ps = calloc(1, sizeof *ps);
+    if (!ps) return pi_error(PI_ERR_NOMEM, "hwprobe file: out of memory");
+    pi_status st = parse_all(ps, text ? text : "", text ? n : 0, hw);
+    free(ps);
+    if (st) memset(hw, 0, sizeof *hw);
+    return st;
+}
+
+pi_status pi_hw_load(const char *path, pi_hw *hw) {
+    memset(hw, 0, sizeof *hw);
+    FILE *f = fopen(path, "rb");
+    if (!f) return pi_error(errno == ENOENT ? PI_ERR_NOT_FOUND : PI_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > (off_t)HW_FILE_MAX) {
+        fclose(f);
+        return pi_error(PI_ERR_FORMAT, "%s: not a regular file of at most %u bytes", path, HW_FILE_MAX);
+    }
+    size_t n = (size_t)sb.st_size;
+    char *text = malloc(n ? n : 1);
+    if (!text) {
+        fclose(f);
+        return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(text, 1, n, f);
+    bool err = ferror(f);
+    fclose(f);
+    pi_status st;
+    if (err || got != n) st = pi_error(PI_ERR_IO, "%s: read failed", path);
+    else if ((st = pi_hw_parse(text, n, hw))) pi_error_prefix(st, "%s", path);
+    free(text);
+    return st;
+}
+
+const char *pi_hw_default_path(char *buf, size_t n, uint64_t fs_dev) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int k;
+    unsigned long long dev = (unsigned long long)fs_dev;
+    if (xdg && xdg[0] == '/') k = snprintf(buf, n, "%s/pinfer/hwprobe-%llu.txt", xdg, dev);
+    else if (home && home[0]) k = snprintf(buf, n, "%s/.cache/pinfer/hwprobe-%llu.txt", home, dev);
+    else return NULL;
+    return k > 0 && (size_t)k < n ? buf : NULL;
+}
+
+/* ---- interpolation ---- */
+
+/* Where v falls on the increasing grid x[0..n): segment i and the fraction f
+   along it in log space, v clamped to [x[0], x[n-1]]. */
+static void log_locate(const int *x, int n, double v, int *i, double *f) {
+    *i = 0;
+    *f = 0.0;
+    if (n < 2 || !(v > x[0])) return;
+    if (v >= x[n - 1]) {
+        *i = n - 2;
+        *f = 1.0;
+        return;
+    }
+    int s = 0;
+    while (s + 2 < n && v >= x[s + 1]) s++;
+    *i = s;
+    *f = (log(v) - log(x[s])) / (log(x[s + 1]) - log(x[s]));
+}
+
+double pi_hw_iops(const pi_hw *hw, int block_bytes, int qd) {
+    if (!hw) return 0.0;
+    int bi, qi;
+    double fb, fq;
+    log_locate(hw->block, PI_HW_N_BLOCKS, block_bytes, &bi, &fb);
+    log_locate(hw->qd, PI_HW_N_QD, qd, &qi, &fq);
+    double c[2][2], lo = INFINITY, hi = 0.0;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            double v = hw->read_iops[bi + a][qi + b];
+            if (!(v > 0.0) || !isfinite(v)) return 0.0; /* not a validated table */
+            c[a][b] = log(v);
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+    double l = (1 - fb) * ((1 - fq) * c[0][0] + fq * c[0][1]) + fb * ((1 - fq) * c[1][0] + fq * c[1][1]);
+    double v = exp(l); /* kept within its corners, which rounding at the ends of the double range can leave */
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static bool type_measured(const double (*tab)[PI_HW_MAX_THREADS + 1], int ty) {
+    for (int t = 1; t <= PI_HW_MAX_THREADS; t++)
+        if (tab[ty][t] > 0.0) return true;
+    return false;
+}
+
+static double bits_per_weight(int ty) {
+    const pi_type_info *ti = pi_type_get((uint32_t)ty);
+    return ti ? 8.0 * (double)ti->size / (double)ti->blck : 32.0;
+}
+
+double pi_hw_kernel_gbs(const pi_hw *hw, int what, pi_type t, int threads) {
+    if (!hw || what < 0 || what >= PI_HW_N_KERNELS) return 0.0;
+    const double(*tab)[PI_HW_MAX_THREADS + 1] = kernel_table_c(hw, what);
+    int ty = (int)t;
+    if (ty < 0 || ty >= PI_TYPE_COUNT || !type_measured(tab, ty)) {
+        double want = bits_per_weight(ty), best = INFINITY;
+        int pick = -1;
+        for (int c = 0; c < PI_TYPE_COUNT; c++) {
+            if (!type_measured(tab, c)) continue;
+            double d = fabs(bits_per_weight(c) - want);
+            if (d < best) {
+                best = d;
+                pick = c;
+            }
+        }
+        if (pick < 0) return 0.0;
+        ty = pick;
+    }
+    int n = hw->n_threads < 1 ? 1 : hw->n_threads > PI_HW_MAX_THREADS ? PI_HW_MAX_THREADS : hw->n_threads;
+    int th = threads < 1 ? 1 : threads > n ? n : threads;
+    for (int d = 0; d <= PI_HW_MAX_THREADS; d++) { /* nearest measured thread count, the lower first */
+        if (th - d >= 1 && tab[ty][th - d] > 0.0) return tab[ty][th - d];
+        if (th + d <= PI_HW_MAX_THREADS && tab[ty][th + d] > 0.0) return tab[ty][th + d];
+    }
+    return 0.0;
+}

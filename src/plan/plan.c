@@ -1,0 +1,434 @@
+/*
+ * plan.c — model profile, cost model, solver and plan file (see plan.h for
+ * the equations).
+ */
+#include "plan.h"
+
+#include "gguf/gguf.h"
+#include "model/offload.h"
+#include "store/bundle.h"
+#include "store/cache.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Fixed overheads, calibrated on the project machine against measured
+   runs of bench (see README, "Planner"). */
+#define C_LAYER_S 60e-6   /* per layer: pool barriers, norms, attention over a short context */
+#define C_TOKEN_S 300e-6  /* per token: embedding row, sampling, bookkeeping */
+
+/* ---- model profile ---- */
+
+void pi_mprofile_free(pi_mprofile *p) {
+    if (!p) return;
+    free(p->act);
+    free(p->sel);
+    free(p);
+}
+
+static bool f32_array(const pi_gguf *g, const char *key, int64_t n, float *out) {
+    const pi_gguf_kv *kv;
+    if (pi_gguf_get_arr(g, key, PI_GGUF_FLOAT32, &kv) || (int64_t)kv->arr_n < n) return false;
+    memcpy(out, kv->arr_data, (size_t)n * sizeof *out);
+    return true;
+}
+
+pi_status pi_mprofile_load(const char *path, int64_t n_ctx, pi_mprofile **out) {
+    *out = NULL;
+    pi_model *m;
+    pi_status st = pi_model_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
+    if (st) return st;
+    if (!m->bundled) {
+        pi_model_free(m);
+        return pi_error(PI_ERR_INVALID, "%s: the planner needs a bundle file (pinfer convert --bundle)", path);
+    }
+    const int64_t L = m->hp.n_layer, F = m->hp.n_ff;
+    if (L > PI_PLAN_MAX_LAYERS) {
+        pi_model_free(m);
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: %lld layers exceed the planner's %d", path, (long long)L,
+                        PI_PLAN_MAX_LAYERS);
+    }
+    pi_mprofile *p = calloc(1, sizeof *p);
+    if (!p || !(p->act = malloc((size_t)(L * F) * sizeof *p->act)) ||
+        !(p->sel = malloc((size_t)(L * F) * sizeof *p->sel))) {
+        pi_mprofile_free(p);
+        pi_model_free(m);
+        return pi_error(PI_ERR_NOMEM, "out of memory");
+    }
+    p->n_layer = L;
+    p->n_ff = F;
+    p->n_embd = m->hp.n_embd;
+    p->n_ctx = n_ctx;
+    pi_offload_sizes z;
+    if ((st = pi_offload_measure(m, n_ctx, 0, 4096, &z))) goto fail;
+    p->fixed = z.fixed;
+    p->session = z.session;
+    p->io = z.io;
+    p->min_cold = z.min_cold;
+    p->min_slots = z.min_slots;
+    p->stride = z.stride;
+    p->bundle_mem = z.bundle_mem;
+    memcpy(p->part_bytes, z.part_bytes, sizeof p->part_bytes);
+    memcpy(p->part_type, z.part_type, sizeof p->part_type);
+    memcpy(p->fixed_by_type, z.fixed_by_type, sizeof p->fixed_by_type);
+    memcpy(p->pred_by_type, z.pred_by_type, sizeof p->pred_by_type);
+    p->file_size = pi_gguf_file_size(m->gguf);
+
+    /* activation probabilities: the stored counts, else a uniform guess */
+    const pi_gguf *g = m->gguf;
+    int64_t tokens = 0;
+    p->have_stats = !pi_gguf_get_i64(g, PI_BUNDLE_KEY_STATS_TOKENS, &tokens) && tokens > 0;
+    p->tokens = (double)tokens;
+    for (int64_t l = 0; l < L && p->have_stats; l++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, PI_BUNDLE_ACT_COUNT, (int)l);
+        const pi_gguf_tensor *t = pi_gguf_find_tensor(g, nm);
+        if (!t || t->ne[0] != F || (t->type != PI_TYPE_I32 && t->type != PI_TYPE_F32)) {
+            p->have_stats = false;
+            break;
+        }
+        for (int64_t i = 0; i < F; i++) {
+            double c = t->type == PI_TYPE_I32 ? (double)((const int32_t *)t->data)[i] : (double)((const float *)t->data)[i];
+            p->act[l * F + i] = c / (double)tokens > 1.0 ? 1.0 : c / (double)tokens;
+        }
+    }
+    if (!p->have_stats)
+        for (int64_t i = 0; i < L * F; i++) p->act[i] = 0.1;
+
+    /* the predictor's recall and precision per layer */
+    float rec[PI_PLAN_MAX_LAYERS], prec[PI_PLAN_MAX_LAYERS];
+    float r1, p1;
+    if (f32_array(g, "pinfer.predictor.val_recall", L, rec) && f32_array(g, "pinfer.predictor.val_precision", L, prec)) {
+        snprintf(p->source, sizeof p->source, "train-predictor's held-out figures");
+    } else if (!pi_gguf_get_f32(g, "pinfer.gen.expected_recall", &r1) &&
+               !pi_gguf_get_f32(g, "pinfer.gen.expected_precision", &p1)) {
+        for (int64_t l = 0; l < L; l++) rec[l] = r1, prec[l] = p1;
+        snprintf(p->source, sizeof p->source, "gen-model's planted figures");
+    } else {
+        for (int64_t l = 0; l < L; l++) rec[l] = 0.96f, prec[l] = 0.6f;
+        snprintf(p->source, sizeof p->source, "defaults (recall 0.96, precision 0.6)");
+    }
+    for (int64_t l = 0; l < L; l++) {
+        double A = 0.0;
+        for (int64_t i = 0; i < F; i++) A += p->act[l * F + i];
+        double r = rec[l] > 0.0f && rec[l] <= 1.0f ? rec[l] : 0.96, pr = prec[l] > 0.0f && prec[l] <= 1.0f ? prec[l] : 0.6;
+        p->recall[l] = r;
+        p->precision[l] = pr;
+        /* selected = r A / pr = r A + (false positives); the false positives
+           are spread over the neurons in proportion to sqrt(a_i): between
+           uniform and proportional to activity, and the split that matched
+           measured selections (0.601 and 0.853 of them in hot prefixes of
+           22% and 60%, against 0.603 and 0.855 measured, on a planted 7b-l8
+           model; uniform gave 0.52 and 0.79) */
+        double fp = r * A / pr - r * A, W = 0.0;
+        for (int64_t i = 0; i < F; i++) W += sqrt(p->act[l * F + i]);
+        if (fp < 0.0 || !(W > 0.0)) fp = 0.0, W = 1.0;
+        for (int64_t i = 0; i < F; i++) {
+            double a = p->act[l * F + i], sv = r * a + fp * sqrt(a) / W;
+            p->sel[l * F + i] = sv > 1.0 ? 1.0 : sv;
+        }
+    }
+    pi_model_free(m);
+    *out = p;
+    return PI_OK;
+fail:
+    pi_mprofile_free(p);
+    pi_model_free(m);
+    return st;
+}
+
+double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k) {
+    double a = 0.0, all = 0.0;
+    for (int64_t i = 0; i < p->n_ff; i++) {
+        all += p->act[l * p->n_ff + i];
+        if (i < k) a += p->act[l * p->n_ff + i];
+    }
+    return all > 0.0 ? a / all : 1.0;
+}
+
+/* ---- cost model ---- */
+
+/* Che's characteristic time of an LRU cache of C slots over the cold
+   neurons (rates s_i per token): sum (1 - exp(-s_i t)) = C. */
+static double che_time(const pi_mprofile *mp, const int64_t *hot, double C) {
+    const int64_t L = mp->n_layer, F = mp->n_ff;
+    double n_cold = 0.0;
+    for (int64_t l = 0; l < L; l++) n_cold += (double)(F - hot[l]);
+    if (C >= n_cold) return INFINITY;
+    if (C <= 0.0) return 0.0;
+    double lo = 0.0, hi = 1.0;
+    for (;;) { /* grow until the cache would be overfull */
+        double fill = 0.0;
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t i = hot[l]; i < F; i++) fill += 1.0 - exp(-mp->sel[l * F + i] * hi);
+        if (fill >= C || hi > 1e12) break;
+        lo = hi;
+        hi *= 4.0;
+    }
+    for (int it = 0; it < 40; it++) {
+        double mid = 0.5 * (lo + hi), fill = 0.0;
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t i = hot[l]; i < F; i++) fill += 1.0 - exp(-mp->sel[l * F + i] * mid);
+        if (fill < C) lo = mid;
+        else hi = mid;
+        if (hi - lo < 1e-3 * hi) break;
+    }
+    return 0.5 * (lo + hi);
+}
+
+static int64_t cache_slots(const pi_mprofile *mp, uint64_t cache_bytes) {
+    size_t per = pi_ncache_footprint(1, 0, mp->stride, 1);
+    uint64_t map = (uint64_t)(mp->n_layer * mp->n_ff) * 4;
+    int64_t s = cache_bytes > map ? (int64_t)((cache_bytes - map) / per) : 0;
+    return s < mp->min_slots ? mp->min_slots : s;
+}
+
+/* The cost with the Che time already known. */
+static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, double tc, pi_cost *c) {
+    const int64_t L = mp->n_layer, F = mp->n_ff;
+    const int T = p->threads > 0 ? p->threads : 1;
+    memset(c, 0, sizeof *c);
+    double t_fixed = 0.0, t_pred_all = 0.0;
+    for (int y = 0; y < PI_TYPE_COUNT; y++) {
+        if (mp->fixed_by_type[y]) t_fixed += (double)mp->fixed_by_type[y] / (pi_hw_kernel_gbs(hw, 0, (pi_type)y, T) * 1e9);
+        if (mp->pred_by_type[y]) t_pred_all += (double)mp->pred_by_type[y] / (pi_hw_kernel_gbs(hw, 0, (pi_type)y, T) * 1e9);
+    }
+    const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], T) * 1e9;
+    const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
+    const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
+    const double g = (double)mp->part_bytes[0], u = (double)mp->part_bytes[1], d = (double)mp->part_bytes[2];
+    double total = t_fixed + C_TOKEN_S;
+    c->ms_fixed = t_fixed * 1e3;
+    c->ms_overhead = (C_TOKEN_S + C_LAYER_S * (double)L) * 1e3;
+    for (int64_t l = 0; l < L; l++) {
+        double S = 0.0, A = 0.0, M = 0.0, pairs = 0.0, prev = 0.0, res = 0.0, hit = 0.0;
+        for (int64_t i = 0; i < F; i++) {
+            double s = mp->sel[l * F + i], a = mp->act[l * F + i];
+            S += s;
+            A += a;
+            double mi = 0.0;
+            if (i < p->hot[l]) res += s;
+            else {
+                double h = isinf(tc) ? 1.0 : 1.0 - exp(-s * tc);
+                hit += s * h;
+                mi = s * (1.0 - h);
+            }
+            M += mi;
+            pairs += mi * prev;
+            prev = mi;
+        }
+        double R = M - pairs > 0.0 ? M - pairs : 0.0;
+        double t_pred = t_pred_all / (double)L;
+        double t_gu = (S * g) / rd_g + (A * u) / rd_u;
+        double t_down = A * d / ax_d;
+        double qd = (double)p->queue_depth < R ? (double)p->queue_depth : R;
+        double t_io = R > 0.0 ? R / pi_hw_iops(hw, (int)mp->stride, qd < 1.0 ? 1 : (int)qd) : 0.0;
+        double t_l = t_pred + (t_io > t_gu ? t_io : t_gu) + t_down + C_LAYER_S;
+        total += t_l;
+        c->ms_pred += t_pred * 1e3;
+        c->ms_gu += t_gu * 1e3;
+        c->ms_down += t_down * 1e3;
+        c->ms_io += t_io * 1e3;
+        c->ms_io_hidden += (t_io < t_gu ? t_io : t_gu) * 1e3;
+        c->resident += res;
+        c->hits += hit;
+        c->misses += M;
+        c->reads += R;
+    }
+    c->tok_s = 1.0 / total;
+}
+
+void pi_plan_cost(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, pi_cost *out) {
+    double tc = p->mem_budget ? che_time(mp, p->hot, (double)cache_slots(mp, p->cache_bytes)) : INFINITY;
+    cost_with(mp, hw, p, tc, out);
+}
+
+/* ---- solver ---- */
+
+/* One layer's time as a function of its hot prefix H, with the cache's Che
+   time fixed: suffix sums of the miss rates make each evaluation O(1). */
+typedef struct {
+    double *miss;   /* (F + 1) sum over i >= H of m_i */
+    double *pairs;  /* (F + 1) sum over i > H of m_i m_{i-1} */
+    double t_fixed_part; /* t_pred + t_down + c_layer */
+    double t_gu;
+} layer_tab;
+
+typedef struct {
+    const pi_mprofile *mp;
+    const pi_hw *hw;
+    layer_tab *tab;
+    double *store;
+    int queue_depth;
+} tables;
+
+static double layer_time(const tables *tb, int64_t l, int64_t H) {
+    const layer_tab *t = &tb->tab[l];
+    double R = t->miss[H] - t->pairs[H];
+    R = R > 0.0 ? R : 0.0;
+    double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
+    double t_io = R > 0.0 ? R / pi_hw_iops(tb->hw, (int)tb->mp->stride, qd < 1.0 ? 1 : (int)qd) : 0.0;
+    return t->t_fixed_part + (t_io > t->t_gu ? t_io : t->t_gu);
+}
+
+static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int threads, int qd, double tc) {
+    const int64_t L = mp->n_layer, F = mp->n_ff;
+    tb->mp = mp;
+    tb->hw = hw;
+    tb->queue_depth = qd;
+    tb->tab = calloc((size_t)L, sizeof *tb->tab);
+    tb->store = malloc((size_t)(2 * L * (F + 1)) * sizeof *tb->store);
+    if (!tb->tab || !tb->store) return false;
+    double t_pred_all = 0.0;
+    for (int y = 0; y < PI_TYPE_COUNT; y++)
+        if (mp->pred_by_type[y]) t_pred_all += (double)mp->pred_by_type[y] / (pi_hw_kernel_gbs(hw, 0, (pi_type)y, threads) * 1e9);
+    const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], threads) * 1e9;
+    const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], threads) * 1e9;
+    const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], threads) * 1e9;
+    for (int64_t l = 0; l < L; l++) {
+        layer_tab *t = &tb->tab[l];
+        t->miss = tb->store + (size_t)(2 * l) * (size_t)(F + 1);
+        t->pairs = t->miss + (F + 1);
+        double S = 0.0, A = 0.0, m_next = 0.0;
+        t->miss[F] = t->pairs[F] = 0.0;
+        for (int64_t i = F - 1; i >= 0; i--) { /* pairs[H]: neighbours (j, j - 1) both >= H */
+            double sv = mp->sel[l * F + i];
+            S += sv;
+            A += mp->act[l * F + i];
+            double m = sv * (isinf(tc) ? 0.0 : exp(-sv * tc));
+            t->miss[i] = t->miss[i + 1] + m;
+            t->pairs[i] = t->pairs[i + 1] + m * m_next;
+            m_next = m;
+        }
+        t->t_gu = (S * (double)mp->part_bytes[0]) / rd_g + (A * (double)mp->part_bytes[1]) / rd_u;
+        t->t_fixed_part = t_pred_all / (double)L + A * (double)mp->part_bytes[2] / ax_d + C_LAYER_S;
+    }
+    return true;
+}
+
+static void tables_free(tables *tb) {
+    free(tb->tab);
+    free(tb->store);
+}
+
+/* Hot prefixes for `bytes` of resident neurons: repeatedly give a unit of
+   neurons to the layer whose time drops most per neuron (optimal for
+   times that are convex in H, which these are: decreasing miss rates under
+   a max with a constant); units that gain nothing go by selection rate. */
+static void fill_hot_marginal(const tables *tb, uint64_t bytes, int64_t *hot) {
+    const pi_mprofile *mp = tb->mp;
+    const int64_t L = mp->n_layer, F = mp->n_ff;
+    const int64_t U = F / 256 > 1 ? F / 256 : 1;
+    memset(hot, 0, (size_t)L * sizeof *hot);
+    int64_t units = (int64_t)(bytes / ((uint64_t)U * mp->bundle_mem));
+    for (; units > 0; units--) {
+        int64_t best = -1;
+        double gain = 0.0, best_s = -1.0;
+        for (int64_t l = 0; l < L; l++) {
+            if (hot[l] >= F) continue;
+            int64_t to = hot[l] + U < F ? hot[l] + U : F;
+            double g = (layer_time(tb, l, hot[l]) - layer_time(tb, l, to)) / (double)(to - hot[l]);
+            double sv = mp->sel[l * F + hot[l]];
+            if (g > gain * (1.0 + 1e-9) || (g >= gain * (1.0 - 1e-9) && sv > best_s)) {
+                best = l;
+                gain = g;
+                best_s = sv;
+            }
+        }
+        if (best < 0) break;
+        hot[best] = hot[best] + U < F ? hot[best] + U : F;
+    }
+}
+
+
+typedef struct {
+    double s;
+    int32_t l;
+} cand;
+
+static int cand_desc(const void *a, const void *b) {
+    double x = ((const cand *)a)->s, y = ((const cand *)b)->s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Hot prefixes for `bytes` of resident neurons: the largest s_i first. */
+static void fill_hot(const pi_mprofile *mp, const cand *order, uint64_t bytes, int64_t *hot) {
+    const int64_t L = mp->n_layer, F = mp->n_ff;
+    memset(hot, 0, (size_t)L * sizeof *hot);
+    uint64_t n = bytes / mp->bundle_mem;
+    if (n > (uint64_t)(L * F)) n = (uint64_t)(L * F);
+    for (uint64_t k = 0; k < n; k++) hot[order[k].l]++;
+}
+
+pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out) {
+    const int64_t L = mp->n_layer, F = mp->n_ff;
+    memset(out, 0, sizeof *out);
+    out->n_layer = L;
+    out->mem_budget = lim->mem_budget;
+    const uint64_t base = mp->fixed + mp->session + mp->io;
+    if (lim->mem_budget && lim->mem_budget < base + mp->min_cold)
+        return pi_error(PI_ERR_NOMEM, "--mem-budget %.0f MiB is below this model's minimum of %.0f MiB (fixed region "
+                        "%.1f, session %.1f, I/O %.1f, smallest neuron cache %.1f MiB)",
+                        (double)lim->mem_budget / (1 << 20), (double)(base + mp->min_cold) / (1 << 20),
+                        (double)mp->fixed / (1 << 20), (double)mp->session / (1 << 20), (double)mp->io / (1 << 20),
+                        (double)mp->min_cold / (1 << 20));
+    cand *order = malloc((size_t)(L * F) * sizeof *order);
+    if (!order) return pi_error(PI_ERR_NOMEM, "out of memory");
+    /* within a layer s_i need not be sorted if the counts were not: rank by s, then keep prefixes */
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t i = 0; i < F; i++) order[l * F + i] = (cand){mp->sel[l * F + i], (int32_t)l};
+    qsort(order, (size_t)(L * F), sizeof *order, cand_desc);
+
+    int max_t = lim->max_threads > 0 ? lim->max_threads : hw->n_threads;
+    if (max_t > hw->n_threads) max_t = hw->n_threads;
+    if (max_t < 1) max_t = 1;
+    static const int qds[] = {32, 64, 128};
+    static const double cache_frac[] = {0.0, 0.05, 0.1, 0.2, 0.4};
+    pi_plan best = *out, cur = *out;
+    best.cost.tok_s = -1.0;
+    const uint64_t left = lim->mem_budget ? lim->mem_budget - base : 0;
+    const size_t nc = lim->mem_budget ? sizeof cache_frac / sizeof cache_frac[0] : 1;
+    for (size_t ci = 0; ci < nc; ci++) {
+        uint64_t cache = 0;
+        if (lim->mem_budget) {
+            cache = mp->min_cold + (uint64_t)((double)(left - mp->min_cold) * cache_frac[ci]);
+            cur.cache_bytes = cache;
+            fill_hot(mp, order, left - cache, cur.hot); /* first guess, for the cache's Che time */
+        } else {
+            cur.cache_bytes = 0;
+            for (int64_t l = 0; l < L; l++) cur.hot[l] = F;
+        }
+        double tc = lim->mem_budget ? che_time(mp, cur.hot, (double)cache_slots(mp, cur.cache_bytes)) : INFINITY;
+        for (int t = 1; t <= max_t; t++)
+            for (size_t qi = 0; qi < sizeof qds / sizeof qds[0]; qi++) {
+                cur.threads = t;
+                cur.queue_depth = qds[qi];
+                if (lim->mem_budget) {
+                    tables tb = {0};
+                    if (!tables_make(&tb, mp, hw, t, qds[qi], tc)) {
+                        tables_free(&tb);
+                        free(order);
+                        return pi_error(PI_ERR_NOMEM, "out of memory");
+                    }
+                    fill_hot_marginal(&tb, left - cache, cur.hot);
+                    tables_free(&tb);
+                }
+                cost_with(mp, hw, &cur, tc, &cur.cost);
+                if (cur.cost.tok_s > best.cost.tok_s * 1.0001) best = cur;
+            }
+    }
+    free(order);
+    uint64_t hot_bytes = 0;
+    for (int64_t l = 0; l < L; l++) hot_bytes += (uint64_t)best.hot[l] * mp->bundle_mem;
+    best.resident_bytes = base + hot_bytes + (lim->mem_budget ? best.cache_bytes : 0);
+    *out = best;
+    if (lim->min_speed > 0.0 && best.cost.tok_s < lim->min_speed)
+        return pi_error(PI_ERR_INVALID, "no plan reaches %.2f tok/s within %.0f MiB: the best predicts %.2f tok/s",
+                        lim->min_speed, (double)lim->mem_budget / (1 << 20), best.cost.tok_s);
+    return PI_OK;
+}

@@ -1,0 +1,130 @@
+/*
+ * plan.h — the offline planner (DESIGN.md §5; PowerInfer-2 §5): what a
+ * bundle file needs per token (the model profile), what a configuration
+ * costs on this machine (the cost model, from pinfer hwprobe's figures),
+ * the configuration that is fastest under the user's limits (the solver),
+ * and the plan file that `pinfer run --plan` reads.
+ *
+ * The cost model, per decoded token (seconds; every rate measured by
+ * hwprobe at the plan's thread count T):
+ *
+ *   t_token = t_fixed + sum over layers l of t_l + c_token
+ *   t_fixed = sum over types y of W_y / matvec(y, T)
+ *             W_y: bytes of type y read every token (attention, output head)
+ *   t_l     = t_pred + max(t_io, t_gu) + t_down + c_layer
+ *   t_pred  = predictor bytes / matvec(type, T)
+ *   t_gu    = (S_l * g + A_l * u) / rowdot(type, T)        gate of every selected
+ *                                                          neuron, up of the active ones
+ *   t_down  = A_l * d / axpy(type, T)                      down rows of the active ones
+ *   t_io    = R_l / iops(stride, min(Q, R_l))              the reads of the misses
+ *
+ * with g, u, d the row bytes of gate, up, down_t, and per neuron i of layer l
+ * (neurons in hotness order):
+ *
+ *   a_i = activation count / tokens profiled               (pinfer profile)
+ *   s_i = r_l a_i + f_l (1 - a_i)                          selected by the predictor:
+ *         r_l its recall, f_l its false-positive rate, from recall and precision
+ *   S_l = sum_i s_i,  A_l = sum_i a_i
+ *   h_i = 1 for i < H_l (resident); else the LRU hit probability of the
+ *         neuron cache of C slots shared by all layers, by Che's
+ *         approximation: h_i = 1 - exp(-s_i t_c), where t_c solves
+ *         sum over cached candidates of (1 - exp(-s_i t_c)) = C
+ *   M_l = sum_i s_i (1 - h_i)                              misses
+ *   R_l = M_l - sum_i m_i m_{i-1},  m_i = s_i (1 - h_i)    reads: neighbours merge
+ *
+ * The I/O of a layer overlaps the gate/up work of its resident and cached
+ * neurons (the engine issues the reads before computing them); the down
+ * projection follows. c_layer and c_token are fixed overheads (pool
+ * barriers, norms, attention over a short context), calibrated once on this
+ * machine against measured runs.
+ *
+ * The solver: under the budget, memory goes first to the fixed region, the
+ * session and the I/O buffers; of the rest, a neuron cache of C slots and
+ * hot prefixes H_l. For a given C the best H_l are the neurons with the
+ * largest s_i across all layers (each resident neuron saves s_i (1 - h_i)
+ * expected reads and costs the same bytes), so H follows from one threshold
+ * on s. The solver tries every thread count measured, the measured queue
+ * depths, and a few cache sizes, and keeps the fastest prediction: an
+ * exhaustive search over a small grid, well under a second for 32 layers.
+ * Bundles are always read whole (one phase); cluster sizes are the
+ * engine's fixed ones.
+ */
+#ifndef PI_PLAN_PLAN_H
+#define PI_PLAN_PLAN_H
+
+#include "base/status.h"
+#include "kernels/types.h"
+#include "plan/hwprobe.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PI_PLAN_MAX_LAYERS 512
+
+/* What the cost model needs from a bundle file. */
+typedef struct pi_mprofile {
+    int64_t n_layer, n_ff, n_embd;
+    int64_t n_ctx;
+    uint64_t fixed, session, io, min_cold; /* bytes, as pi_offload_load charges them */
+    int64_t min_slots;
+    size_t stride, bundle_mem;
+    size_t part_bytes[3];
+    pi_type part_type[3];
+    uint64_t fixed_by_type[PI_TYPE_COUNT]; /* read every token */
+    uint64_t pred_by_type[PI_TYPE_COUNT];
+    uint64_t file_size;
+    bool have_stats;        /* activation counts were in the file (else uniform) */
+    double tokens;          /* tokens the counts come from */
+    double *act;            /* (n_layer * n_ff) a_i */
+    double *sel;            /* (n_layer * n_ff) s_i */
+    double recall[PI_PLAN_MAX_LAYERS], precision[PI_PLAN_MAX_LAYERS];
+    char source[96];        /* where recall/precision came from */
+} pi_mprofile;
+
+pi_status pi_mprofile_load(const char *bundle_path, int64_t n_ctx, pi_mprofile **out);
+void pi_mprofile_free(pi_mprofile *p);
+
+/* Fraction of layer l's activations covered by its first k neurons (the
+   hit-rate curve of a hot prefix of k). */
+double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k);
+
+/* A configuration and what it is predicted to give. */
+typedef struct pi_cost {
+    double tok_s;
+    double ms_fixed, ms_pred, ms_gu, ms_down, ms_io, ms_io_hidden, ms_overhead; /* per token */
+    double resident, hits, misses, reads; /* neurons / reads per token, all layers */
+} pi_cost;
+
+typedef struct pi_plan {
+    uint64_t mem_budget;     /* 0: everything resident */
+    int threads;
+    int queue_depth;
+    uint64_t cache_bytes;    /* neuron cache */
+    int64_t n_layer;
+    int64_t hot[PI_PLAN_MAX_LAYERS];
+    uint64_t resident_bytes; /* what the plan charges in all */
+    pi_cost cost;            /* predicted */
+    char model[512];
+    uint64_t model_size;
+} pi_plan;
+
+typedef struct pi_plan_limits {
+    uint64_t mem_budget;     /* bytes; 0: unlimited */
+    int max_threads;         /* 0: what hwprobe measured */
+    double min_speed;        /* tok/s the plan must reach, 0: none */
+} pi_plan_limits;
+
+/* Predicted cost of plan p (hot, cache_bytes, threads, queue_depth set). */
+void pi_plan_cost(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, pi_cost *out);
+
+/* The fastest plan under the limits. PI_ERR_NOMEM when the budget is below
+   the model's minimum; PI_ERR_INVALID when min_speed cannot be reached (the
+   best plan is still returned in *out). */
+pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out);
+
+/* The plan file: "pinfer-plan 1" then "key value" lines. */
+pi_status pi_plan_save(const pi_plan *p, const char *path);
+pi_status pi_plan_load(const char *path, pi_plan *p);
+pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p); /* errors name the line */
+
+#endif

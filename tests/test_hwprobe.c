@@ -1,0 +1,531 @@
+/*
+ * test_hwprobe.c — the hardware probe and its cache file: a save/load round
+ * trip that keeps every double bit for bit (awkward values included),
+ * rejection of malformed files with messages naming the line (no header,
+ * wrong version, bad numbers, repeated and unknown keys, every truncation,
+ * stray bytes, records out of order), the interpolation helpers (exact at
+ * grid points, monotonic between them, clamped outside, fallbacks to the
+ * nearest thread count and type), the default cache path, and a tiny real
+ * probe (a few MiB, ~1 s) whose figures must be positive and finite and whose
+ * temp file must be gone afterwards.
+ */
+#include "plan/hwprobe.h"
+#include "base/pool.h"
+#include "test_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <float.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_hwprobe: timed out\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {}
+    _exit(1);
+}
+
+static bool same_bits(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
+
+/* Field by field (padding aside); doubles compared as bits. */
+static bool hw_equal(const pi_hw *a, const pi_hw *b) {
+    return a->n_threads == b->n_threads && same_bits(a->mem_bw, b->mem_bw, sizeof a->mem_bw) &&
+           same_bits(a->matvec, b->matvec, sizeof a->matvec) && same_bits(a->rowdot, b->rowdot, sizeof a->rowdot) &&
+           same_bits(a->axpy, b->axpy, sizeof a->axpy) && !strcmp(a->io_backend, b->io_backend) &&
+           same_bits(a->block, b->block, sizeof a->block) && same_bits(a->qd, b->qd, sizeof a->qd) &&
+           same_bits(a->read_iops, b->read_iops, sizeof a->read_iops) &&
+           same_bits(a->read_lat_us, b->read_lat_us, sizeof a->read_lat_us) &&
+           same_bits(&a->seq_read_gbs, &b->seq_read_gbs, sizeof a->seq_read_gbs) && a->fs_dev == b->fs_dev &&
+           !strcmp(a->cpu, b->cpu) && same_bits(a->mem_bw_est, b->mem_bw_est, sizeof a->mem_bw_est) &&
+           same_bits(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
+           same_bits(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
+           a->io_buffered == b->io_buffered && a->io_file_bytes == b->io_file_bytes &&
+           same_bits(&a->other_cpu, &b->other_cpu, sizeof a->other_cpu);
+}
+
+/* A random positive finite double, some of them awkward. */
+static double rand_figure(t_rng *r) {
+    static const double odd[] = {0.1, 1.0 / 3.0, 5e-324, DBL_MIN, DBL_MAX, 1e-300, 123456789.123456789, 2.0};
+    uint64_t x = t_next(r);
+    if (x % 4 == 0) return odd[(x >> 8) % (sizeof odd / sizeof odd[0])];
+    return (double)(t_next(r) >> 11) * 0x1.0p-53 * 40.0 + 1e-3;
+}
+
+/* A valid, fully filled result: monotone flash table (fewer reads/s for bigger
+   blocks, more for deeper queues), kernels for a few types incl. one with an
+   upper-case name. */
+static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
+    memset(hw, 0, sizeof *hw);
+    hw->n_threads = 5;
+    snprintf(hw->cpu, sizeof hw->cpu, "avx512-16c");
+    snprintf(hw->io_backend, sizeof hw->io_backend, "io_uring");
+    for (int t = 1; t <= hw->n_threads; t++) {
+        hw->mem_bw[t] = awkward ? rand_figure(r) : 10.0 * t;
+        hw->mem_bw_est[t] = t == 3;
+    }
+    static const pi_type types[] = {PI_TYPE_F32, PI_TYPE_F16, PI_TYPE_Q8_0, PI_TYPE_Q4_0, PI_TYPE_Q2_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (int t = 1; t <= hw->n_threads; t++) {
+            if (types[i] == PI_TYPE_Q4_0 && t == 2) continue; /* a hole: the fallback's business */
+            hw->matvec[types[i]][t] = awkward ? rand_figure(r) : 8.0 * t + (double)i;
+            hw->rowdot[types[i]][t] = awkward ? rand_figure(r) : 4.0 * t + (double)i;
+            hw->axpy[types[i]][t] = awkward ? rand_figure(r) : 3.0 * t + (double)i;
+            hw->kernel_est[PI_HW_ROWDOT][types[i]][t] = t == 4;
+        }
+    static const int blocks[PI_HW_N_BLOCKS] = {4096, 8192, 16384, 32768, 65536, 131072};
+    static const int qds[PI_HW_N_QD] = {1, 8, 32, 64, 128};
+    memcpy(hw->block, blocks, sizeof blocks);
+    memcpy(hw->qd, qds, sizeof qds);
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) {
+            hw->read_iops[b][q] = awkward ? rand_figure(r) : 90000.0 / (1 + b) * (1 + 0.5 * q);
+            hw->read_lat_us[b][q] = awkward ? rand_figure(r) : 50.0 * (1 + b) * (1 + q);
+            hw->read_est[b][q] = (b + q) % 3 == 0;
+        }
+    hw->seq_read_gbs = awkward ? rand_figure(r) : 2.5;
+    hw->fs_dev = awkward ? UINT64_MAX : 2049;
+    hw->io_file_bytes = (uint64_t)1 << 30;
+    hw->quick = true;
+    hw->io_buffered = awkward;
+    hw->other_cpu = awkward ? rand_figure(r) : 0.0;
+}
+
+static void test_round_trip(void) {
+    t_rng r = {42};
+    char path[256];
+    t_tmp_path(path, sizeof path, "hw.txt");
+    for (int it = 0; it < 40; it++) {
+        pi_hw a, b;
+        fill_hw(&a, &r, it > 0);
+        CHECKF(pi_hw_save(&a, path) == PI_OK, "%s", pi_last_error());
+        CHECKF(pi_hw_load(path, &b) == PI_OK, "%s", pi_last_error());
+        CHECKF(hw_equal(&a, &b), "iteration %d: loaded result differs", it);
+        /* The in-memory formatter: length query, exact fit, truncation keeps a terminator. */
+        long n = pi_hw_format(&a, NULL, 0);
+        CHECK(n > 100);
+        char *buf = malloc((size_t)n + 1);
+        CHECK(pi_hw_format(&a, buf, (size_t)n + 1) == n && strlen(buf) == (size_t)n);
+        pi_hw c;
+        CHECKF(pi_hw_parse(buf, (size_t)n, &c) == PI_OK && hw_equal(&a, &c), "%s", pi_last_error());
+        char small[32];
+        CHECK(pi_hw_format(&a, small, sizeof small) == n && strlen(small) == sizeof small - 1);
+        free(buf);
+    }
+    unlink(path);
+
+    /* Saving creates missing parent directories. */
+    char dir[256], deep[300];
+    t_tmp_path(dir, sizeof dir, "hwdir");
+    snprintf(deep, sizeof deep, "%s/a/b/hw.txt", dir);
+    pi_hw a, b;
+    fill_hw(&a, &r, false);
+    CHECKF(pi_hw_save(&a, deep) == PI_OK, "%s", pi_last_error());
+    CHECK(pi_hw_load(deep, &b) == PI_OK && hw_equal(&a, &b));
+    unlink(deep);
+    snprintf(deep, sizeof deep, "%s/a/b", dir);
+    rmdir(deep);
+    snprintf(deep, sizeof deep, "%s/a", dir);
+    rmdir(deep);
+    rmdir(dir);
+
+    /* What would not load is not saved. */
+    pi_hw bad = a;
+    bad.n_threads = 0;
+    CHECK(pi_hw_save(&bad, path) == PI_ERR_INVALID);
+    bad = a;
+    bad.mem_bw[2] = NAN;
+    CHECK(pi_hw_save(&bad, path) == PI_ERR_INVALID);
+    bad = a;
+    bad.matvec[PI_TYPE_F32][a.n_threads + 1] = 1.0; /* beyond n_threads */
+    CHECK(pi_hw_format(&bad, NULL, 0) == -1);
+    bad = a;
+    bad.kernel_est[PI_HW_AXPY][PI_TYPE_BF16][1] = true; /* estimated but absent */
+    CHECK(pi_hw_validate(&bad) == PI_ERR_INVALID);
+    bad = a;
+    snprintf(bad.cpu, sizeof bad.cpu, "two words");
+    CHECK(pi_hw_validate(&bad) == PI_ERR_INVALID);
+    bad = a;
+    bad.block[3] = bad.block[2];
+    CHECK(pi_hw_validate(&bad) == PI_ERR_INVALID);
+    CHECK(access(path, F_OK) != 0);
+}
+
+/* The valid text of fill_hw(.., false). */
+static char *good_text(size_t *n) {
+    pi_hw a;
+    t_rng r = {1};
+    fill_hw(&a, &r, false);
+    long len = pi_hw_format(&a, NULL, 0);
+    char *s = malloc((size_t)len + 1);
+    pi_hw_format(&a, s, (size_t)len + 1);
+    *n = (size_t)len;
+    return s;
+}
+
+/* text with the line starting with `key ` (the first one) replaced by repl
+   (NULL: removed); repl may hold several lines. Caller frees. */
+static char *edit_line(const char *text, const char *key, const char *repl) {
+    size_t kl = strlen(key);
+    const char *p = text;
+    while (*p && !(strncmp(p, key, kl) == 0 && (key[kl - 1] == ' ' || p[kl] == ' ' || p[kl] == '\n'))) {
+        p = strchr(p, '\n');
+        if (!p) break;
+        p++;
+    }
+    char *out = malloc(strlen(text) + (repl ? strlen(repl) : 0) + 2);
+    if (!p || !*p) {
+        CHECKF(0, "no line starts with '%s'", key);
+        strcpy(out, text);
+        return out;
+    }
+    const char *e = strchr(p, '\n');
+    e = e ? e + 1 : p + strlen(p);
+    size_t pre = (size_t)(p - text);
+    memcpy(out, text, pre);
+    out[pre] = '\0';
+    if (repl) {
+        strcat(out, repl);
+        strcat(out, "\n");
+    }
+    strcat(out, e);
+    return out;
+}
+
+/* The line number of the first line of text starting with key. */
+static int line_of(const char *text, const char *key) {
+    int line = 1;
+    size_t kl = strlen(key);
+    for (const char *p = text; *p; line++) {
+        if (!strncmp(p, key, kl)) return line;
+        p = strchr(p, '\n');
+        if (!p) break;
+        p++;
+    }
+    return -1;
+}
+
+/* Parsing must fail with PI_ERR_FORMAT and a message containing want (and, if line > 0, "line N:"). */
+static void expect_reject(const char *text, size_t n, const char *want, int line, const char *what) {
+    pi_hw hw;
+    memset(&hw, 0xAB, sizeof hw);
+    pi_status st = pi_hw_parse(text, n, &hw);
+    const char *msg = pi_last_error();
+    CHECKF(st == PI_ERR_FORMAT, "%s: status %d", what, st);
+    CHECKF(!want || strstr(msg, want), "%s: message '%s' lacks '%s'", what, msg, want);
+    if (line > 0) {
+        char ln[32];
+        snprintf(ln, sizeof ln, "line %d:", line);
+        CHECKF(strstr(msg, ln) != NULL, "%s: message '%s' does not name %s", what, msg, ln);
+    }
+    pi_hw zero;
+    memset(&zero, 0, sizeof zero);
+    CHECKF(!memcmp(&hw, &zero, sizeof hw), "%s: result not zeroed on error", what);
+}
+
+static void reject_edit(const char *text, const char *key, const char *repl, const char *want, int line,
+                        const char *what) {
+    char *t = edit_line(text, key, repl);
+    expect_reject(t, strlen(t), want, line, what);
+    free(t);
+}
+
+static void test_malformed(void) {
+    size_t n;
+    char *good = good_text(&n);
+    pi_hw hw;
+    CHECKF(pi_hw_parse(good, n, &hw) == PI_OK, "%s", pi_last_error());
+    int l_mem = line_of(good, "mem_bw 1 "), l_cpu = line_of(good, "cpu "), l_end = line_of(good, "end");
+
+    /* Header. */
+    expect_reject("", 0, "empty", 0, "empty file");
+    expect_reject("\n# just a comment\n\n", 19, "empty", 0, "comments only");
+    /* Without the header the first record is on line 2, after the comment. */
+    reject_edit(good, "pinfer-hwprobe", NULL, "not a hwprobe file", 2, "missing header");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 2", "format version 2", 1, "wrong version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe", "header", 1, "header without version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe one", "header", 1, "header with a bad version");
+    reject_edit(good, "cpu", "pinfer-hwprobe 1", "second header", l_cpu, "second header");
+
+    /* Numbers. */
+    static const char *const bad_figures[] = {"abc", "nan", "inf", "-inf", "-1", "0", "0.0", "1e999", "12x", "0x",
+                                              "", "1,5", "--1"};
+    for (size_t i = 0; i < sizeof bad_figures / sizeof bad_figures[0]; i++) {
+        char repl[64];
+        snprintf(repl, sizeof repl, "mem_bw 1 %s", bad_figures[i]);
+        reject_edit(good, "mem_bw 1", repl, "mem_bw", l_mem, repl);
+    }
+    reject_edit(good, "n_threads", "n_threads 17", "n_threads", line_of(good, "n_threads"), "too many threads");
+    reject_edit(good, "n_threads", "n_threads -1", "n_threads", line_of(good, "n_threads"), "negative threads");
+    reject_edit(good, "n_threads", "n_threads 2.5", "n_threads", line_of(good, "n_threads"), "fractional threads");
+    reject_edit(good, "fs_dev", "fs_dev -1", "fs_dev", line_of(good, "fs_dev"), "negative fs_dev");
+    reject_edit(good, "fs_dev", "fs_dev 18446744073709551616", "fs_dev", line_of(good, "fs_dev"), "fs_dev overflow");
+    reject_edit(good, "quick", "quick 2", "quick", line_of(good, "quick"), "bool 2");
+    reject_edit(good, "block", "block 4096 8192 16384 32768 65536", "6 values", line_of(good, "block"),
+                "block short");
+    reject_edit(good, "block", "block 4096 8192 8192 32768 65536 131072", "increase", line_of(good, "block"),
+                "block not increasing");
+    reject_edit(good, "other_cpu", "other_cpu -1", "other_cpu", line_of(good, "other_cpu"), "negative load");
+    reject_edit(good, "other_cpu", "other_cpu -0", "other_cpu", line_of(good, "other_cpu"), "negative zero load");
+    reject_edit(good, "other_cpu", "other_cpu nan", "other_cpu", line_of(good, "other_cpu"), "nan load");
+    reject_edit(good, "qd", "qd 1 8 32 64 0", "qd", line_of(good, "qd"), "qd zero");
+    reject_edit(good, "read 4096 1 ", "read 4096 1 100 nan", "latency", line_of(good, "read 4096 1 "), "nan latency");
+    reject_edit(good, "read 4096 1 ", "read 4096 1 100 5 estimated", "est", line_of(good, "read 4096 1 "),
+                "bad est flag");
+    reject_edit(good, "read 4096 1 ", "read 5000 1 100 5", "block '5000'", line_of(good, "read 4096 1 "),
+                "block not in grid");
+    reject_edit(good, "read 4096 1 ", "read 4096 2 100 5", "queue depth '2'", line_of(good, "read 4096 1 "),
+                "qd not in grid");
+    reject_edit(good, "matvec f32 1", "matvec q9_9 1 5", "unknown type", line_of(good, "matvec f32 1"), "bad type");
+    reject_edit(good, "matvec f32 1", "matvec f32 6 5", "thread count", line_of(good, "matvec f32 1"),
+                "threads beyond n_threads");
+    reject_edit(good, "cpu", "cpu 0123456789012345678901234567890123456789012345678901234567890123456789", "longer",
+                l_cpu, "cpu too long");
+    reject_edit(good, "cpu", "cpu a b", "takes 1 value", l_cpu, "cpu two words");
+
+    /* Repeated and unknown keys. */
+    reject_edit(good, "cpu", "cpu x\ncpu y", "repeated (first on line", l_cpu + 1, "repeated cpu");
+    reject_edit(good, "mem_bw 1", "mem_bw 1 5\nmem_bw 1 6", "repeated", l_mem + 1, "repeated mem_bw");
+    reject_edit(good, "matvec f32 1", "matvec f32 1 5\nmatvec F32 1 5", "repeated", line_of(good, "matvec f32 1") + 1,
+                "repeated kernel (case-insensitive type)");
+    reject_edit(good, "read 4096 8 ", "read 4096 8 1 1\nread 4096 8 1 1", "repeated", line_of(good, "read 4096 8 ") + 1,
+                "repeated read");
+    reject_edit(good, "cpu", "cpux avx2", "unknown key 'cpux'", l_cpu, "unknown key");
+
+    /* Order and completeness. */
+    {
+        char *t = edit_line(good, "n_threads", NULL);
+        char *u = edit_line(t, "cpu", "cpu x\nn_threads 5"); /* fine: n_threads moved before mem_bw */
+        CHECKF(pi_hw_parse(u, strlen(u), &hw) == PI_OK, "moved n_threads: %s", pi_last_error());
+        free(u);
+        u = edit_line(t, "end", "n_threads 5\nend"); /* too late */
+        expect_reject(u, strlen(u), "before 'n_threads'", l_mem - 1, "mem_bw before n_threads");
+        free(u);
+        free(t);
+    }
+    reject_edit(good, "seq_read_gbs", NULL, "no 'seq_read_gbs' record", l_end - 1, "missing seq_read_gbs");
+    reject_edit(good, "read 8192 32 ", NULL, "no 'read 8192 32' record", l_end - 1, "missing read point");
+    reject_edit(good, "mem_bw 4", NULL, "no 'mem_bw 4' record", l_end - 1, "missing mem_bw");
+    reject_edit(good, "end", "end\nmem_bw 1 5", "after 'end'", l_end + 1, "record after end");
+    reject_edit(good, "end", "end now", "no values", l_end, "end with a value");
+
+    /* Every truncation of the file is rejected; only the text missing its last newline still loads. */
+    int bad = 0;
+    for (size_t len = 0; len + 1 < n; len++) {
+        if (pi_hw_parse(good, len, &hw) != PI_ERR_FORMAT || !strstr(pi_last_error(), "line") ) {
+            if (len > 0) bad++;
+        }
+    }
+    CHECKF(bad == 0, "%d truncations accepted or without a line number", bad);
+    CHECK(pi_hw_parse(good, n - 1, &hw) == PI_OK);
+    expect_reject(good, (size_t)(strstr(good, "\nend") - good) + 1, "truncated", 0, "all records but 'end'");
+
+    /* Stray bytes, long lines, CRLF, comments and blank lines. */
+    {
+        char *t = malloc(n + 1);
+        memcpy(t, good, n + 1);
+        char *p = strstr(t, "io_backend");
+        p[2] = '\0';
+        expect_reject(t, n, "byte 0x00", line_of(good, "io_backend"), "NUL byte");
+        p[2] = (char)0xC3;
+        expect_reject(t, n, "byte 0xc3", line_of(good, "io_backend"), "non-ASCII byte");
+        free(t);
+        char *longline = malloc(3000);
+        memset(longline, 'x', 2999);
+        longline[0] = '#';
+        longline[2999] = '\0';
+        reject_edit(good, "cpu", longline, "longer than", l_cpu, "long line");
+        free(longline);
+        size_t m = 0;
+        char *crlf = malloc(2 * n + 64);
+        for (size_t i = 0; i < n; i++) {
+            if (good[i] == '\n') crlf[m++] = '\r';
+            crlf[m++] = good[i];
+        }
+        CHECKF(pi_hw_parse(crlf, m, &hw) == PI_OK, "CRLF: %s", pi_last_error());
+        char *spaced = edit_line(good, "cpu", "\n\t# a comment\n   cpu\tavx512-16c   ");
+        CHECKF(pi_hw_parse(spaced, strlen(spaced), &hw) == PI_OK, "spaced: %s", pi_last_error());
+        free(spaced);
+        free(crlf);
+    }
+
+    /* pi_hw_load names the path; a missing file is NOT_FOUND. */
+    char path[256];
+    t_tmp_path(path, sizeof path, "bad-hw.txt");
+    char *t = edit_line(good, "mem_bw 2", "mem_bw 2 fast");
+    FILE *f = fopen(path, "w");
+    fputs(t, f);
+    fclose(f);
+    free(t);
+    CHECK(pi_hw_load(path, &hw) == PI_ERR_FORMAT);
+    CHECKF(strstr(pi_last_error(), path) && strstr(pi_last_error(), "line "), "%s", pi_last_error());
+    unlink(path);
+    CHECK(pi_hw_load(path, &hw) == PI_ERR_NOT_FOUND);
+    free(good);
+}
+
+static void test_interp(void) {
+    pi_hw hw;
+    t_rng r = {7};
+    fill_hw(&hw, &r, false);
+    /* Exact at the grid. */
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) {
+            double v = pi_hw_iops(&hw, hw.block[b], hw.qd[q]);
+            CHECKF(fabs(v / hw.read_iops[b][q] - 1) < 1e-12, "grid %d %d: %g vs %g", b, q, v, hw.read_iops[b][q]);
+        }
+    /* Log-linear between: the geometric mean at the geometric midpoint. */
+    double mid = pi_hw_iops(&hw, 5793, 1); /* ~sqrt(4096 * 8192) */
+    CHECK(fabs(mid / sqrt(hw.read_iops[0][0] * hw.read_iops[1][0]) - 1) < 1e-3);
+    /* Monotonic: fewer reads/s for bigger blocks, more for deeper queues, as the table. */
+    int bad = 0;
+    for (int q = 1; q <= 256; q = q * 3 / 2 + 1) {
+        double prev = INFINITY;
+        for (int b = 1024; b <= (1 << 20); b += b / 16 + 1) {
+            double v = pi_hw_iops(&hw, b, q);
+            if (!(v <= prev * (1 + 1e-12)) || !(v > 0)) bad++;
+            prev = v;
+        }
+    }
+    for (int b = 1024; b <= (1 << 20); b *= 3) {
+        double prev = 0;
+        for (int q = 0; q <= 300; q++) {
+            double v = pi_hw_iops(&hw, b, q);
+            if (!(v >= prev * (1 - 1e-12))) bad++;
+            prev = v;
+        }
+    }
+    CHECKF(bad == 0, "%d non-monotonic steps", bad);
+    /* Clamped to the measured range. */
+    CHECK(pi_hw_iops(&hw, 1, 1) == pi_hw_iops(&hw, 4096, 1));
+    CHECK(pi_hw_iops(&hw, -5, -5) == pi_hw_iops(&hw, 4096, 1));
+    CHECK(pi_hw_iops(&hw, 1 << 30, 100000) == pi_hw_iops(&hw, 131072, 128));
+    CHECK(pi_hw_iops(&hw, 131072, 1 << 30) == pi_hw_iops(&hw, 131072, 128));
+    CHECK(pi_hw_iops(NULL, 4096, 1) == 0.0);
+
+    /* Kernels: measured, clamped threads, holes, other types. */
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, PI_TYPE_F32, 3) == hw.matvec[PI_TYPE_F32][3]);
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_AXPY, PI_TYPE_F16, 0) == hw.axpy[PI_TYPE_F16][1]);
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_ROWDOT, PI_TYPE_F16, 99) == hw.rowdot[PI_TYPE_F16][5]);
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, PI_TYPE_Q4_0, 2) == hw.matvec[PI_TYPE_Q4_0][1]); /* hole: lower first */
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, PI_TYPE_Q4_K, 4) == hw.matvec[PI_TYPE_Q4_0][4]); /* 4.5 bits */
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, PI_TYPE_Q6_K, 4) == hw.matvec[PI_TYPE_Q8_0][4]); /* 6.6 -> 8.5 */
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, PI_TYPE_F64, 1) == hw.matvec[PI_TYPE_F32][1]);
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, PI_TYPE_BF16, 1) == hw.matvec[PI_TYPE_F16][1]); /* 16 bits */
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, (pi_type)-3, 1) > 0);
+    CHECK(pi_hw_kernel_gbs(&hw, 3, PI_TYPE_F32, 1) == 0.0);
+    CHECK(pi_hw_kernel_gbs(NULL, 0, PI_TYPE_F32, 1) == 0.0);
+    int nonmono = 0;
+    for (int t = 1; t < 8; t++)
+        nonmono += pi_hw_kernel_gbs(&hw, PI_HW_ROWDOT, PI_TYPE_F32, t + 1) <
+                   pi_hw_kernel_gbs(&hw, PI_HW_ROWDOT, PI_TYPE_F32, t);
+    CHECK(nonmono == 0);
+    memset(hw.matvec, 0, sizeof hw.matvec);
+    CHECK(pi_hw_kernel_gbs(&hw, PI_HW_MATVEC, PI_TYPE_F32, 1) == 0.0);
+}
+
+static void test_default_path(void) {
+    char buf[512];
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    CHECK(pi_hw_default_path(buf, sizeof buf, 2049) && !strcmp(buf, "/xdg/pinfer/hwprobe-2049.txt"));
+    CHECK(pi_hw_default_path(buf, 10, 2049) == NULL);
+    setenv("XDG_CACHE_HOME", "relative", 1); /* not absolute: ignored, as the spec says */
+    setenv("HOME", "/home/u", 1);
+    CHECK(pi_hw_default_path(buf, sizeof buf, 7) && !strcmp(buf, "/home/u/.cache/pinfer/hwprobe-7.txt"));
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("HOME");
+    CHECK(pi_hw_default_path(buf, sizeof buf, 7) == NULL);
+}
+
+/* Names of dir's entries starting with ".pinfer-hwprobe-". */
+static int count_temp_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, ".pinfer-hwprobe-", 16)) n++;
+    closedir(d);
+    return n;
+}
+
+static bool all_positive(const pi_hw *hw) {
+    static const pi_type types[] = {PI_TYPE_F32, PI_TYPE_F16, PI_TYPE_BF16, PI_TYPE_Q8_0, PI_TYPE_Q4_0};
+    for (int t = 1; t <= hw->n_threads; t++) {
+        if (!(hw->mem_bw[t] > 0 && isfinite(hw->mem_bw[t]))) return false;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            double v[3] = {hw->matvec[types[i]][t], hw->rowdot[types[i]][t], hw->axpy[types[i]][t]};
+            for (int k = 0; k < 3; k++)
+                if (!(v[k] > 0 && isfinite(v[k]))) return false;
+        }
+    }
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++)
+            if (!(hw->read_iops[b][q] > 0 && isfinite(hw->read_iops[b][q]) && hw->read_lat_us[b][q] > 0 &&
+                  isfinite(hw->read_lat_us[b][q])))
+                return false;
+    return hw->seq_read_gbs > 0 && isfinite(hw->seq_read_gbs);
+}
+
+static void test_probe(void) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    int before = count_temp_files(tmp);
+    pi_hwprobe_opts o = {.dir = tmp, .max_threads = 2, .tiny = true};
+    pi_hw hw;
+    pi_status st = pi_hwprobe_run(&o, &hw);
+    CHECKF(st == PI_OK, "%s", pi_last_error());
+    if (st == PI_OK) {
+        CHECK(hw.n_threads == 2);
+        CHECKF(all_positive(&hw), "a figure is 0 or not finite");
+        CHECK(pi_hw_validate(&hw) == PI_OK);
+        CHECK(hw.io_backend[0] && hw.cpu[0] && hw.io_file_bytes > 0);
+        CHECK(hw.other_cpu >= 0 && isfinite(hw.other_cpu));
+        struct stat sb;
+        CHECK(stat(tmp, &sb) == 0 && hw.fs_dev == (uint64_t)sb.st_dev);
+        char path[256];
+        t_tmp_path(path, sizeof path, "probe-hw.txt");
+        pi_hw back;
+        CHECK(pi_hw_save(&hw, path) == PI_OK && pi_hw_load(path, &back) == PI_OK && hw_equal(&hw, &back));
+        unlink(path);
+    }
+    CHECKF(count_temp_files(tmp) == before, "the probe left its temp file in %s", tmp);
+
+    /* A file too small to read randomly: a temp file in its directory instead. */
+    char small[256];
+    t_tmp_path(small, sizeof small, "small.bin");
+    FILE *f = fopen(small, "w");
+    fputs("tiny", f);
+    fclose(f);
+    pi_hwprobe_opts o2 = {.file = small, .max_threads = 1, .tiny = true};
+    st = pi_hwprobe_run(&o2, &hw);
+    CHECKF(st == PI_OK && hw.n_threads == 1 && all_positive(&hw), "%s", pi_last_error());
+    unlink(small);
+    CHECKF(count_temp_files(tmp) == before, "the probe left its temp file in %s", tmp);
+
+    pi_hwprobe_opts o3 = {.file = "/nonexistent/model.gguf", .tiny = true};
+    CHECK(pi_hwprobe_run(&o3, &hw) != PI_OK && strstr(pi_last_error(), "/nonexistent/model.gguf"));
+    pi_hwprobe_opts o4 = {.dir = "/nonexistent-dir", .tiny = true};
+    CHECK(pi_hwprobe_run(&o4, &hw) != PI_OK);
+    pi_hwprobe_opts o5 = {.tiny = true};
+    CHECK(pi_hwprobe_run(&o5, &hw) == PI_ERR_INVALID);
+
+    /* The bandwidth probe others use keeps working. */
+    pi_pool *pool;
+    double bw = 0;
+    CHECK(pi_pool_create(1, &pool) == PI_OK);
+    CHECK(pi_probe_read_bw(pool, 1 << 20, 3, &bw) == PI_OK && bw > 0 && isfinite(bw));
+    CHECK(pi_probe_read_bw(pool, 1 << 10, 3, &bw) == PI_ERR_INVALID);
+    pi_pool_free(pool);
+}
+
+int main(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(120);
+    test_round_trip();
+    test_malformed();
+    test_interp();
+    test_default_path();
+    test_probe();
+    return t_done("test_hwprobe");
+}

@@ -1,0 +1,263 @@
+/*
+ * test_plan.c — the planner (plan/plan.h) on synthetic profiles and
+ * hardware figures, and on a generated bundle file:
+ *  - the cost model: more resident neurons never predict slower; with
+ *    everything resident there are no reads; the I/O term follows the
+ *    measured IOPS; Che's approximation gives all hits when the cache holds
+ *    every cold neuron and none when it has no room;
+ *  - the solver: refuses a budget below the minimum and names it, fills the
+ *    budget without exceeding it, puts the most often selected neurons in
+ *    the hot prefixes, predicts no worse than a uniform split, and reports
+ *    an unreachable --min-speed;
+ *  - the plan file: a round trip, and malformed files refused with the line;
+ *  - a real bundle file: the profile reads its counts and figures, a plan
+ *    loads and the session gives the same logits as in memory.
+ */
+#include "model/genmodel.h"
+#include "model/offload.h"
+#include "model/session.h"
+#include "plan/plan.h"
+#include "sparse/reorder.h"
+#include "sparse/stats.h"
+#include "test_util.h"
+
+#include <unistd.h>
+
+static void fake_hw(pi_hw *hw) {
+    memset(hw, 0, sizeof *hw);
+    hw->n_threads = 2;
+    for (int t = 1; t <= 2; t++) {
+        hw->mem_bw[t] = 15.0 * t;
+        for (int y = 0; y < PI_TYPE_COUNT; y++) {
+            hw->matvec[y][t] = 14.0 * t;
+            hw->rowdot[y][t] = 8.0 * t;
+            hw->axpy[y][t] = 6.0 * t;
+        }
+    }
+    static const int blocks[PI_HW_N_BLOCKS] = {4096, 8192, 16384, 32768, 65536, 131072};
+    static const int qds[PI_HW_N_QD] = {1, 8, 32, 64, 128};
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++) {
+        hw->block[b] = blocks[b];
+        for (int q = 0; q < PI_HW_N_QD; q++) {
+            hw->qd[q] = qds[q];
+            hw->read_iops[b][q] = (qds[q] < 64 ? 15000.0 * qds[q] : 130000.0) / (b < 2 ? 1.0 : (double)(b));
+            hw->read_lat_us[b][q] = 60.0;
+        }
+    }
+    hw->seq_read_gbs = 2.5;
+    snprintf(hw->io_backend, sizeof hw->io_backend, "io_uring");
+}
+
+/* A profile of L layers of F neurons with power-law activity. */
+static pi_mprofile *fake_profile(int64_t L, int64_t F) {
+    pi_mprofile *p = calloc(1, sizeof *p);
+    p->n_layer = L;
+    p->n_ff = F;
+    p->n_embd = 1024;
+    p->n_ctx = 256;
+    p->fixed = 100u << 20;
+    p->session = 8u << 20;
+    p->io = 4u << 20;
+    p->stride = 4096;
+    p->bundle_mem = 3 * 576;
+    p->min_slots = 2 * ((F + 63) / 64) + 16;
+    p->min_cold = (uint64_t)p->min_slots * 4096 + (uint64_t)(L * F) * 4;
+    for (int k = 0; k < 3; k++) {
+        p->part_bytes[k] = 576;
+        p->part_type[k] = PI_TYPE_Q4_0;
+    }
+    p->fixed_by_type[PI_TYPE_Q4_0] = 90u << 20;
+    p->pred_by_type[PI_TYPE_Q8_0] = 10u << 20;
+    p->act = malloc((size_t)(L * F) * sizeof *p->act);
+    p->sel = malloc((size_t)(L * F) * sizeof *p->sel);
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t i = 0; i < F; i++) {
+            double a = 0.6 / (1.0 + (double)i * (1.0 + 0.3 * (double)l) / 40.0);
+            p->act[l * F + i] = a;
+            p->sel[l * F + i] = 0.96 * a + 0.05 * (1.0 - a);
+        }
+    return p;
+}
+
+static void test_cost_and_solver(void) {
+    pi_hw hw;
+    fake_hw(&hw);
+    const int64_t L = 4, F = 2048;
+    pi_mprofile *mp = fake_profile(L, F);
+    const uint64_t base = mp->fixed + mp->session + mp->io;
+    const double ffn = (double)mp->bundle_mem * (double)(L * F);
+
+    /* below the minimum */
+    pi_plan p;
+    pi_plan_limits lim = {base, 0, 0.0};
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_ERR_NOMEM && strstr(pi_last_error(), "minimum"));
+
+    /* unlimited: all resident, no reads */
+    lim.mem_budget = 0;
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
+    for (int64_t l = 0; l < L; l++) CHECK(p.hot[l] == F);
+    CHECK(p.cost.reads == 0.0 && p.cost.misses == 0.0 && p.cost.tok_s > 0.0);
+    const double unlimited = p.cost.tok_s;
+
+    /* more budget never predicts slower; the budget is respected; the hot
+       prefixes take the most selected neurons (deeper layers are less active
+       here, so they get fewer) */
+    double prev = 0.0;
+    for (int k = 0; k <= 10; k++) {
+        lim.mem_budget = base + mp->min_cold + (uint64_t)(ffn * k / 10.0);
+        CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
+        CHECKF(p.cost.tok_s >= prev * 0.999, "budget step %d: %.3f after %.3f", k, p.cost.tok_s, prev);
+        CHECKF(p.resident_bytes <= lim.mem_budget, "step %d: plan holds %llu of %llu", k,
+               (unsigned long long)p.resident_bytes, (unsigned long long)lim.mem_budget);
+        CHECK(p.cost.tok_s <= unlimited * 1.0001);
+        for (int64_t l = 1; l < L; l++) CHECK(p.hot[l] <= p.hot[l - 1]);
+        if (k > 0 && k < 10) CHECK(p.cost.reads > 0.0 && p.cost.ms_io > 0.0);
+        prev = p.cost.tok_s;
+        /* no worse than a uniform split with the same cache */
+        pi_plan u = p;
+        int64_t sum = 0;
+        for (int64_t l = 0; l < L; l++) sum += p.hot[l];
+        for (int64_t l = 0; l < L; l++) u.hot[l] = sum / L;
+        pi_cost cu;
+        pi_plan_cost(mp, &hw, &u, &cu);
+        CHECKF(p.cost.tok_s >= cu.tok_s * 0.999, "step %d: planned %.3f < uniform %.3f", k, p.cost.tok_s, cu.tok_s);
+    }
+
+    /* reads follow the IOPS: halving them slows the I/O term */
+    lim.mem_budget = base + mp->min_cold + (uint64_t)(ffn * 0.2);
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
+    pi_cost c1, c2;
+    pi_plan_cost(mp, &hw, &p, &c1);
+    pi_hw slow = hw;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 2.0;
+    pi_plan_cost(mp, &slow, &p, &c2);
+    CHECKF(fabs(c2.ms_io / c1.ms_io - 2.0) < 0.05, "I/O term %.3f -> %.3f ms", c1.ms_io, c2.ms_io);
+
+    /* Che: a cache that holds every cold neuron hits always */
+    pi_plan big = p;
+    big.cache_bytes = (uint64_t)(L * F) * 4200 + (1u << 20);
+    pi_plan_cost(mp, &hw, &big, &c1);
+    CHECKF(c1.misses < 1e-6, "misses %.3g with a cache for every neuron", c1.misses);
+
+    /* an unreachable speed */
+    lim.min_speed = unlimited * 10.0;
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_ERR_INVALID && strstr(pi_last_error(), "tok/s"));
+    CHECK(p.cost.tok_s > 0.0);
+    pi_mprofile_free(mp);
+}
+
+static void test_plan_file(void) {
+    pi_plan p = {0}, q;
+    p.mem_budget = 600u << 20;
+    p.threads = 2;
+    p.queue_depth = 64;
+    p.cache_bytes = 12345678;
+    p.n_layer = 3;
+    p.hot[0] = 100, p.hot[1] = 50, p.hot[2] = 0;
+    p.cost.tok_s = 12.5;
+    p.model_size = 999;
+    snprintf(p.model, sizeof p.model, "/tmp/some model.gguf");
+    char path[256];
+    t_tmp_path(path, sizeof path, "plan.txt");
+    CHECK(pi_plan_save(&p, path) == PI_OK);
+    CHECK(pi_plan_load(path, &q) == PI_OK);
+    CHECK(q.mem_budget == p.mem_budget && q.threads == 2 && q.queue_depth == 64 && q.cache_bytes == p.cache_bytes &&
+          q.n_layer == 3 && q.hot[0] == 100 && q.hot[1] == 50 && q.hot[2] == 0 && q.cost.tok_s == 12.5 &&
+          q.model_size == 999 && !strcmp(q.model, p.model));
+    unlink(path);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"", "empty"},
+        {"pinfer-plan 2\n", "line 1"},
+        {"pinfer-plan 1\nthreads 2\nqueue_depth 8\nn_layer 2\nhot 1\n", "line 5"},
+        {"pinfer-plan 1\nthreads 2\nqueue_depth 8\nn_layer 2\nhot 1 2 3\n", "line 5"},
+        {"pinfer-plan 1\nhot 1 2\n", "line 2"},
+        {"pinfer-plan 1\nthreads x\n", "line 2"},
+        {"pinfer-plan 1\nthreads 0\n", "line 2"},
+        {"pinfer-plan 1\nwhat 3\n", "line 2"},
+        {"pinfer-plan 1\nthreads 2\n", "incomplete"},
+        {"pinfer-plan 1\nn_layer 99999\n", "line 2"},
+        {"pinfer-plan 1\npredicted_tok_s nan\n", "line 2"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pi_status st = pi_plan_parse(bad[i].text, strlen(bad[i].text), &q);
+        CHECKF(st == PI_ERR_FORMAT && strstr(pi_last_error(), bad[i].want), "case %zu: %d '%s'", i, (int)st,
+               pi_last_error());
+    }
+}
+
+/* A generated bundle file with statistics: the profile reads them, and a
+   planned session equals the in-memory one. */
+static void test_real_file(void) {
+    char plain[256], bundle[256];
+    t_tmp_path(plain, sizeof plain, "plan-model.gguf");
+    t_tmp_path(bundle, sizeof bundle, "plan-model.bundle.gguf");
+    pi_genmodel_params gp;
+    CHECK(pi_genmodel_preset("tiny", &gp) == PI_OK);
+    gp.n_embd = 256, gp.n_head = 4, gp.n_head_kv = 2, gp.n_ff = 768, gp.n_layer = 3, gp.n_vocab = 300, gp.n_ctx = 128;
+    gp.vocab_path = NULL;
+    gp.type = gp.embd_type = PI_TYPE_Q4_0;
+    gp.output_type = PI_TYPE_Q8_0;
+    gp.act = PI_ACT_RELU;
+    gp.active = 0.15;
+    gp.skew = 1.0;
+    gp.predictor = true;
+    gp.pred_rank = 64;
+    gp.n_threads = 2;
+    CHECK(pi_genmodel_write(&gp, plain) == PI_OK);
+    pi_stats *st = NULL;
+    CHECK(pi_stats_create(3, 768, 0.0f, "synthetic", &st) == PI_OK);
+    if (!st) return;
+    st->tokens = 1000;
+    for (int64_t i = 0; i < 3 * 768; i++) st->counts[i] = (int64_t)(i % 768) * 7 % 1000;
+    CHECK(pi_bundle_write(plain, st, 4096, bundle) == PI_OK);
+    pi_stats_free(st);
+    pi_mprofile *mp = NULL;
+    CHECK(pi_mprofile_load(bundle, 64, &mp) == PI_OK);
+    if (!mp) return;
+    CHECK(mp->have_stats && mp->tokens == 1000.0 && strstr(mp->source, "gen-model"));
+    for (int64_t l = 0; l < 3; l++) {
+        CHECK(mp->act[l * 768] >= mp->act[l * 768 + 767]); /* hotness order */
+        CHECK(pi_mprofile_coverage(mp, l, 768) == 1.0 && pi_mprofile_coverage(mp, l, 0) == 0.0);
+        CHECK(mp->recall[l] > 0.5 && mp->precision[l] > 0.1);
+    }
+    pi_hw hw;
+    fake_hw(&hw);
+    pi_plan plan;
+    pi_plan_limits lim = {mp->fixed + mp->session + mp->io + mp->min_cold + (2u << 20), 2, 0.0};
+    CHECK(pi_plan_solve(mp, &hw, &lim, &plan) == PI_OK);
+    pi_mprofile_free(mp);
+
+    pi_model *m, *om;
+    pi_offload *off;
+    CHECK(pi_model_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
+    pi_offload_opts oo = {.mem_budget = plan.mem_budget, .n_ctx = 64, .hot = plan.hot, .cold_cache_bytes = plan.cache_bytes};
+    CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s", pi_last_error());
+    pi_session *a, *b;
+    CHECK(pi_session_create(m, 64, 2, &a) == PI_OK && pi_session_create(om, 64, 2, &b) == PI_OK);
+    CHECK(pi_session_set_offload(b, off) == PI_OK);
+    CHECK(pi_session_set_ffn_mode(a, PI_FFN_SPARSE, 0) == PI_OK && pi_session_set_ffn_mode(b, PI_FFN_SPARSE, 0) == PI_OK);
+    int same = 0;
+    for (int t = 0; t < 20; t++) {
+        int32_t tok = (int32_t)((t * 37 + 5) % 300);
+        CHECK(pi_session_decode(a, &tok, 1) == PI_OK && pi_session_decode(b, &tok, 1) == PI_OK);
+        same += !memcmp(pi_session_logits(a), pi_session_logits(b), 300 * sizeof(float));
+    }
+    CHECKF(same == 20, "%d of 20 steps identical", same);
+    pi_session_free(a);
+    pi_session_free(b);
+    pi_offload_free(off);
+    pi_model_free(om);
+    pi_model_free(m);
+    unlink(plain);
+    unlink(bundle);
+}
+
+int main(void) {
+    test_cost_and_solver();
+    test_plan_file();
+    test_real_file();
+    return t_done("test_plan");
+}
