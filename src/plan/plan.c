@@ -19,7 +19,7 @@
 
 /* Fixed overheads, calibrated on the project machine against measured
    runs of bench (see README, "Planner"). */
-#define C_LAYER_S 60e-6   /* per layer: pool barriers, norms, attention over a short context */
+#define C_LAYER_S 200e-6  /* per layer: pool barriers, norms, attention over a short context */
 #define C_TOKEN_S 300e-6  /* per token: embedding row, sampling, bookkeeping */
 
 /* ---- model profile ---- */
@@ -188,6 +188,15 @@ static int64_t cache_slots(const pi_mprofile *mp, uint64_t cache_bytes) {
     return s < mp->min_slots ? mp->min_slots : s;
 }
 
+/* R reads of `stride` bytes kept qd deep: R / iops, plus the last reads'
+   latency (qd / iops by Little's law), which nothing overlaps. */
+static double io_time(const pi_hw *hw, size_t stride, double R, double qd) {
+    if (R <= 0.0) return 0.0;
+    const int q = qd < 1.0 ? 1 : (int)qd;
+    const double iops = pi_hw_iops(hw, (int)stride, q);
+    return (R + (double)q) / iops;
+}
+
 /* The cost with the Che time already known. */
 static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, double tc, pi_cost *c) {
     const int64_t L = mp->n_layer, F = mp->n_ff;
@@ -227,7 +236,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         double t_gu = (S * g) / rd_g + (A * u) / rd_u;
         double t_down = A * d / ax_d;
         double qd = (double)p->queue_depth < R ? (double)p->queue_depth : R;
-        double t_io = R > 0.0 ? R / pi_hw_iops(hw, (int)mp->stride, qd < 1.0 ? 1 : (int)qd) : 0.0;
+        double t_io = io_time(hw, mp->stride, R, qd);
         double t_l = t_pred + (t_io > t_gu ? t_io : t_gu) + t_down + C_LAYER_S;
         total += t_l;
         c->ms_pred += t_pred * 1e3;
@@ -272,7 +281,7 @@ static double layer_time(const tables *tb, int64_t l, int64_t H) {
     double R = t->miss[H] - t->pairs[H];
     R = R > 0.0 ? R : 0.0;
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
-    double t_io = R > 0.0 ? R / pi_hw_iops(tb->hw, (int)tb->mp->stride, qd < 1.0 ? 1 : (int)qd) : 0.0;
+    double t_io = io_time(tb->hw, tb->mp->stride, R, qd);
     return t->t_fixed_part + (t_io > t->t_gu ? t_io : t->t_gu);
 }
 
@@ -397,8 +406,23 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
         uint64_t cache = 0;
         if (lim->mem_budget) {
             cache = mp->min_cold + (uint64_t)((double)(left - mp->min_cold) * cache_frac[ci]);
-            cur.cache_bytes = cache;
             fill_hot(mp, order, left - cache, cur.hot); /* first guess, for the cache's Che time */
+            /* room for twice a layer's expected misses: a cache that cannot
+               take one layer's reads at once splits the layer into waves
+               that wait on each other (the model does not price that) */
+            double worst = 0.0;
+            for (int64_t l = 0; l < L; l++) {
+                double m = 0.0;
+                for (int64_t i = cur.hot[l]; i < F; i++) m += mp->sel[l * F + i];
+                worst = m > worst ? m : worst;
+            }
+            uint64_t floor_bytes = (uint64_t)(L * F) * 4 +
+                                   (uint64_t)(2.0 * worst + (double)mp->min_slots) * pi_ncache_footprint(1, 0, mp->stride, 1);
+            if (cache < floor_bytes) {
+                cache = floor_bytes < left ? floor_bytes : left;
+                fill_hot(mp, order, left - cache, cur.hot);
+            }
+            cur.cache_bytes = cache;
         } else {
             cur.cache_bytes = 0;
             for (int64_t l = 0; l < L; l++) cur.hot[l] = F;
