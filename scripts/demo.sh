@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# `make demo`: pinfer end to end on this machine, on a model it generates.
+# `make demo`: the whole pinfer story on a model it generates, in a few minutes:
+# generate a sparse (ReLU) model -> profile it -> train activation predictors
+# -> convert to a bundle file -> measure the machine -> plan for a memory budget
+# well below the model -> run it dense, sparse and offloaded, and compare.
 set -eu
 PINFER=${1:-build/release/pinfer}
 cd "$(dirname "$0")/.."
@@ -7,28 +10,63 @@ MODELS=${PI_MODELS_DIR:-../shared/models}
 WORK=${PI_DEMO_DIR:-build/demo}
 mkdir -p "$WORK"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+T=${PI_DEMO_THREADS:-2}
 
 step "pinfer on this machine"
 "$PINFER" version
 
 VOCAB=()
 [ -f "$MODELS/vocab/ggml-vocab-llama-spm.gguf" ] && VOCAB=(--vocab "$MODELS/vocab/ggml-vocab-llama-spm.gguf")
-step "generate a llama model with random weights (dim 1024, 8 layers, Q4_0)"
-"$PINFER" gen-model -o "$WORK/small-q4_0.gguf" --preset small --type q4_0 ${VOCAB[@]+"${VOCAB[@]}"}
-"$PINFER" inspect "$WORK/small-q4_0.gguf" | sed -n '1,8p;/^totals/,$p'
+M=$WORK/relu-d2048-l8.gguf
+step "1. generate a ReLU llama (dim 2048, 8 layers, FFN 5632, Q4_0) whose FFN neurons fire like a trained one's"
+"$PINFER" gen-model -o "$M" --preset 7b-l8 --dim 2048 --layers 8 --ffn 5632 --n-head 16 --n-head-kv 4 \
+    --type q4_0 --act relu --active 0.1 --skew 1 ${VOCAB[@]+"${VOCAB[@]}"} -t "$T"
 
-step "run it: random weights give random text, but every stage of inference runs"
-"$PINFER" run -m "$WORK/small-q4_0.gguf" -p "The quick brown fox" -n 24 --seed 1
+step "2. profile: how often each FFN neuron fires (512 sampled tokens)"
+"$PINFER" profile -m "$M" --tokens 512 -o "$WORK/stats.gguf" -t "$T" | tail -4
 
-if [ -f "$MODELS/stories260K.gguf" ]; then
-    step "a real trained model: stories260K (TinyStories), greedy"
-    "$PINFER" run -m "$MODELS/stories260K.gguf" -p "Once upon a time" -n 60 --temp 0
-fi
+# any UTF-8 text will do for random weights; Debian ships these with base-files
+TEXT=$WORK/calib.txt
+cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 README.md 2>/dev/null > "$TEXT" || cp README.md "$TEXT"
+step "3. train an activation predictor per layer (rank 128) on $(wc -c < "$TEXT") bytes of text"
+"$PINFER" train-predictor -m "$M" --text "$TEXT" -o "$WORK/relu-pred.gguf" --rank 128 --epochs 6 --tokens 16000 \
+    -t "$T" | tail -13
 
-step "pinfer bench: prompt (pp) and decode (tg) speed vs the memory-bandwidth bound"
-"$PINFER" bench -m "$WORK/small-q4_0.gguf" -p 128 -n 32 -r 3
+B=$WORK/relu-pred.bundle.gguf
+step "4. convert: neurons in order of activity, FFN as 4 KiB neuron bundles for O_DIRECT reads"
+"$PINFER" convert -m "$WORK/relu-pred.gguf" --reorder "$WORK/stats.gguf" --bundle -o "$B"
 
-step "pinfer bench-kernels: matvec weight streaming vs memory bandwidth (14336 x 4096)"
-"$PINFER" bench-kernels --types q4_0,q8_0,f16 --ws-mib 600 --reps 3
+step "5. measure this machine: kernels, memory bandwidth, flash random reads (quick)"
+"$PINFER" hwprobe -m "$B" --quick -o "$WORK/hw.txt"
 
-printf '\nDone. See README.md for what each number means.\n'
+SIZE=$(stat -c %s "$M")
+BUDGET=$((SIZE * 65 / 100))
+step "6. plan for a budget of 65% of the model file ($((BUDGET >> 20)) of $((SIZE >> 20)) MiB; attention and the output head alone are 40%)"
+"$PINFER" plan -m "$B" --mem-budget "$BUDGET" --hw "$WORK/hw.txt" -c 512 -o "$WORK/plan.txt"
+
+step "7. run: dense in memory, sparse in memory, and offloaded under the budget (same greedy text)"
+run() { # label, args...: prints "label tok/s peak-MiB"
+    local label=$1; shift
+    "$PINFER" run -p "Once upon a time" -n 64 --temp 0 --ignore-eos -t "$T" -c 512 "$@" > "$WORK/$label.out" 2> "$WORK/$label.err"
+    local tps rss
+    tps=$(sed -n 's/.*generated [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$WORK/$label.err")
+    rss=$(sed -n 's/.*peak RSS \([0-9.]*\) MiB.*/\1/p' "$WORK/$label.err")
+    printf '%s %s %s\n' "$label" "$tps" "$rss"
+}
+R_DENSE=$(run dense -m "$B" --dense)
+R_SPARSE=$(run sparse -m "$B")
+R_OFF=$(run offloaded -m "$B" --plan "$WORK/plan.txt" --stats)
+grep -E "memory budget|per token" "$WORK/offloaded.err" || true
+SAME=no
+cmp -s "$WORK/sparse.out" "$WORK/offloaded.out" && SAME=yes
+PRED=$(sed -n 's/^predicted_tok_s \(.*\)/\1/p' "$WORK/plan.txt")
+
+step "results ($T threads)"
+printf '%-28s %10s %16s\n' "mode" "tok/s" "peak RSS (MiB)"
+for r in "$R_DENSE" "$R_SPARSE" "$R_OFF"; do
+    set -- $r
+    printf '%-28s %10s %16s\n' "$1" "$2" "$3"
+done
+printf '%-28s %10.2f %16s\n' "offloaded, planner predicted" "$PRED" "$((BUDGET >> 20)) (budget)"
+printf 'model file %d MiB; offloaded text identical to in-memory sparse: %s\n' "$((SIZE >> 20))" "$SAME"
+printf '\nFiles are in %s. See README.md for what each number means.\n' "$WORK"

@@ -6,6 +6,7 @@
  * binary comes from $PI_TEST_PINFER (set by the test runner, with
  * $PI_TEST_RUNNER as a prefix such as qemu-aarch64).
  */
+#include "plan/hwprobe.h"
 #include "test_util.h"
 
 #include <stdbool.h>
@@ -178,6 +179,69 @@ int main(void) {
         snprintf(args, sizeof args, "convert -m %s --bundle -o %s", model, bundle);
         CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "SiLU"));
     }
+    /* with predictors, under a memory budget, planned: the text of the in-memory run */
+    snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 256 --ffn 768 --n-head 4 --n-head-kv 2 "
+             "--vocab-size 300 --type q4_0 --act relu --active 0.15 --predictor --pred-rank 64", conv);
+    CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "profile -m %s --tokens 32 --seed 1 -t 2 -o %s", conv, stats);
+    CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "convert -m %s --reorder %s --bundle -o %s", conv, stats, bundle);
+    CHECK(pinfer(args, NULL, err) == 0);
+    char mem_out[320], plan[320], hwf[320];
+    snprintf(mem_out, sizeof mem_out, "%s.mem.txt", g_tmp);
+    snprintf(plan, sizeof plan, "%s.plan", g_tmp);
+    snprintf(hwf, sizeof hwf, "%s.hw", g_tmp);
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0", bundle);
+    CHECK(pinfer(args, mem_out, err) == 0 && file_has(err, "sparse"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --mem-budget 1M --no-plan", bundle);
+    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "minimum of"));
+    char *e = slurp(err, NULL), *mp = e ? strstr(e, "minimum of ") : NULL;
+    double min_mib = mp ? atof(mp + strlen("minimum of ")) : 0.0;
+    free(e);
+    CHECK(min_mib > 0.0);
+    pi_hw hw;
+    memset(&hw, 0, sizeof hw);
+    hw.n_threads = 2;
+    for (int t = 1; t <= 2; t++) {
+        hw.mem_bw[t] = 15.0 * t;
+        for (int y = 0; y < PI_TYPE_COUNT; y++) {
+            if (y != PI_TYPE_F32 && y != PI_TYPE_F16 && y != PI_TYPE_BF16 && y != PI_TYPE_Q8_0 && y != PI_TYPE_Q4_0)
+                continue;
+            hw.matvec[y][t] = 14.0 * t, hw.rowdot[y][t] = 4.0 * t, hw.axpy[y][t] = 3.0 * t;
+        }
+    }
+    static const int blocks[PI_HW_N_BLOCKS] = {4096, 8192, 16384, 32768, 65536, 131072}, qds[PI_HW_N_QD] = {1, 8, 32, 64, 128};
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) {
+            hw.block[b] = blocks[b], hw.qd[q] = qds[q];
+            hw.read_iops[b][q] = 20000.0 * (q + 1), hw.read_lat_us[b][q] = 50.0 * (q + 1);
+        }
+    hw.seq_read_gbs = 2.0;
+    snprintf(hw.io_backend, sizeof hw.io_backend, "pread");
+    snprintf(hw.cpu, sizeof hw.cpu, "test");
+    CHECKF(pi_hw_save(&hw, hwf) == PI_OK, "%s", pi_last_error());
+    for (int k = 0; k < 3; k++) { /* the minimum, a little more, and everything */
+        double mib = k == 0 ? min_mib + 0.5 : k == 1 ? min_mib + 2.0 : min_mib + 64.0;
+        snprintf(args, sizeof args, "plan -m %s --mem-budget %.0fK --hw %s -o %s", bundle, mib * 1024, hwf, plan);
+        CHECKF(pinfer(args, out, err) == 0 && file_has(out, "predicted:") && file_has(out, "hot neurons per layer"),
+               "plan at %.1f MiB", mib);
+        snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --plan %s --stats", bundle, plan);
+        CHECKF(pinfer(args, out, err) == 0 && same_file(out, mem_out) && file_has(err, "neuron cache") &&
+                   file_has(err, "per token"),
+               "planned run at %.1f MiB differs from the in-memory run", mib);
+    }
+    FILE *pf = fopen(plan, "w");
+    if (pf) {
+        fputs("pinfer-plan 1\nthreads two\n", pf);
+        fclose(pf);
+    }
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --plan %s", bundle, plan);
+    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "line 2"));
+    snprintf(args, sizeof args, "plan -m %s --mem-budget 1M --hw %s", bundle, hwf);
+    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "minimum"));
+    unlink(mem_out);
+    unlink(plan);
+    unlink(hwf);
     unlink(stats);
     unlink(bundle);
     unlink(conv);

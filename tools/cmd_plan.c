@@ -20,13 +20,13 @@ static void usage(FILE *f) {
                "  --min-speed TOKS     fail unless the plan is predicted to reach TOKS tokens/s\n"
                "  --hw FILE            hardware figures (default: the cached pinfer hwprobe result for the\n"
                "                       model's filesystem; measured now with --quick when there is none)\n"
-               "  -c CTX               context the KV cache must hold (default 4096)\n");
+               "  -c CTX               context the KV cache must hold (default: the model's, at most 4096, as run)\n");
 }
 
 int cmd_plan(int argc, char **argv) {
     const char *cmd = "plan", *model = NULL, *out = NULL, *hw_path = NULL;
     uint64_t budget = 0;
-    long threads = 0, n_ctx = 4096;
+    long threads = 0, n_ctx = 0;
     double min_speed = 0.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

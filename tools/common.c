@@ -162,12 +162,13 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         planned = true;
     } else if (o->mem_budget && !o->no_plan && !o->cache_bytes) {
         pi_plan_limits lim = {o->mem_budget, (int)o->threads, 0.0};
-        planned = app_plan(cmd, o->model, NULL, n_ctx ? n_ctx : 4096, &lim, false, &plan) == 0;
+        planned = app_plan(cmd, o->model, NULL, n_ctx, &lim, false, &plan) == 0;
         if (!planned) fprintf(stderr, "pinfer: %s: planning failed; using the default split\n", cmd);
     }
     app_opts oc = *o;
     if (planned) {
         oc.mem_budget = plan.mem_budget;
+        if (!o->n_ctx && plan.n_ctx) n_ctx = oc.n_ctx = plan.n_ctx;
         if (!o->threads) oc.threads = plan.threads;
         if (!o->queue_depth) oc.queue_depth = plan.queue_depth;
         if (!o->plan_in)

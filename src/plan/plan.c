@@ -63,6 +63,7 @@ pi_status pi_mprofile_load(const char *path, int64_t n_ctx, pi_mprofile **out) {
     p->n_layer = L;
     p->n_ff = F;
     p->n_embd = m->hp.n_embd;
+    if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
     p->n_ctx = n_ctx;
     pi_offload_sizes z;
     if ((st = pi_offload_measure(m, n_ctx, 0, 4096, &z))) goto fail;
@@ -378,6 +379,7 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
     const int64_t L = mp->n_layer, F = mp->n_ff;
     memset(out, 0, sizeof *out);
     out->n_layer = L;
+    out->n_ctx = mp->n_ctx;
     out->mem_budget = lim->mem_budget;
     const uint64_t base = mp->fixed + mp->session + mp->io;
     if (lim->mem_budget && lim->mem_budget < base + mp->min_cold)

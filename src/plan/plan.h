@@ -82,6 +82,7 @@ typedef struct pi_mprofile {
     char source[96];        /* where recall/precision came from */
 } pi_mprofile;
 
+/* n_ctx <= 0: the model's training context, at most 4096 (run's default). */
 pi_status pi_mprofile_load(const char *bundle_path, int64_t n_ctx, pi_mprofile **out);
 void pi_mprofile_free(pi_mprofile *p);
 
@@ -98,6 +99,7 @@ typedef struct pi_cost {
 
 typedef struct pi_plan {
     uint64_t mem_budget;     /* 0: everything resident */
+    int64_t n_ctx;           /* the KV cache the budget holds */
     int threads;
     int queue_depth;
     uint64_t cache_bytes;    /* neuron cache */

@@ -19,6 +19,7 @@ pi_status pi_plan_save(const pi_plan *p, const char *path) {
     fprintf(f, "model %s\n", p->model);
     fprintf(f, "model_size %llu\n", (unsigned long long)p->model_size);
     fprintf(f, "mem_budget %llu\n", (unsigned long long)p->mem_budget);
+    fprintf(f, "n_ctx %lld\n", (long long)p->n_ctx);
     fprintf(f, "threads %d\n", p->threads);
     fprintf(f, "queue_depth %d\n", p->queue_depth);
     fprintf(f, "cache_bytes %llu\n", (unsigned long long)p->cache_bytes);
@@ -102,6 +103,7 @@ pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
             if (!strcmp(k, "model_size")) p->model_size = x;
             else if (!strcmp(k, "mem_budget")) p->mem_budget = x;
             else if (!strcmp(k, "cache_bytes")) p->cache_bytes = x;
+            else if (!strcmp(k, "n_ctx") && x <= (1u << 24)) p->n_ctx = (int64_t)x; /* 0: the model's */
             else if (!strcmp(k, "threads") && x >= 1 && x <= 1024) p->threads = (int)x;
             else if (!strcmp(k, "queue_depth") && x >= 1 && x <= 4096) p->queue_depth = (int)x;
             else if (!strcmp(k, "n_layer") && x >= 1 && x <= PI_PLAN_MAX_LAYERS && !p->n_layer) p->n_layer = (int64_t)x;
