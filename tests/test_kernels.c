@@ -15,7 +15,12 @@
  *      size but 8 and 64), odd row ranges that leave partial row tiles, padded
  *      rows, inputs spaced wider than they are, an output stride wider than
  *      the rows with sentinels in every gap, misaligned (but legal) pointers.
- *   5. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
+ *   5. vec_dot_rows (dots of a list of scattered rows) of every table: the
+ *      same bits as that table's vec_dot for each row, and ref's values within
+ *      the vec_dot tolerances; lists of 0..64 rows drawn with repeats, row
+ *      lengths past the SIMD activation chunk, rows at odd addresses (quant
+ *      types, SIMD tables), sentinels around the outputs.
+ *   6. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
  *
  * Tolerances are relative to S = sum |w_i x_i| over the dequantized values: a
  * float sum of k terms is off by at most about k * 2^-24 * S however the terms
@@ -545,7 +550,123 @@ static void test_matmul(const pi_kernels *const *ks, int nk) {
     }
 }
 
-/* ------------------------------------------------------------ 5. dispatch */
+/* ------------------------------------------------------------ 5. vec_dot_rows */
+
+static bool same_bits(float a, float b) {
+    uint32_t ua, ub;
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    return ua == ub;
+}
+
+/* One weight type and row length: a matrix of NROWS rows (at an odd legal
+   offset, rows padded so their starts vary in alignment), ref's vec_dot and
+   S per row computed once; then for every table, lists of every length in
+   `counts` drawn at random (with repeats) from the matrix: vec_dot_rows must
+   give that table's vec_dot bits for each row, agree with ref within the
+   vec_dot tolerance, and write out[0..count) only. Quant rows are also
+   copied to an odd address (a byte buffer at offset 1): the SIMD tables load
+   quant rows bytewise, so they must give the same bits there too (ref reads
+   the f16 scales through the block structs, which needs 2-byte alignment). */
+static void test_rows_case(const pi_kernels *const *ks, int nk, pi_type t, int64_t n, uint64_t seed) {
+    enum { NROWS = 23 };
+    static const int64_t counts[] = {0, 1, 3, 4, 5, 17, 64};
+    const bool q = is_quant(t);
+    const pi_type at = (pi_type)pi_vec_dot_type(t);
+    const size_t rb = pi_row_size(t, n);
+    const size_t stride = rb + (t == PI_TYPE_F32 ? 4 : 2) * (1 + seed % 3);
+    t_rng r = {seed * 0x7f4a + (uint64_t)n * 13 + t};
+
+    tbuf W = tbuf_new(stride * NROWS, odd_offset(t, seed));
+    memset(W.p, 0x7f, stride * NROWS);
+    float *tmp = malloc((size_t)n * sizeof *tmp);
+    for (int64_t row = 0; row < NROWS; row++) {
+        fill_random(&r, tmp, n, seed % 2);
+        pi_quantize_row(t, tmp, W.p + row * stride, n);
+    }
+    /* the same rows at odd addresses (quant types only) */
+    tbuf Wodd = tbuf_new(stride * NROWS, 1);
+    memcpy(Wodd.p, W.p, stride * NROWS);
+    fill_random(&r, tmp, n, seed % 2);
+    const size_t asz = at == PI_TYPE_F32 ? (size_t)n * sizeof(float) : pi_row_size(at, n);
+    tbuf X = tbuf_new(asz, odd_offset(at, seed + 1));
+    pi_quantize_row(at, tmp, X.p, n);
+
+    float want[NROWS];
+    double S[NROWS];
+    for (int64_t row = 0; row < NROWS; row++) {
+        double dot;
+        exact_dot(t, n, W.p + row * stride, X.p, &dot, &S[row]);
+        want[row] = pi_kernels_ref.vec_dot[t](n, W.p + row * stride, X.p);
+    }
+    const double tol = q ? TOL_Q_REL(n / 32) : TOL_FLOAT_REL(n);
+
+    const void *ptrs[64];
+    int idx[64];
+    float out[64 + 2];
+    for (int ki = 0; ki < nk; ki++) {
+        const pi_kernels *k = ks[ki];
+        if (!k->vec_dot_rows[t] || !k->vec_dot[t]) continue; /* reported by test_variant */
+        const bool odd_ok = q && k != &pi_kernels_ref;
+        for (int pass = 0; pass < (odd_ok ? 2 : 1); pass++) {
+            const uint8_t *base = pass ? Wodd.p : W.p;
+            for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+                const int64_t count = counts[ci];
+                for (int64_t i = 0; i < count; i++) {
+                    idx[i] = (int)(t_next(&r) % NROWS);
+                    ptrs[i] = base + (size_t)idx[i] * stride;
+                }
+                for (int64_t i = 0; i < count + 2; i++) out[i] = SENTINEL;
+                k->vec_dot_rows[t](n, ptrs, count, X.p, out + 1);
+                int diff = 0, bad = 0;
+                double worst = 0;
+                for (int64_t i = 0; i < count; i++) {
+                    const float got = out[1 + i];
+                    diff += !same_bits(got, k->vec_dot[t](n, ptrs[i], X.p));
+                    const double d = fabs((double)got - want[idx[i]]), sc = S[idx[i]];
+                    const double err = sc > 0 ? d / sc : d;
+                    if (!(err <= tol)) bad++;
+                    if (err > worst) worst = err;
+                }
+                CHECKF(diff == 0, "%s vec_dot_rows %s n=%lld count=%lld%s: %d rows differ from its vec_dot", k->name,
+                       pi_type_name(t), (long long)n, (long long)count, pass ? " (odd addresses)" : "", diff);
+                CHECKF(bad == 0,
+                       "%s vec_dot_rows %s n=%lld count=%lld%s: %d rows beyond tolerance of ref (worst %.3g, tol %.3g)",
+                       k->name, pi_type_name(t), (long long)n, (long long)count, pass ? " (odd addresses)" : "", bad,
+                       worst, tol);
+                CHECKF(out[0] == SENTINEL && out[count + 1] == SENTINEL,
+                       "%s vec_dot_rows %s n=%lld count=%lld wrote outside out[0..count)", k->name, pi_type_name(t),
+                       (long long)n, (long long)count);
+            }
+        }
+    }
+    free(tmp);
+    tbuf_free(&W);
+    tbuf_free(&Wodd);
+    tbuf_free(&X);
+}
+
+static void test_vec_dot_rows(const pi_kernels *const *ks, int nk) {
+    /* every table has vec_dot_rows wherever it has vec_dot */
+    for (int ki = 0; ki < nk; ki++)
+        for (int t = 0; t < PI_TYPE_COUNT; t++)
+            CHECKF(!ks[ki]->vec_dot[t] == !ks[ki]->vec_dot_rows[t], "%s: vec_dot and vec_dot_rows differ for %s",
+                   ks[ki]->name, pi_type_name((uint32_t)t));
+    /* quant rows: one block, a partial 4-block group, long rows, and rows
+       longer than the activation the SIMD tables prepare per call (512
+       blocks), with a partial group past it; float rows: short tails too */
+    static const int64_t qlens[] = {32, 96, 4096, 14336, 32 * 514};
+    static const int64_t flens[] = {17, 32, 96, 4096, 14336};
+    uint64_t seed = 1;
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const pi_type t = k_types[ti];
+        const int64_t *lens = is_quant(t) ? qlens : flens;
+        const size_t nlen = is_quant(t) ? sizeof qlens / sizeof qlens[0] : sizeof flens / sizeof flens[0];
+        for (size_t li = 0; li < nlen; li++) test_rows_case(ks, nk, t, lens[li], seed++);
+    }
+}
+
+/* ------------------------------------------------------------ 6. dispatch */
 
 /* Runs pi_kernels_get() in a child with PI_KERNELS set to env (or unset) and
    returns whether it picked the table named want. */
@@ -613,5 +734,7 @@ int main(void) {
     }
     fprintf(stderr, "testing matmul of %d kernel sets\n", nk);
     test_matmul(ks, nk);
+    fprintf(stderr, "testing vec_dot_rows of %d kernel sets\n", nk);
+    test_vec_dot_rows(ks, nk);
     return t_done("test_kernels");
 }

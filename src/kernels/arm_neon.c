@@ -8,9 +8,11 @@
  * bytes (vcvtnq rounds half to even like nearbyintf).
  *
  * SDOT multiplies signed by signed bytes, so Q4_0 nibbles are simply shifted
- * to -8..7 and no activation preparation is needed. Matvecs process four rows
- * at a time so each activation load serves four rows, keep vector
- * accumulators per row and reduce once per row. Quant rows are only 2-byte
+ * to -8..7 and no activation preparation is needed. Matvecs and vec_dot_rows
+ * process four rows at a time so each activation load serves four rows, keep
+ * vector accumulators per row and reduce once per row; the quant row kernels
+ * take a pointer per row, and vec_dot is the same kernel on one row, so
+ * vec_dot_rows gives vec_dot's bits. Quant rows are only 2-byte
  * aligned; NEON loads have no alignment requirement and stay inside the row.
  * No software prefetch: it has not been measured on ARM hardware.
  *
@@ -148,6 +150,9 @@ static float pi_vec_dot_bf16_neon(int64_t n, const void *w, const void *x) {
     float_rows(PI_TYPE_BF16, 1, n, w, 0, x, &s);
     return s;
 }
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f32_neon, pi_vec_dot_f32_neon)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f16_neon, pi_vec_dot_f16_neon)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_bf16_neon, pi_vec_dot_bf16_neon)
 static void pi_matvec_f32_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *x,
                                float *y) {
     float_matvec(PI_TYPE_F32, n, W, stride, r0, r1, x, y);
@@ -244,8 +249,8 @@ static void pi_matmul_bf16_neon(int64_t n, const void *W, size_t stride, int64_t
 
 /* ------------------------------------------------------------ Q4_0 x Q8_0 */
 
-INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const pi_block_q8_0 *x, int64_t nb,
-                      float *sums) {
+/* sums[k] = dot over nb blocks of row w[k], for R rows anywhere in memory. */
+INLINE void q4_0_rows(const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb, float *sums) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     const int8x16_t eight = vdupq_n_s8(8);
     float32x4_t acc[4];
@@ -256,7 +261,7 @@ INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const pi_blo
         const float dx = f16_scalar(&x[b].d);
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + b * sizeof(pi_block_q4_0);
+            const uint8_t *p = w[k] + b * sizeof(pi_block_q4_0);
             const uint8x16_t q = vld1q_u8(p + 2);
             const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
             const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
@@ -268,22 +273,51 @@ INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const pi_blo
     for (int k = 0; k < R; k++) sums[k] = vaddvq_f32(acc[k]);
 }
 
+/* The matvec and vec_dot_rows of a row kernel rows_fn(R, w, x, nb, sums):
+   4 rows at a time (activation loads shared), then one by one. Per-row
+   results do not depend on R, so vec_dot_rows gives vec_dot's bits. */
+#define NEON_MATVEC(rows_fn, n, W, stride, r0, r1, x, y, qk)                                             \
+    do {                                                                                                 \
+        const uint8_t *w_[4];                                                                            \
+        int64_t r_ = (r0);                                                                               \
+        for (; r_ + 4 <= (r1); r_ += 4) {                                                                \
+            for (int k_ = 0; k_ < 4; k_++) w_[k_] = (const uint8_t *)(W) + (size_t)(r_ + k_) * (stride); \
+            rows_fn(4, w_, (x), (n) / (qk), (y) + r_);                                                   \
+        }                                                                                                \
+        for (; r_ < (r1); r_++) {                                                                        \
+            w_[0] = (const uint8_t *)(W) + (size_t)r_ * (stride);                                        \
+            rows_fn(1, w_, (x), (n) / (qk), (y) + r_);                                                   \
+        }                                                                                                \
+    } while (0)
+#define NEON_ROWS(rows_fn, n, rows, count, x, out, qk)               \
+    do {                                                             \
+        const uint8_t *w_[4];                                        \
+        int64_t i_ = 0;                                              \
+        for (; i_ + 4 <= (count); i_ += 4) {                         \
+            for (int k_ = 0; k_ < 4; k_++) w_[k_] = (rows)[i_ + k_]; \
+            rows_fn(4, w_, (x), (n) / (qk), (out) + i_);             \
+        }                                                            \
+        for (; i_ < (count); i_++) {                                 \
+            w_[0] = (rows)[i_];                                      \
+            rows_fn(1, w_, (x), (n) / (qk), (out) + i_);             \
+        }                                                            \
+    } while (0)
+
 static void pi_matvec_q4_0_q8_0_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
                                      const void *x, float *y) {
-    const int64_t nb = n / PI_QK4_0;
-    float s[4];
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        q4_0_rows(4, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, s);
-        for (int k = 0; k < 4; k++) y[r + k] = s[k];
-    }
-    for (; r < r1; r++) q4_0_rows(1, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, y + r);
+    NEON_MATVEC(q4_0_rows, n, W, stride, r0, r1, x, y, PI_QK4_0);
 }
 
 static float pi_vec_dot_q4_0_q8_0_neon(int64_t n, const void *w, const void *x) {
+    const uint8_t *wr[1] = {w};
     float s;
-    q4_0_rows(1, w, 0, x, n / PI_QK4_0, &s);
+    q4_0_rows(1, wr, x, n / PI_QK4_0, &s);
     return s;
+}
+
+static void pi_vec_dot_rows_q4_0_q8_0_neon(int64_t n, const void *const *rows, int64_t count, const void *x,
+                                           float *out) {
+    NEON_ROWS(q4_0_rows, n, rows, count, x, out, PI_QK4_0);
 }
 
 static void pi_axpy_q4_0_neon(int64_t n, float a, const void *vw, float *y) {
@@ -308,8 +342,8 @@ static void pi_axpy_q4_0_neon(int64_t n, float a, const void *vw, float *y) {
 
 /* ------------------------------------------------------------ Q8_0 x Q8_0 */
 
-INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_block_q8_0 *x, int64_t nb,
-                      float *sums) {
+/* As q4_0_rows, for Q8_0 rows. */
+INLINE void q8_0_rows(const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb, float *sums) {
     float32x4_t acc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc[k] = vdupq_n_f32(0.0f);
@@ -318,7 +352,7 @@ INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_blo
         const float dx = f16_scalar(&x[b].d);
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + b * sizeof(pi_block_q8_0);
+            const uint8_t *p = w[k] + b * sizeof(pi_block_q8_0);
             const int8x16_t w0 = vld1q_s8((const int8_t *)p + 2), w1 = vld1q_s8((const int8_t *)p + 18);
             const int32x4_t i32 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0), w1, x1);
             acc[k] = vfmaq_n_f32(acc[k], vcvtq_f32_s32(i32), f16_scalar(p) * dx);
@@ -330,20 +364,19 @@ INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_blo
 
 static void pi_matvec_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
                                      const void *x, float *y) {
-    const int64_t nb = n / PI_QK8_0;
-    float s[4];
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        q8_0_rows(4, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, s);
-        for (int k = 0; k < 4; k++) y[r + k] = s[k];
-    }
-    for (; r < r1; r++) q8_0_rows(1, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, y + r);
+    NEON_MATVEC(q8_0_rows, n, W, stride, r0, r1, x, y, PI_QK8_0);
 }
 
 static float pi_vec_dot_q8_0_q8_0_neon(int64_t n, const void *w, const void *x) {
+    const uint8_t *wr[1] = {w};
     float s;
-    q8_0_rows(1, w, 0, x, n / PI_QK8_0, &s);
+    q8_0_rows(1, wr, x, n / PI_QK8_0, &s);
     return s;
+}
+
+static void pi_vec_dot_rows_q8_0_q8_0_neon(int64_t n, const void *const *rows, int64_t count, const void *x,
+                                           float *out) {
+    NEON_ROWS(q8_0_rows, n, rows, count, x, out, PI_QK8_0);
 }
 
 static void pi_axpy_q8_0_neon(int64_t n, float a, const void *vw, float *y) {
@@ -462,6 +495,14 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_neon,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_neon,
+        },
+    .vec_dot_rows =
+        {
+            [PI_TYPE_F32] = pi_vec_dot_rows_f32_neon,
+            [PI_TYPE_F16] = pi_vec_dot_rows_f16_neon,
+            [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_neon,
+            [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_neon,
+            [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_neon,
         },
     .axpy =
         {

@@ -7,7 +7,7 @@
  *   - quantize_q8_0 for activations: every table produces these exact bytes, so
  *     it uses only operations that SIMD units perform identically (max of |x|,
  *     one IEEE division, one reciprocal, one product, round-half-to-even);
- *   - vec_dot / matvec / matmul: Q types sum d_w * d_x * (integer dot of the block) over
+ *   - vec_dot / vec_dot_rows / matvec / matmul: Q types sum d_w * d_x * (integer dot of the block) over
  *     blocks, F16/BF16 weights are widened to f32 and multiplied with the f32
  *     activation. This file accumulates in double so that it is as close to the
  *     exact value as is cheap; SIMD versions accumulate in float, which the tests
@@ -239,6 +239,14 @@ REF_MATVEC(pi_matvec_bf16_ref, pi_vec_dot_bf16_ref)
 REF_MATVEC(pi_matvec_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
 REF_MATVEC(pi_matvec_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
 
+/* ---- vec_dot_rows: one vec_dot per listed row ---- */
+
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f32_ref, pi_vec_dot_f32_ref)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f16_ref, pi_vec_dot_f16_ref)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_bf16_ref, pi_vec_dot_bf16_ref)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+
 /* ---- matmul: one vec_dot per (input, row) ---- */
 
 #define REF_MATMUL(name, dot)                                                                             \
@@ -266,6 +274,14 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_ref,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_ref,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_ref,
+        },
+    .vec_dot_rows =
+        {
+            [PI_TYPE_F32] = pi_vec_dot_rows_f32_ref,
+            [PI_TYPE_F16] = pi_vec_dot_rows_f16_ref,
+            [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_ref,
+            [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_ref,
+            [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_ref,
         },
     .axpy =
         {

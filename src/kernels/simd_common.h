@@ -8,7 +8,8 @@
  * element-wise (n is a multiple of 32); their partial vector groups are
  * handled inside each ISA file.
  *
- * It also holds the software-prefetch helpers the x86 row kernels use.
+ * It also holds the software-prefetch helpers the x86 row kernels use, and
+ * the driver of their gathered-row dots (vec_dot_rows).
  *
  * Plain C only: this header is compiled with each ISA's flags, and since the
  * build uses -std=c11 (so -ffp-contract=off) the compiler does not fuse these
@@ -70,6 +71,48 @@ static inline void prefetch_span(const uint8_t *p, size_t len) {
 static inline void prefetch_row_start(const void *w, size_t bytes) {
     for (size_t o = 0; o < PI_VEC_DOT_PF && o < bytes; o += 64) __builtin_prefetch((const uint8_t *)w + o, 0, 2);
 }
+
+/* Where the row kernels find their rows and what they prefetch: w[k] is row
+   k of a group of R rows, pf[k] the row whose bytes at the same offsets are
+   prefetched while row k is read (the row one group ahead in a matvec or a
+   gathered list, or w[k] + PI_VEC_DOT_PF for a lone row). For the rows
+   [i, i + R) of a gathered list: the rows R places further on, or (past the
+   end of the list) each row's own bytes further on. */
+static inline void pi_rows_targets(const void *const *rows, int64_t count, int64_t i, int R, const uint8_t **w,
+                                   const uint8_t **pf) {
+    for (int k = 0; k < R; k++) {
+        w[k] = rows[i + k];
+        pf[k] = i + R + k < count ? (const uint8_t *)rows[i + R + k] : w[k] + PI_VEC_DOT_PF;
+    }
+}
+
+/* The opening bytes of the first 4 rows of a gathered list (rows row_bytes
+   long), which no row group prefetches (each prefetches the next). Issued
+   before the activation is prepared, which then hides some of the latency. */
+static inline void pi_rows_prefetch_start(const void *const *rows, int64_t count, size_t row_bytes) {
+    for (int64_t k = 0; k < 4 && k < count; k++) prefetch_row_start(rows[k], row_bytes);
+}
+
+/* The body of a vec_dot_rows over a row kernel rows_fn(R, w, pf, ..., sums)
+   that sums R rows (R = 4 or 1) at once: the rows go 4 at a time, each group
+   prefetching the next group of the list at the offsets it reads (the rows
+   are scattered, and the hardware prefetchers only get going a while into
+   each row), then the last 1-3 one at a time. The per-row results do not
+   depend on R, so they are vec_dot's bits when vec_dot is rows_fn with
+   R = 1. */
+#define PI_VEC_DOT_ROWS_GATHER(rows_fn, rows, count, out, ...)                                      \
+    do {                                                                                            \
+        const uint8_t *w_[4], *pf_[4];                                                              \
+        int64_t i_ = 0;                                                                             \
+        for (; i_ + 4 <= (count); i_ += 4) {                                                        \
+            pi_rows_targets((rows), (count), i_, 4, w_, pf_);                                       \
+            rows_fn(4, w_, pf_, __VA_ARGS__, (out) + i_);                                           \
+        }                                                                                           \
+        for (; i_ < (count); i_++) {                                                                \
+            pi_rows_targets((rows), (count), i_, 1, w_, pf_);                                       \
+            rows_fn(1, w_, pf_, __VA_ARGS__, (out) + i_);                                           \
+        }                                                                                           \
+    } while (0)
 
 /* The reciprocal of a block scale as ref.c defines it (scales below FLT_MIN
    count as zero), so every quantize_q8_0 produces the same bytes. */

@@ -23,8 +23,11 @@
  *     which cannot saturate either (128 * 127 * 2 < 32767).
  * Matvecs process four rows at a time so each activation load serves four
  * rows, keep vector accumulators per row, reduce once per row, and prefetch
- * one row group ahead (see simd_common.h). Quant rows are only 2-byte
- * aligned; all loads are unaligned and stay inside the row.
+ * one row group ahead (see simd_common.h). The quant row kernels take a
+ * pointer per row: vec_dot_rows runs them on 4 rows of its list at a time
+ * (prefetching the next 4), vec_dot on one, so both give the same bits for a
+ * row. Quant rows are only 2-byte aligned; all loads are unaligned and stay
+ * inside the row.
  *
  * The matmuls (batches of inputs) use tiles of 4 rows x 2 inputs, 8 vector
  * accumulators, which with the operands fill the 16 registers: a row's
@@ -171,6 +174,9 @@ static float pi_vec_dot_bf16_avx2(int64_t n, const void *w, const void *x) {
     float_rows(PI_TYPE_BF16, 1, n, w, 0, x, PI_VEC_DOT_PF, &s);
     return s;
 }
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f32_avx2, pi_vec_dot_f32_avx2)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f16_avx2, pi_vec_dot_f16_avx2)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_bf16_avx2, pi_vec_dot_bf16_avx2)
 static void pi_matvec_f32_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *x,
                                float *y) {
     float_matvec(PI_TYPE_F32, n, W, stride, r0, r1, x, y);
@@ -335,40 +341,49 @@ INLINE __m256i load_pair(const uint8_t *a, const uint8_t *b) {
                                    _mm_loadu_si128((const __m128i *)b), 1);
 }
 
-/* sums[k] = dot over nb blocks of row k (R rows stride bytes apart), with the
-   activation prepared in g, or (g NULL, for a single row) prepared on the fly
-   from x. pf: how far ahead of the bytes being read to prefetch. */
-INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_group *g, const pi_block_q8_0 *x,
-                      int64_t nb, size_t pf, float *sums) {
+/* acc[k] += one full group (4 blocks, at byte offset off) of row k of R rows
+   (see pi_rows_targets for w and pf). */
+INLINE void q4_0_rows_group(const int R, const uint8_t *const *w, const uint8_t *const *pf, size_t off,
+                            const q4_0_group *G, __m256 *acc) {
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        const uint8_t *p = w[k] + off;
+        prefetch_span(pf[k] + off, 4 * sizeof(pi_block_q4_0));
+        /* the 4 scales gathered in a general register: cheaper than
+           inserting words into a vector one by one */
+        const uint64_t d = load_u16(p) | load_u16(p + 18) << 16 | load_u16(p + 36) << 32 | load_u16(p + 54) << 48;
+        acc[k] = q4_0_group_dot(acc[k], G, load_pair(p + 2, p + 20), load_pair(p + 38, p + 56),
+                                _mm_cvtsi64_si128((long long)d));
+    }
+}
+
+/* sums[k] = dot over nb blocks of row w[k] for R rows, prefetching pf[k] (see
+   pi_rows_targets). The activation of the first ng groups is prepared in g;
+   the rest is prepared on the fly from x (a lone row, or a row longer than the
+   prepared chunk). Each row's sum is the same float operations in the same
+   order whatever R and ng are. */
+INLINE void q4_0_rows(const int R, const uint8_t *const *w, const uint8_t *const *pf, const q4_0_group *g,
+                      int64_t ng, const pi_block_q8_0 *x, int64_t nb, float *sums) {
+    const size_t gsz = 4 * sizeof(pi_block_q4_0);
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc[k] = _mm256_setzero_ps();
-    const int64_t nfull = nb / 4;
-    for (int64_t gi = 0; gi < nfull; gi++) {
-        q4_0_group xg;
-        if (!g) xg = q4_0_make_group(x, 4 * gi, nb);
-        const q4_0_group *G = g ? g + gi : &xg;
-#pragma GCC unroll 4
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + gi * (4 * sizeof(pi_block_q4_0));
-            prefetch_span(p + pf, 4 * sizeof(pi_block_q4_0));
-            /* the 4 scales gathered in a general register: cheaper than
-               inserting words into a vector one by one */
-            const uint64_t d = load_u16(p) | load_u16(p + 18) << 16 | load_u16(p + 36) << 32 | load_u16(p + 54) << 48;
-            acc[k] = q4_0_group_dot(acc[k], G, load_pair(p + 2, p + 20), load_pair(p + 38, p + 56),
-                                    _mm_cvtsi64_si128((long long)d));
-        }
+    const int64_t nfull = nb / 4, nprep = ng < nfull ? ng : nfull;
+    for (int64_t gi = 0; gi < nprep; gi++) q4_0_rows_group(R, w, pf, (size_t)gi * gsz, g + gi, acc);
+    for (int64_t gi = nprep; gi < nfull; gi++) {
+        const q4_0_group xg = q4_0_make_group(x, 4 * gi, nb);
+        q4_0_rows_group(R, w, pf, (size_t)gi * gsz, &xg, acc);
     }
     if (nb > nfull * 4) {
         /* 1-3 blocks: absent ones read as zero bytes (their activation and
            scale are zero too) */
         const int64_t m = nb - nfull * 4;
         q4_0_group xg;
-        if (!g) xg = q4_0_make_group(x, 4 * nfull, nb);
-        const q4_0_group *G = g ? g + nfull : &xg;
+        if (nfull >= ng) xg = q4_0_make_group(x, 4 * nfull, nb);
+        const q4_0_group *G = nfull < ng ? g + nfull : &xg;
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + nfull * (4 * sizeof(pi_block_q4_0));
+            const uint8_t *p = w[k] + (size_t)nfull * gsz;
             __m128i qb[4];
             uint64_t d = 0;
             for (int64_t j = 0; j < 4; j++) {
@@ -383,6 +398,17 @@ INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_g
     for (int k = 0; k < R; k++) sums[k] = hsum256(acc[k]);
 }
 
+/* The row pointers of rows [r, r + R) of a matrix and, as prefetch targets,
+   the rows R further on. */
+INLINE void matrix_targets(const uint8_t *base, size_t stride, int64_t r, const int R, const uint8_t **w,
+                           const uint8_t **pf) {
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        w[k] = base + (size_t)(r + k) * stride;
+        pf[k] = w[k] + (size_t)R * stride;
+    }
+}
+
 static void pi_matvec_q4_0_q8_0_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
                                      const void *vx, float *y) {
     const pi_block_q8_0 *x = vx;
@@ -391,17 +417,20 @@ static void pi_matvec_q4_0_q8_0_avx2(int64_t n, const void *W, size_t stride, in
     if (nb == 0)
         for (int64_t r = r0; r < r1; r++) y[r] = 0.0f;
     for (int64_t c0 = 0; c0 < nb; c0 += PI_SIMD_CHUNK_BLOCKS) {
-        const int64_t cb = nb - c0 < PI_SIMD_CHUNK_BLOCKS ? nb - c0 : PI_SIMD_CHUNK_BLOCKS;
+        const int64_t cb = nb - c0 < PI_SIMD_CHUNK_BLOCKS ? nb - c0 : PI_SIMD_CHUNK_BLOCKS, ng = (cb + 3) / 4;
         prep_q4_0(x + c0, cb, g);
         const uint8_t *base = (const uint8_t *)W + c0 * sizeof(pi_block_q4_0);
+        const uint8_t *w[4], *pf[4];
         float s[4];
         int64_t r = r0;
         for (; r + 4 <= r1; r += 4) {
-            q4_0_rows(4, base + (size_t)r * stride, stride, g, NULL, cb, 4 * stride, s);
+            matrix_targets(base, stride, r, 4, w, pf);
+            q4_0_rows(4, w, pf, g, ng, NULL, cb, s);
             for (int k = 0; k < 4; k++) y[r + k] = c0 ? y[r + k] + s[k] : s[k];
         }
         for (; r < r1; r++) {
-            q4_0_rows(1, base + (size_t)r * stride, stride, g, NULL, cb, stride, s);
+            matrix_targets(base, stride, r, 1, w, pf);
+            q4_0_rows(1, w, pf, g, ng, NULL, cb, s);
             y[r] = c0 ? y[r] + s[0] : s[0];
         }
     }
@@ -410,10 +439,23 @@ static void pi_matvec_q4_0_q8_0_avx2(int64_t n, const void *W, size_t stride, in
 static float pi_vec_dot_q4_0_q8_0_avx2(int64_t n, const void *w, const void *x) {
     /* One row: the activation groups are built as they are needed (preparing
        them ahead would cost a second pass). */
+    const uint8_t *wr[1] = {w}, *pf[1] = {wr[0] + PI_VEC_DOT_PF};
     float s;
     prefetch_row_start(w, (size_t)(n / PI_QK4_0) * sizeof(pi_block_q4_0));
-    q4_0_rows(1, w, 0, NULL, x, n / PI_QK4_0, PI_VEC_DOT_PF, &s);
+    q4_0_rows(1, wr, pf, NULL, 0, x, n / PI_QK4_0, &s);
     return s;
+}
+
+/* As pi_vec_dot_rows_q4_0_q8_0_avx512: the same bits as vec_dot per row. */
+static void pi_vec_dot_rows_q4_0_q8_0_avx2(int64_t n, const void *const *rows, int64_t count, const void *vx,
+                                           float *out) {
+    const pi_block_q8_0 *x = vx;
+    const int64_t nb = n / PI_QK4_0, cb = nb < PI_SIMD_CHUNK_BLOCKS ? nb : PI_SIMD_CHUNK_BLOCKS;
+    if (count <= 0) return;
+    pi_rows_prefetch_start(rows, count, (size_t)nb * sizeof(pi_block_q4_0));
+    q4_0_group g[PI_SIMD_CHUNK_BLOCKS / 4];
+    prep_q4_0(x, cb, g);
+    PI_VEC_DOT_ROWS_GATHER(q4_0_rows, rows, count, out, g, (cb + 3) / 4, x, nb);
 }
 
 static void pi_axpy_q4_0_avx2(int64_t n, float a, const void *vw, float *y) {
@@ -542,20 +584,21 @@ INLINE __m256i q8_0_block_dot(__m256i wq, __m256i xq) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-/* sums[k] = dot over nb blocks of row k (R rows stride bytes apart); pf: how
-   far ahead of the bytes being read to prefetch. */
-INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_block_q8_0 *x, int64_t nb, size_t pf,
-                      float *sums) {
+/* sums[k] = dot over nb blocks of row w[k] for R rows, prefetching pf[k] (see
+   pi_rows_targets). */
+INLINE void q8_0_rows(const int R, const uint8_t *const *w, const uint8_t *const *pf, const pi_block_q8_0 *x,
+                      int64_t nb, float *sums) {
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m256i xq = _mm256_loadu_si256((const __m256i *)x[b].qs);
         const __m256 vdx = _mm256_set1_ps(f16_scalar(x[b].d));
+        const size_t off = (size_t)b * sizeof(pi_block_q8_0);
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + b * sizeof(pi_block_q8_0);
-            if (b % 2 == 0) prefetch_span(p + pf, 2 * sizeof(pi_block_q8_0));
+            const uint8_t *p = w[k] + off;
+            if (b % 2 == 0) prefetch_span(pf[k] + off, 2 * sizeof(pi_block_q8_0));
             const __m256 f = _mm256_cvtepi32_ps(q8_0_block_dot(_mm256_loadu_si256((const __m256i *)(p + 2)), xq));
             acc[k] = _mm256_fmadd_ps(f, _mm256_mul_ps(f16_bcast(p), vdx), acc[k]);
         }
@@ -567,20 +610,33 @@ INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const pi_blo
 static void pi_matvec_q8_0_q8_0_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
                                      const void *x, float *y) {
     const int64_t nb = n / PI_QK8_0;
-    float s[4];
+    const uint8_t *w[4], *pf[4];
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
-        q8_0_rows(4, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, 4 * stride, s);
-        for (int k = 0; k < 4; k++) y[r + k] = s[k];
+        matrix_targets(W, stride, r, 4, w, pf);
+        q8_0_rows(4, w, pf, x, nb, y + r);
     }
-    for (; r < r1; r++) q8_0_rows(1, (const uint8_t *)W + (size_t)r * stride, stride, x, nb, stride, y + r);
+    for (; r < r1; r++) {
+        matrix_targets(W, stride, r, 1, w, pf);
+        q8_0_rows(1, w, pf, x, nb, y + r);
+    }
 }
 
 static float pi_vec_dot_q8_0_q8_0_avx2(int64_t n, const void *w, const void *x) {
+    const uint8_t *wr[1] = {w}, *pf[1] = {wr[0] + PI_VEC_DOT_PF};
     float s;
     prefetch_row_start(w, (size_t)(n / PI_QK8_0) * sizeof(pi_block_q8_0));
-    q8_0_rows(1, w, 0, x, n / PI_QK8_0, PI_VEC_DOT_PF, &s);
+    q8_0_rows(1, wr, pf, x, n / PI_QK8_0, &s);
     return s;
+}
+
+/* 4 rows at a time, each activation block loaded once for 4 rows: the same
+   bits as vec_dot per row. */
+static void pi_vec_dot_rows_q8_0_q8_0_avx2(int64_t n, const void *const *rows, int64_t count, const void *x,
+                                           float *out) {
+    if (count <= 0) return;
+    pi_rows_prefetch_start(rows, count, (size_t)(n / PI_QK8_0) * sizeof(pi_block_q8_0));
+    PI_VEC_DOT_ROWS_GATHER(q8_0_rows, rows, count, out, x, n / PI_QK8_0);
 }
 
 static void pi_axpy_q8_0_avx2(int64_t n, float a, const void *vw, float *y) {
@@ -674,6 +730,14 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_avx2,
+        },
+    .vec_dot_rows =
+        {
+            [PI_TYPE_F32] = pi_vec_dot_rows_f32_avx2,
+            [PI_TYPE_F16] = pi_vec_dot_rows_f16_avx2,
+            [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_avx2,
+            [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_avx2,
+            [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_avx2,
         },
     .axpy =
         {

@@ -23,7 +23,12 @@
  *   - four rows are processed together so activation loads are shared, each row
  *     keeps a vector accumulator and is reduced horizontally once;
  *   - the rows one row group ahead are prefetched (see simd_common.h): without
- *     it the Q4_0 matvec streams at ~45% of the DRAM bandwidth, with it at ~93%.
+ *     it the Q4_0 matvec streams at ~45% of the DRAM bandwidth, with it at ~93%;
+ *   - the row kernels take a pointer per row, so vec_dot_rows (a list of
+ *     scattered rows: the sparse FFN's gate and up rows) runs them on 4 rows
+ *     of the list at a time with the activation prepared once per call,
+ *     prefetching the list's next 4 rows, and vec_dot is the same kernel on
+ *     one row: both give the same bits for a row.
  * Quant rows are only 2-byte aligned (18- and 34-byte blocks); every load is
  * unaligned and no plain load reaches past the last block of a row (partial
  * groups use masked loads, which do not fault).
@@ -160,6 +165,9 @@ static float pi_vec_dot_bf16_avx512(int64_t n, const void *w, const void *x) {
     float_rows(PI_TYPE_BF16, 1, n, w, 0, x, PI_VEC_DOT_PF, &s);
     return s;
 }
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f32_avx512, pi_vec_dot_f32_avx512)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f16_avx512, pi_vec_dot_f16_avx512)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_bf16_avx512, pi_vec_dot_bf16_avx512)
 static void pi_matvec_f32_avx512(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *x,
                                  float *y) {
     float_matvec(PI_TYPE_F32, n, W, stride, r0, r1, x, y);
@@ -323,33 +331,45 @@ INLINE __m512 q4_0_group_dot(__m512 acc, const q4_0_group *G, __m512i q, __m256i
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(_mm512_cvtph_ps(dw16), G->dx), acc);
 }
 
-/* sums[k] = dot over nb blocks of row k (R rows stride bytes apart), with the
-   activation prepared in g, or (g NULL, for a single row) prepared on the fly
-   from x. pf: how far ahead of the bytes being read to prefetch. */
-INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_group *g, const pi_block_q8_0 *x,
-                      int64_t nb, size_t pf, float *sums) {
+/* acc[k] += one full group (4 blocks, at byte offset off) of row k of R rows
+   (see pi_rows_targets for w and pf). */
+INLINE void q4_0_rows_group(const int R, const uint8_t *const *w, const uint8_t *const *pf, size_t off,
+                            const q4_0_group *G, __m512 *acc) {
     /* words 0, 9, 18, 27 of a group are the 4 scales; each goes to 4 lanes */
     const __m512i sidx = _mm512_setr_epi32(0, 0, 0x00090009, 0x00090009, 0x00120012, 0x00120012, 0x001b001b,
                                            0x001b001b, 0, 0, 0, 0, 0, 0, 0, 0);
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        const uint8_t *p = w[k] + off;
+        prefetch_span(pf[k] + off, 4 * sizeof(pi_block_q4_0));
+        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + 2)));
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 20)), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 38)), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 56)), 3);
+        const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, _mm512_loadu_si512(p)));
+        acc[k] = q4_0_group_dot(acc[k], G, q, dw);
+    }
+}
+
+/* sums[k] = dot over nb blocks of row w[k] for R rows, prefetching pf[k] (see
+   pi_rows_targets). The activation of the first ng groups is prepared in g;
+   the rest is prepared on the fly from x, group by group (a lone row, or a
+   row longer than the prepared chunk). Each row's sum is the same float
+   operations in the same order whatever R and ng are. */
+INLINE void q4_0_rows(const int R, const uint8_t *const *w, const uint8_t *const *pf, const q4_0_group *g,
+                      int64_t ng, const pi_block_q8_0 *x, int64_t nb, float *sums) {
+    /* as in q4_0_rows_group */
+    const __m512i sidx = _mm512_setr_epi32(0, 0, 0x00090009, 0x00090009, 0x00120012, 0x00120012, 0x001b001b,
+                                           0x001b001b, 0, 0, 0, 0, 0, 0, 0, 0);
+    const size_t gsz = 4 * sizeof(pi_block_q4_0);
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc[k] = _mm512_setzero_ps();
-    const int64_t nfull = nb / 4;
-    for (int64_t gi = 0; gi < nfull; gi++) {
-        q4_0_group xg;
-        if (!g) xg = q4_0_make_group(x, 4 * gi, nb);
-        const q4_0_group *G = g ? g + gi : &xg;
-#pragma GCC unroll 4
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + gi * (4 * sizeof(pi_block_q4_0));
-            prefetch_span(p + pf, 4 * sizeof(pi_block_q4_0));
-            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + 2)));
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 20)), 1);
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 38)), 2);
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 56)), 3);
-            const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, _mm512_loadu_si512(p)));
-            acc[k] = q4_0_group_dot(acc[k], G, q, dw);
-        }
+    const int64_t nfull = nb / 4, nprep = ng < nfull ? ng : nfull;
+    for (int64_t gi = 0; gi < nprep; gi++) q4_0_rows_group(R, w, pf, (size_t)gi * gsz, g + gi, acc);
+    for (int64_t gi = nprep; gi < nfull; gi++) {
+        const q4_0_group xg = q4_0_make_group(x, 4 * gi, nb);
+        q4_0_rows_group(R, w, pf, (size_t)gi * gsz, &xg, acc);
     }
     if (nb > nfull * 4) {
         /* 1-3 blocks (at most 54 bytes): one masked load holds them all; the
@@ -360,11 +380,11 @@ INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_g
                                                0x00180017, 0x001a0019, 0, 0, 0, 0);
         const __mmask64 mask = (1ull << ((nb - nfull * 4) * sizeof(pi_block_q4_0))) - 1;
         q4_0_group xg;
-        if (!g) xg = q4_0_make_group(x, 4 * nfull, nb);
-        const q4_0_group *G = g ? g + nfull : &xg;
+        if (nfull >= ng) xg = q4_0_make_group(x, 4 * nfull, nb);
+        const q4_0_group *G = nfull < ng ? g + nfull : &xg;
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const __m512i a = _mm512_maskz_loadu_epi8(mask, w + k * stride + nfull * (4 * sizeof(pi_block_q4_0)));
+            const __m512i a = _mm512_maskz_loadu_epi8(mask, w[k] + (size_t)nfull * gsz);
             const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a));
             acc[k] = q4_0_group_dot(acc[k], G, _mm512_permutexvar_epi16(qidx, a), dw);
         }
@@ -374,20 +394,28 @@ INLINE void q4_0_rows(const int R, const uint8_t *w, size_t stride, const q4_0_g
 }
 
 /* Runs a rows kernel over [r0, r1) four rows at a time, then one by one, for
-   one chunk of the prepared activation; the first chunk assigns y, later ones
-   add to it. */
-#define QUANT_MATVEC_ROWS(rows_fn, base, stride, r0, r1, g, cb, y, first)                            \
-    do {                                                                                             \
-        float s_[4];                                                                                 \
-        int64_t r_ = (r0);                                                                           \
-        for (; r_ + 4 <= (r1); r_ += 4) {                                                            \
-            rows_fn(4, (base) + (size_t)r_ * (stride), (stride), (g), NULL, (cb), 4 * (stride), s_); \
-            for (int k_ = 0; k_ < 4; k_++) (y)[r_ + k_] = (first) ? s_[k_] : (y)[r_ + k_] + s_[k_];  \
-        }                                                                                            \
-        for (; r_ < (r1); r_++) {                                                                    \
-            rows_fn(1, (base) + (size_t)r_ * (stride), (stride), (g), NULL, (cb), (stride), s_);     \
-            (y)[r_] = (first) ? s_[0] : (y)[r_] + s_[0];                                             \
-        }                                                                                            \
+   one chunk (cb blocks, prepared as ng groups in g) of the activation; the
+   first chunk assigns y, later ones add to it. Each row group prefetches the
+   next. */
+#define QUANT_MATVEC_ROWS(rows_fn, base, stride, r0, r1, g, ng, cb, y, first)                           \
+    do {                                                                                                \
+        float s_[4];                                                                                    \
+        const uint8_t *w_[4], *pf_[4];                                                                  \
+        int64_t r_ = (r0);                                                                              \
+        for (; r_ + 4 <= (r1); r_ += 4) {                                                               \
+            for (int k_ = 0; k_ < 4; k_++) {                                                            \
+                w_[k_] = (base) + (size_t)(r_ + k_) * (stride);                                         \
+                pf_[k_] = w_[k_] + 4 * (stride);                                                        \
+            }                                                                                           \
+            rows_fn(4, w_, pf_, (g), (ng), NULL, (cb), s_);                                             \
+            for (int k_ = 0; k_ < 4; k_++) (y)[r_ + k_] = (first) ? s_[k_] : (y)[r_ + k_] + s_[k_];     \
+        }                                                                                               \
+        for (; r_ < (r1); r_++) {                                                                       \
+            w_[0] = (base) + (size_t)r_ * (stride);                                                     \
+            pf_[0] = w_[0] + (stride);                                                                  \
+            rows_fn(1, w_, pf_, (g), (ng), NULL, (cb), s_);                                             \
+            (y)[r_] = (first) ? s_[0] : (y)[r_] + s_[0];                                                \
+        }                                                                                               \
     } while (0)
 
 static void pi_matvec_q4_0_q8_0_avx512(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
@@ -401,7 +429,7 @@ static void pi_matvec_q4_0_q8_0_avx512(int64_t n, const void *W, size_t stride, 
         const int64_t cb = nb - c0 < PI_SIMD_CHUNK_BLOCKS ? nb - c0 : PI_SIMD_CHUNK_BLOCKS;
         prep_q4_0(x + c0, cb, g);
         const uint8_t *base = (const uint8_t *)W + c0 * sizeof(pi_block_q4_0);
-        QUANT_MATVEC_ROWS(q4_0_rows, base, stride, r0, r1, g, cb, y, c0 == 0);
+        QUANT_MATVEC_ROWS(q4_0_rows, base, stride, r0, r1, g, (cb + 3) / 4, cb, y, c0 == 0);
     }
 }
 
@@ -410,10 +438,29 @@ static float pi_vec_dot_q4_0_q8_0_avx512(int64_t n, const void *w, const void *x
        them ahead would cost a second pass), and the prefetch runs a fixed
        distance ahead in the row, starting with the row's first bytes: a lone
        row is too short for the hardware prefetchers to get going. */
-    prefetch_row_start(w, (size_t)(n / PI_QK4_0) * sizeof(pi_block_q4_0));
+    const size_t bytes = (size_t)(n / PI_QK4_0) * sizeof(pi_block_q4_0);
+    const uint8_t *wr[1] = {w}, *pf[1] = {wr[0] + PI_VEC_DOT_PF};
+    prefetch_row_start(w, bytes);
     float s;
-    q4_0_rows(1, w, 0, NULL, x, n / PI_QK4_0, PI_VEC_DOT_PF, &s);
+    q4_0_rows(1, wr, pf, NULL, 0, x, n / PI_QK4_0, &s);
     return s;
+}
+
+/* The activation is prepared once per call, then the rows go 4 at a time
+   with the next 4 prefetched (PI_VEC_DOT_ROWS_GATHER). Only the first
+   PI_SIMD_CHUNK_BLOCKS blocks are prepared (the stack scratch); a longer row
+   makes the rest of its groups on the fly, as vec_dot does, rather than being
+   summed chunk by chunk like the matvec: that would add its sums in another
+   order than vec_dot, whose bits this must give. */
+static void pi_vec_dot_rows_q4_0_q8_0_avx512(int64_t n, const void *const *rows, int64_t count, const void *vx,
+                                             float *out) {
+    const pi_block_q8_0 *x = vx;
+    const int64_t nb = n / PI_QK4_0, cb = nb < PI_SIMD_CHUNK_BLOCKS ? nb : PI_SIMD_CHUNK_BLOCKS;
+    if (count <= 0) return;
+    pi_rows_prefetch_start(rows, count, (size_t)nb * sizeof(pi_block_q4_0));
+    q4_0_group g[PI_SIMD_CHUNK_BLOCKS / 4];
+    prep_q4_0(x, cb, g);
+    PI_VEC_DOT_ROWS_GATHER(q4_0_rows, rows, count, out, g, (cb + 3) / 4, x, nb);
 }
 
 static void pi_axpy_q4_0_avx512(int64_t n, float a, const void *vw, float *y) {
@@ -570,29 +617,39 @@ INLINE __m512 q8_0_pair_dot(__m512 acc, const q8_0_pair *G, __m512i q, __m256i d
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(_mm512_cvtph_ps(dw16), G->dx), acc);
 }
 
-/* As q4_0_rows, for pairs of Q8_0 blocks. */
-INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const q8_0_pair *g, const pi_block_q8_0 *x,
-                      int64_t nb, size_t pf, float *sums) {
+/* As q4_0_rows_group, for one full pair of Q8_0 blocks. */
+INLINE void q8_0_rows_pair(const int R, const uint8_t *const *w, const uint8_t *const *pf, size_t off,
+                           const q8_0_pair *G, __m512 *acc) {
     /* words 0 and 17 of a pair are its 2 scales; each goes to 8 lanes */
     const __m512i sidx = _mm512_setr_epi32(0, 0, 0, 0, 0x00110011, 0x00110011, 0x00110011, 0x00110011, 0, 0, 0, 0,
                                            0, 0, 0, 0);
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) {
+        const uint8_t *p = w[k] + off;
+        prefetch_span(pf[k] + off, 2 * sizeof(pi_block_q8_0));
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
+                                             _mm256_loadu_si256((const __m256i *)(p + 36)), 1);
+        const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, _mm512_loadu_si512(p)));
+        acc[k] = q8_0_pair_dot(acc[k], G, q, dw);
+    }
+}
+
+/* As q4_0_rows, for pairs of Q8_0 blocks: the first ng pairs prepared in g,
+   the rest made from x on the fly. */
+INLINE void q8_0_rows(const int R, const uint8_t *const *w, const uint8_t *const *pf, const q8_0_pair *g,
+                      int64_t ng, const pi_block_q8_0 *x, int64_t nb, float *sums) {
+    /* as in q8_0_rows_pair */
+    const __m512i sidx = _mm512_setr_epi32(0, 0, 0, 0, 0x00110011, 0x00110011, 0x00110011, 0x00110011, 0, 0, 0, 0,
+                                           0, 0, 0, 0);
+    const size_t psz = 2 * sizeof(pi_block_q8_0);
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc[k] = _mm512_setzero_ps();
-    const int64_t nfull = nb / 2;
-    for (int64_t pr = 0; pr < nfull; pr++) {
-        q8_0_pair xg;
-        if (!g) xg = q8_0_make_pair(x, 2 * pr, nb);
-        const q8_0_pair *G = g ? g + pr : &xg;
-#pragma GCC unroll 4
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w + k * stride + pr * (2 * sizeof(pi_block_q8_0));
-            prefetch_span(p + pf, 2 * sizeof(pi_block_q8_0));
-            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))),
-                                                 _mm256_loadu_si256((const __m256i *)(p + 36)), 1);
-            const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, _mm512_loadu_si512(p)));
-            acc[k] = q8_0_pair_dot(acc[k], G, q, dw);
-        }
+    const int64_t nfull = nb / 2, nprep = ng < nfull ? ng : nfull;
+    for (int64_t pr = 0; pr < nprep; pr++) q8_0_rows_pair(R, w, pf, (size_t)pr * psz, g + pr, acc);
+    for (int64_t pr = nprep; pr < nfull; pr++) {
+        const q8_0_pair xg = q8_0_make_pair(x, 2 * pr, nb);
+        q8_0_rows_pair(R, w, pf, (size_t)pr * psz, &xg, acc);
     }
     if (nb & 1) {
         /* the last block alone (34 bytes) by a masked load: its qs are words
@@ -601,11 +658,11 @@ INLINE void q8_0_rows(const int R, const uint8_t *w, size_t stride, const q8_0_p
                                                0x000c000b, 0x000e000d, 0x0010000f, 0, 0, 0, 0, 0, 0, 0, 0);
         const __mmask64 mask = (1ull << sizeof(pi_block_q8_0)) - 1;
         q8_0_pair xg;
-        if (!g) xg = q8_0_make_pair(x, 2 * nfull, nb);
-        const q8_0_pair *G = g ? g + nfull : &xg;
+        if (nfull >= ng) xg = q8_0_make_pair(x, 2 * nfull, nb);
+        const q8_0_pair *G = nfull < ng ? g + nfull : &xg;
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const __m512i a = _mm512_maskz_loadu_epi8(mask, w + k * stride + nfull * (2 * sizeof(pi_block_q8_0)));
+            const __m512i a = _mm512_maskz_loadu_epi8(mask, w[k] + (size_t)nfull * psz);
             const __m256i dw = _mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, a));
             acc[k] = q8_0_pair_dot(acc[k], G, _mm512_permutexvar_epi16(qidx, a), dw);
         }
@@ -625,16 +682,29 @@ static void pi_matvec_q8_0_q8_0_avx512(int64_t n, const void *W, size_t stride, 
         const int64_t cb = nb - c0 < PI_SIMD_CHUNK_BLOCKS ? nb - c0 : PI_SIMD_CHUNK_BLOCKS;
         prep_q8_0(x + c0, cb, g);
         const uint8_t *base = (const uint8_t *)W + c0 * sizeof(pi_block_q8_0);
-        QUANT_MATVEC_ROWS(q8_0_rows, base, stride, r0, r1, g, cb, y, c0 == 0);
+        QUANT_MATVEC_ROWS(q8_0_rows, base, stride, r0, r1, g, (cb + 1) / 2, cb, y, c0 == 0);
     }
 }
 
 static float pi_vec_dot_q8_0_q8_0_avx512(int64_t n, const void *w, const void *x) {
     /* as pi_vec_dot_q4_0_q8_0_avx512 */
+    const uint8_t *wr[1] = {w}, *pf[1] = {wr[0] + PI_VEC_DOT_PF};
     prefetch_row_start(w, (size_t)(n / PI_QK8_0) * sizeof(pi_block_q8_0));
     float s;
-    q8_0_rows(1, w, 0, NULL, x, n / PI_QK8_0, PI_VEC_DOT_PF, &s);
+    q8_0_rows(1, wr, pf, NULL, 0, x, n / PI_QK8_0, &s);
     return s;
+}
+
+/* As pi_vec_dot_rows_q4_0_q8_0_avx512. */
+static void pi_vec_dot_rows_q8_0_q8_0_avx512(int64_t n, const void *const *rows, int64_t count, const void *vx,
+                                             float *out) {
+    const pi_block_q8_0 *x = vx;
+    const int64_t nb = n / PI_QK8_0, cb = nb < PI_SIMD_CHUNK_BLOCKS ? nb : PI_SIMD_CHUNK_BLOCKS;
+    if (count <= 0) return;
+    pi_rows_prefetch_start(rows, count, (size_t)nb * sizeof(pi_block_q8_0));
+    q8_0_pair g[PI_SIMD_CHUNK_BLOCKS / 2];
+    prep_q8_0(x, cb, g);
+    PI_VEC_DOT_ROWS_GATHER(q8_0_rows, rows, count, out, g, (cb + 1) / 2, x, nb);
 }
 
 static void pi_axpy_q8_0_avx512(int64_t n, float a, const void *vw, float *y) {
@@ -762,6 +832,14 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
                 [PI_TYPE_BF16] = pi_vec_dot_bf16_avx512,                                                       \
                 [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_avx512,                                                  \
                 [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_avx512,                                                  \
+            },                                                                                                 \
+        .vec_dot_rows =                                                                                        \
+            {                                                                                                  \
+                [PI_TYPE_F32] = pi_vec_dot_rows_f32_avx512,                                                    \
+                [PI_TYPE_F16] = pi_vec_dot_rows_f16_avx512,                                                    \
+                [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_avx512,                                                  \
+                [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_avx512,                                             \
+                [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_avx512,                                             \
             },                                                                                                 \
         .axpy =                                                                                                \
             {                                                                                                  \

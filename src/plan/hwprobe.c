@@ -184,6 +184,7 @@ pi_status pi_probe_mats_create(pi_type t, int64_t rows, int64_t cols, size_t min
 typedef struct kjob {
     const pi_probe_mats *m;
     pi_vec_dot_fn dot;
+    pi_vec_dot_rows_fn dots;
     pi_axpy_fn axpy;
     pi_matvec_fn mv;
     const uint8_t *W; /* matvec: the current matrix */
@@ -198,12 +199,17 @@ static void job_matvec(void *ctx, int64_t r0, int64_t r1, int tid) {
     j->mv(j->m->cols, j->W, j->m->row_bytes, r0, r1, j->m->x, j->y);
 }
 
+/* The sparse FFN's pattern: scattered rows, gathered 64 to a call. */
 static void job_rowdot(void *ctx, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     kjob *j = ctx;
     const pi_probe_mats *m = j->m;
-    for (int64_t i = i0; i < i1; i++)
-        j->y[i] = j->dot(m->cols, m->data + (size_t)m->order[i] * m->row_bytes, m->x);
+    const void *rows[64];
+    for (int64_t b = i0; b < i1; b += 64) {
+        int64_t n = i1 - b < 64 ? i1 - b : 64;
+        for (int64_t r = 0; r < n; r++) rows[r] = m->data + (size_t)m->order[b + r] * m->row_bytes;
+        j->dots(m->cols, rows, n, m->x, j->y + b);
+    }
 }
 
 static void job_axpy(void *ctx, int64_t i0, int64_t i1, int tid) {
@@ -237,8 +243,9 @@ pi_status pi_probe_kernel(pi_pool *pool, const pi_kernels *k, const pi_probe_mat
     if (reps < 1 || reps > MAX_REPS)
         return pi_error(PI_ERR_INVALID, "kernel probe: reps %d not in 1..%d", reps, MAX_REPS);
     if (what < 0 || what >= PI_HW_N_KERNELS) return pi_error(PI_ERR_INVALID, "kernel probe: no pattern %d", what);
-    kjob j = {.m = m, .dot = k->vec_dot[m->type], .axpy = k->axpy[m->type], .mv = k->matvec[m->type]};
-    if ((what == PI_HW_MATVEC && !j.mv) || (what == PI_HW_ROWDOT && !j.dot) || (what == PI_HW_AXPY && !j.axpy))
+    kjob j = {.m = m, .dot = k->vec_dot[m->type], .dots = k->vec_dot_rows[m->type], .axpy = k->axpy[m->type],
+              .mv = k->matvec[m->type]};
+    if ((what == PI_HW_MATVEC && !j.mv) || (what == PI_HW_ROWDOT && !j.dots) || (what == PI_HW_AXPY && !j.axpy))
         return pi_error(PI_ERR_UNSUPPORTED, "kernel set %s has no such kernel for %s", k->name,
                         pi_type_name((uint32_t)m->type));
     int T = pi_pool_size(pool);

@@ -39,7 +39,7 @@ typedef struct pi_hw {
     /* weight bytes per second (GB/s) by type (pi_type index; only F32, F16, BF16, Q8_0, Q4_0
        measured, others 0) and threads:
        matvec: a contiguous 4096-wide matrix far larger than the LLC (the dense path);
-       rowdot: vec_dot over random rows of such a matrix, one row per call (the sparse path's
+       rowdot: vec_dot_rows over random rows of such a matrix, 64 rows per call (the sparse path's
                cold neurons);
        axpy:   axpy of random rows into one accumulator (the sparse down projection) */
     double matvec[PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
