@@ -16,8 +16,8 @@
  *   t_gu    = (S_l * g + A_l * u) / rowdot(type, T)        gate of every selected
  *                                                          neuron, up of the active ones
  *   t_down  = A_l * d / axpy(type, T)                      down rows of the active ones
- *   t_io    = (R_l + q) / iops(stride, q), q = min(Q, R_l)  the reads of the misses, the
- *                                                          last q of them waiting their latency
+ *   t_io    = R_l / iops(stride, q) + 1 / iops(stride, 1)  the reads of the misses, q = min(Q, R_l),
+ *                                                          and the last one's latency
  *
  * with g, u, d the row bytes of gate, up, down_t, and per neuron i of layer l
  * (neurons in hotness order):
