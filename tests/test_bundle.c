@@ -32,21 +32,6 @@
 static bool g_emulated;
 
 
-/* Decode n tokens one at a time with both sessions; worst relative logit
-   error of b against a. */
-static double compare(pi_session *a, pi_session *b, const int32_t *toks, int n) {
-    pi_session_reset(a);
-    pi_session_reset(b);
-    double worst = 0.0;
-    const int64_t V = a->m->hp.n_vocab;
-    for (int t = 0; t < n; t++) {
-        CHECK(pi_session_decode(a, &toks[t], 1) == PI_OK);
-        CHECK(pi_session_decode(b, &toks[t], 1) == PI_OK);
-        double e = t_rel_err(pi_session_logits(b), pi_session_logits(a), V);
-        if (e > worst) worst = e;
-    }
-    return worst;
-}
 
 static void small_model(pi_genmodel_params *p, pi_type type, pi_ffn_act act) {
     CHECK(pi_genmodel_preset("tiny", p) == PI_OK);
@@ -254,9 +239,9 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
     CHECK(pi_model_make_down_t(bm) == PI_OK); /* a no-op: bundles carry down_t */
     CHECK(pi_session_set_ffn_mode(ro, PI_FFN_ORACLE, 0) == PI_OK);
     CHECKF(pi_session_set_ffn_mode(bo, PI_FFN_ORACLE, 0) == PI_OK, "%s", pi_last_error());
-    double e_dense = compare(rd, bd, toks, n), e_oracle = compare(ro, bo, toks, n), e_mix = compare(rd, bo, toks, n);
+    double e_dense = t_compare_decode(rd, bd, toks, n), e_oracle = t_compare_decode(ro, bo, toks, n), e_mix = t_compare_decode(rd, bo, toks, n);
     /* and the reference as stored (ffn_down, where it has one) */
-    double e_full = compare(fd, bd, toks, n);
+    double e_full = t_compare_decode(fd, bd, toks, n);
     /* prefill: a batch through the dense path of both */
     pi_session_reset(rd);
     pi_session_reset(bd);
@@ -281,7 +266,7 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
         CHECK(pi_session_create(fm, 64, 2, &vd) == PI_OK);
         CHECK(pi_session_create(fm, 64, 2, &vo) == PI_OK);
         CHECK(pi_session_set_ffn_mode(vo, PI_FFN_ORACLE, 0) == PI_OK);
-        double e_vd = compare(bd, vd, toks, n), e_vo = compare(bo, vo, toks, n);
+        double e_vd = t_compare_decode(bd, vd, toks, n), e_vo = t_compare_decode(bo, vo, toks, n);
         pi_session_reset(vd);
         pi_session_reset(bd);
         CHECK(pi_session_decode(vd, toks, n) == PI_OK && pi_session_decode(bd, toks, n) == PI_OK);

@@ -17,21 +17,6 @@
 #include <stdbool.h>
 
 
-/* Decode n tokens one at a time with both sessions; worst relative logit
-   error of b against a. */
-static double compare(pi_session *a, pi_session *b, const int32_t *toks, int n) {
-    pi_session_reset(a);
-    pi_session_reset(b);
-    double worst = 0.0;
-    const int64_t V = a->m->hp.n_vocab;
-    for (int t = 0; t < n; t++) {
-        CHECK(pi_session_decode(a, &toks[t], 1) == PI_OK);
-        CHECK(pi_session_decode(b, &toks[t], 1) == PI_OK);
-        double e = t_rel_err(pi_session_logits(b), pi_session_logits(a), V);
-        if (e > worst) worst = e;
-    }
-    return worst;
-}
 
 static void test_oracle(const char *path, const char *label, int n_tokens) {
     pi_model *m;
@@ -49,7 +34,7 @@ static void test_oracle(const char *path, const char *label, int n_tokens) {
     t_rng r = {7};
     toks[0] = 1;
     for (int i = 1; i < n_tokens; i++) toks[i] = (int32_t)(t_next(&r) % (uint64_t)m->hp.n_vocab);
-    double e = compare(dense, o2, toks, n_tokens);
+    double e = t_compare_decode(dense, o2, toks, n_tokens);
     /* the same tokens, 1 thread vs 2: bit-identical */
     pi_session_reset(o1);
     pi_session_reset(o2);
@@ -123,9 +108,9 @@ static void test_predictor_mode(void) {
     pi_session_set_sparse_check(sp, true);
     int32_t toks[32];
     for (int i = 0; i < 32; i++) toks[i] = (int32_t)(t_next(&r) % 300);
-    double e = compare(dense, all_hot, toks, 32);
+    double e = t_compare_decode(dense, all_hot, toks, 32);
     CHECKF(e <= 1e-5, "all-hot sparse differs from dense by %.3g", e);
-    compare(dense, sp, toks, 32);
+    t_compare_decode(dense, sp, toks, 32);
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const pi_sparse_stats *st = &sp->sp_stats[il];
         CHECK(st->tokens == 32 && st->predicted >= 32 * 32 && st->computed == st->predicted && st->active <= st->computed);
@@ -167,7 +152,7 @@ static void test_reorder(const char *name, pi_type requant_type) {
     CHECK(pi_model_load(dst, PI_MAP_LOAD, &r) == PI_OK);
     pi_session *rs;
     CHECK(pi_session_create(r, 256, 2, &rs) == PI_OK);
-    double e = compare(s, rs, toks, 48);
+    double e = t_compare_decode(s, rs, toks, 48);
     fprintf(stderr, "%s: reordered vs original, dense: logits relative error %.2e\n", name, e);
     CHECKF(e <= 1e-5, "%s: reordering changed the logits by %.3g", name, e);
     /* re-profiling the reordered model: counts never increase along the neurons */
@@ -198,7 +183,7 @@ static void test_reorder(const char *name, pi_type requant_type) {
     CHECK(pi_model_make_down_t(r) == PI_OK);
     pi_session_set_observer(rs, NULL, NULL);
     CHECK(pi_session_set_ffn_mode(rs, PI_FFN_ORACLE, 0) == PI_OK);
-    e = compare(s, rs, toks, 48);
+    e = t_compare_decode(s, rs, toks, 48);
     CHECKF(e <= 1e-5, "%s: reordered oracle differs from dense by %.3g", name, e);
     (void)requant_type;
     pi_stats_free(st);
@@ -236,7 +221,7 @@ static void test_reorder_quantized(void) {
     CHECK(pi_model_load(dst, PI_MAP_LOAD, &r) == PI_OK);
     CHECK(r->layers[0].ffn_down.data == NULL && r->layers[0].ffn_down_t.type == PI_TYPE_Q8_0);
     CHECK(pi_session_create(r, 64, 2, &rs) == PI_OK);
-    double e = compare(s, rs, toks, 16);
+    double e = t_compare_decode(s, rs, toks, 16);
     fprintf(stderr, "q8_0 generated: reordered (down requantized) vs original: logits relative error %.2e\n", e);
     CHECK(e <= 2e-2); /* Q8_0 rounding of the transposed down, once */
     pi_stats_free(st);

@@ -545,10 +545,9 @@ static void sparse_check(pi_session *s, int64_t il, int64_t n) {
     s->sp_stats[il].missed += missed;
 }
 
-/* Down projection and bookkeeping once sp_val[0, n) is known: xb2 row 0 =
-   sum of val * down row, in fixed chunks of the list. */
-static void sparse_finish(pi_session *s, int64_t il, int64_t n) {
-    const pi_layer *l = &s->m->layers[il];
+/* Counts a token's list of n entries in the layer's statistics; returns
+   how many were active. */
+static int64_t count_list(pi_session *s, int64_t il, int64_t n) {
     pi_sparse_stats *st = &s->sp_stats[il];
     int64_t a = 0;
     for (int64_t k = 0; k < n; k++) a += s->sp_val[k] != 0.0f;
@@ -556,7 +555,15 @@ static void sparse_finish(pi_session *s, int64_t il, int64_t n) {
     st->predicted += (uint64_t)n;
     st->computed += (uint64_t)n;
     st->active += (uint64_t)a;
-    st->bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
+    return a;
+}
+
+/* Down projection and bookkeeping once sp_val[0, n) is known: xb2 row 0 =
+   sum of val * down row, in fixed chunks of the list. */
+static void sparse_finish(pi_session *s, int64_t il, int64_t n) {
+    const pi_layer *l = &s->m->layers[il];
+    const int64_t a = count_list(s, il, n);
+    s->sp_stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
     sparse_down_job dj = {s, s->m->hp.n_embd, s->k->axpy[s->sp_types.down]};
     int64_t chunk = (n + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS;
     pi_pool_reduce_f32(s->pool, n, chunk ? chunk : 1, sparse_down_chunk, &dj, s->xb2, s->m->hp.n_embd,
@@ -704,7 +711,6 @@ static pi_status ffn_offload(pi_session *s, int64_t il) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t E = hp->n_embd, Hres = o->hot[il];
     const pi_weight *hw = &o->hot_w[3 * il];
-    pi_sparse_stats *st = &s->sp_stats[il];
     uint64_t t0 = pi_time_ns();
     s->sp_types = (pi_ffn_types){o->part_type[0], o->part_type[1], o->part_type[2]};
     const int64_t n = sparse_select(s, il, s->hot);
@@ -782,12 +788,7 @@ static pi_status ffn_offload(pi_session *s, int64_t il) {
         c0 = c1;
     }
     pi_pool_reduce_f32_sum(s->pool, n, q, s->xb2, E, s->reduce_scratch);
-    int64_t a = 0;
-    for (int64_t k = 0; k < n; k++) a += s->sp_val[k] != 0.0f;
-    st->tokens++;
-    st->predicted += (uint64_t)n;
-    st->computed += (uint64_t)n;
-    st->active += (uint64_t)a;
+    count_list(s, il, n);
     o->st.ffn_ns += pi_time_ns() - t0;
     return PI_OK;
 }
