@@ -875,11 +875,17 @@ static pi_status embedding_row(pi_session *s, int32_t tok, float *out) {
         return PI_OK;
     }
     pi_offload *o = s->off;
-    pi_status st = pi_io_read(o->io, o->embd_off + (int64_t)tok * (int64_t)w->row_bytes, o->embd_buf, w->row_bytes);
+    /* the row's covering aligned range straight into the aligned buffer
+       (pi_io_read would otherwise bounce through a buffer of its own) */
+    const int64_t a = (int64_t)pi_io_align(o->io), off = o->embd_off + (int64_t)tok * (int64_t)w->row_bytes;
+    const int64_t at = off / a * a, skip = off - at;
+    int64_t want = (skip + (int64_t)w->row_bytes + a - 1) / a * a;
+    if (at + want > pi_io_file_size(o->io)) want = pi_io_file_size(o->io) - at; /* a row at the end of the file */
+    pi_status st = pi_io_read(o->io, at, o->embd_buf, (size_t)want);
     if (st) return st;
-    o->st.bytes += w->row_bytes;
+    o->st.bytes += (uint64_t)want;
     pi_weight row = *w;
-    row.data = o->embd_buf;
+    row.data = o->embd_buf + skip;
     pi_weight_row_f32(&row, 0, out);
     return PI_OK;
 }
