@@ -29,7 +29,7 @@ static const command k_commands[] = {
     {"hwprobe", cmd_hwprobe, "hwprobe [-m FILE | --dir DIR]   measure memory, kernels and flash for the planner (--quick)"},
     {"bench-io", cmd_bench_io, "bench-io FILE           random O_DIRECT read throughput; --bundle B: padded vs packed layout"},
     {"gen-model", cmd_gen_model, "gen-model -o FILE       write a llama GGUF with random weights (--preset 7b-l8)"},
-    {"convert", cmd_convert, "convert ...             import a llama2.c checkpoint into GGUF"},
+    {"convert", cmd_convert, "convert ...             llama2.c checkpoint -> GGUF; --reorder STATS; --bundle for --mem-budget"},
 };
 
 static void usage(FILE *f) {
