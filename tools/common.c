@@ -363,20 +363,20 @@ void app_print_offload(const app *a, FILE *f) {
     char buf[512];
     pi_offload_describe(o, buf, sizeof buf);
     fprintf(f, "%s\n", buf);
-    pi_io_stats io;
-    pi_io_get_stats(o->io, &io);
     const pi_offload_stats *st = &o->st;
     const double t = st->tokens ? (double)st->tokens : 1.0;
     const uint64_t cold = st->hits + st->misses, sel = st->resident + cold;
+    const double busy = (double)st->io_busy_ns, wait = (double)st->io_wait_ns;
     fprintf(f,
             "per token (%llu decoded): neurons %.0f = %.0f resident + %.0f cache hits + %.0f misses "
             "(hit rate: cache %.1f%%, overall %.1f%%); reads %.0f (%.0f merged), %.2f MB read; "
-            "I/O wait %.2f ms, FFN %.2f ms%s\n",
+            "reads in flight %.2f ms, of which %.2f ms (%.0f%%) hidden behind compute, I/O wait %.2f ms; FFN %.2f ms%s\n",
             (unsigned long long)st->tokens, (double)sel / t, (double)st->resident / t, (double)st->hits / t,
             (double)st->misses / t, cold ? 100.0 * (double)st->hits / (double)cold : 100.0,
             sel ? 100.0 * (double)(sel - st->misses) / (double)sel : 100.0, (double)st->reads / t,
-            (double)st->merged / t, (double)st->bytes / t * 1e-6, (double)io.wait_ns / t * 1e-6,
-            (double)st->ffn_ns / t * 1e-6, st->waves ? " (cache too small for one pass: split steps)" : "");
+            (double)st->merged / t, (double)st->bytes / t * 1e-6, busy / t * 1e-6, (busy - wait) / t * 1e-6,
+            busy > 0.0 ? 100.0 * (busy - wait) / busy : 0.0, wait / t * 1e-6, (double)st->ffn_ns / t * 1e-6,
+            st->waves ? " (cache too small for one pass: split steps)" : "");
     if (st->prefill_bytes) fprintf(f, "prompt: %.1f MB of FFN streamed\n", (double)st->prefill_bytes * 1e-6);
 }
 

@@ -44,6 +44,8 @@ typedef struct pi_offload_stats {
     uint64_t bytes;          /* bytes read from flash (FFN bundles and embedding rows) */
     uint64_t waves;          /* layer steps that had to be split because the cache was too small */
     uint64_t io_wait_ns;     /* the decoding thread blocked on reads */
+    uint64_t io_busy_ns;     /* from issuing a layer's reads to computing the last of them: the
+                                part of it not spent waiting (busy - wait) is I/O hidden by compute */
     uint64_t ffn_ns;         /* wall time in the FFN of decoded tokens */
     uint64_t prefill_bytes;  /* bytes streamed for prompt batches (dense FFN) */
 } pi_offload_stats;

@@ -764,9 +764,12 @@ static pi_status ffn_offload(pi_session *s, int64_t il) {
                             "neurons", o->path, (long long)pi_ncache_slots(o->cache), (long long)il);
         int64_t n_runs = 0;
         pi_status err = issue_reads(s, il, n_miss, &n_runs);
+        const uint64_t t_issue = pi_time_ns();
         compute_list(s, &cj, o->ready, n_ready);
         for (int64_t done = 0; !err && done < n_runs;) {
+            const uint64_t t_wait = pi_time_ns();
             int got = pi_io_reap_min(o->io, o->tags, (int)(n_runs - done), REAP_BATCH);
+            o->st.io_wait_ns += pi_time_ns() - t_wait;
             if (got < 0) {
                 err = PI_ERR_IO;
                 break;
@@ -777,6 +780,7 @@ static pi_status ffn_offload(pi_session *s, int64_t il) {
             compute_list(s, &cj, o->ready, nr);
             done += got;
         }
+        if (n_runs > 0) o->st.io_busy_ns += pi_time_ns() - t_issue; /* until the last read's neurons are computed */
         if (err) { /* the slots of this wave's reads hold nothing usable */
             for (int64_t m = 0; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(s, o->miss[m]));
             pi_ncache_next_epoch(o->cache);
