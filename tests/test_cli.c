@@ -25,33 +25,13 @@ static int pinfer(const char *args, const char *out_path, const char *err_path) 
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = calloc((size_t)sz + 1, 1);
-    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) sz = 0;
-    fclose(f);
-    if (n) *n = (size_t)sz;
-    return p;
-}
-
 static bool same_file(const char *a, const char *b) {
-    size_t na, nb;
-    char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    size_t na = 0, nb = 0;
+    char *pa = t_read_file(a, &na), *pb = t_read_file(b, &nb);
     bool same = pa && pb && na == nb && !memcmp(pa, pb, na);
     free(pa);
     free(pb);
     return same;
-}
-
-static bool file_has(const char *path, const char *needle) {
-    char *p = slurp(path, NULL);
-    bool has = p && strstr(p, needle);
-    free(p);
-    return has;
 }
 
 int main(void) {
@@ -69,11 +49,11 @@ int main(void) {
     snprintf(conv, sizeof conv, "%s.gguf", g_tmp);
 
     /* usage errors exit 2 with a message */
-    CHECK(pinfer("no-such-command", NULL, err) == 2 && file_has(err, "unknown command"));
-    CHECK(pinfer("run --no-such-flag", NULL, err) == 2 && file_has(err, "--no-such-flag"));
-    CHECK(pinfer("run -m", NULL, err) == 2 && file_has(err, "needs a value"));
-    CHECK(pinfer("inspect /nonexistent.gguf", NULL, err) == 1 && file_has(err, "/nonexistent.gguf"));
-    CHECK(pinfer("version", out, NULL) == 0 && file_has(out, "kernels:"));
+    CHECK(pinfer("no-such-command", NULL, err) == 2 && t_file_has(err, "unknown command"));
+    CHECK(pinfer("run --no-such-flag", NULL, err) == 2 && t_file_has(err, "--no-such-flag"));
+    CHECK(pinfer("run -m", NULL, err) == 2 && t_file_has(err, "needs a value"));
+    CHECK(pinfer("inspect /nonexistent.gguf", NULL, err) == 1 && t_file_has(err, "/nonexistent.gguf"));
+    CHECK(pinfer("version", out, NULL) == 0 && t_file_has(out, "kernels:"));
 
     if (t_fixture(model, sizeof model, "stories260K.gguf") &&
         t_fixture(golden, sizeof golden, "stories260K.greedy.txt")) {
@@ -81,7 +61,7 @@ int main(void) {
         snprintf(args, sizeof args, "run -m %s -n 256 --temp 0 -t 2", model);
         CHECK(pinfer(args, out, err) == 0);
         CHECKF(same_file(out, golden), "run output differs from %s", golden);
-        CHECK(file_has(err, "tok/s"));
+        CHECK(t_file_has(err, "tok/s"));
         /* the same from the converted llama2.c checkpoint */
         if (t_fixture(bin, sizeof bin, "stories260K.bin") && t_fixture(tok, sizeof tok, "tok512.bin")) {
             snprintf(args, sizeof args, "convert --from-llama2c %s --tokenizer %s -o %s", bin, tok, conv);
@@ -91,13 +71,13 @@ int main(void) {
             CHECKF(same_file(out, golden), "converted model's output differs from %s", golden);
             /* and its tokenizer reads prompts as the original's does */
             snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 12 --temp 0", conv);
-            CHECK(pinfer(args, out, err) == 0 && file_has(out, "Once upon a time, there was a little girl named Lily."));
+            CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "Once upon a time, there was a little girl named Lily."));
             snprintf(args, sizeof args, "convert --from-llama2c %s --tokenizer %s -o %s", tok, tok, conv);
-            CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "llama2.c checkpoint"));
+            CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "llama2.c checkpoint"));
         }
         /* the prompt is echoed, the continuation follows */
         snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 12 --temp 0", model);
-        CHECK(pinfer(args, out, err) == 0 && file_has(out, "Once upon a time, there was a little girl named Lily."));
+        CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "Once upon a time, there was a little girl named Lily."));
         /* same seed, same text */
         snprintf(args, sizeof args, "run -m %s -p 'The cat' -n 40 --temp 1 --seed 42 > %s.a 2>/dev/null; %s %s run -m %s -p 'The cat' -n 40 --temp 1 --seed 42",
                  model, g_tmp, g_runner, g_pinfer, model);
@@ -108,19 +88,19 @@ int main(void) {
         unlink(a_path);
         /* bad prompts */
         snprintf(args, sizeof args, "run -m %s -p \"$(printf 'bad \\377 byte')\" -n 4", model);
-        CHECK(pinfer(args, out, err) == 1 && file_has(err, "not valid UTF-8 at byte 4"));
+        CHECK(pinfer(args, out, err) == 1 && t_file_has(err, "not valid UTF-8 at byte 4"));
         snprintf(args, sizeof args, "run -m %s -c 8 -p 'one two three four five six seven eight nine ten' -n 4", model);
-        CHECK(pinfer(args, out, err) == 1 && file_has(err, "context holds 8"));
+        CHECK(pinfer(args, out, err) == 1 && t_file_has(err, "context holds 8"));
         snprintf(args, sizeof args, "run -m %s --top-p 0 -n 4", model);
-        CHECK(pinfer(args, NULL, err) == 2 && file_has(err, "--top-p"));
+        CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--top-p"));
         /* inspect: a good file, then a truncated copy */
         snprintf(args, sizeof args, "inspect %s", model);
-        CHECK(pinfer(args, out, err) == 0 && file_has(out, "blk.4.ffn_down.weight"));
+        CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "blk.4.ffn_down.weight"));
         snprintf(args, sizeof args, "inspect %s.trunc", g_tmp);
         char cut[1024];
         snprintf(cut, sizeof cut, "head -c 20000 %s > %s.trunc", model, g_tmp);
         CHECK(system(cut) == 0);
-        CHECK(pinfer(args, out, err) == 1 && file_has(err, "byte"));
+        CHECK(pinfer(args, out, err) == 1 && t_file_has(err, "byte"));
         snprintf(cut, sizeof cut, "%s.trunc", g_tmp);
         unlink(cut);
     }
@@ -130,14 +110,14 @@ int main(void) {
         char dense_out[320];
         snprintf(dense_out, sizeof dense_out, "%s.dense", g_tmp);
         snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 40 --temp 0 --dense", model);
-        CHECK(pinfer(args, dense_out, err) == 0 && file_has(err, "FFN dense"));
+        CHECK(pinfer(args, dense_out, err) == 0 && t_file_has(err, "FFN dense"));
         snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 40 --temp 0 --predictor oracle", model);
-        CHECK(pinfer(args, out, err) == 0 && file_has(err, "FFN sparse (oracle mask)"));
+        CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "FFN sparse (oracle mask)"));
         CHECK(same_file(out, dense_out));
         unlink(dense_out);
         if (t_fixture(model, sizeof model, "stories260K.gguf")) {
             snprintf(args, sizeof args, "run -m %s -n 4 --predictor oracle", model);
-            CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "ReLU"));
+            CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "ReLU"));
         }
     }
 
@@ -148,18 +128,18 @@ int main(void) {
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
         if (!t_fixture(model, sizeof model, fixtures[i])) continue;
         snprintf(args, sizeof args, "inspect %s", model);
-        CHECKF(pinfer(args, out, err) == 0 && file_has(out, "tensors"), "inspect %s", fixtures[i]);
+        CHECKF(pinfer(args, out, err) == 0 && t_file_has(out, "tensors"), "inspect %s", fixtures[i]);
     }
 
     /* a generated model runs; its shape is what was asked */
     snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab-size 300 --vocab /nonexistent", conv);
-    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "/nonexistent"));
+    CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "/nonexistent"));
     snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab-size 300 --type q8_0 --act relu", conv);
     CHECK(pinfer(args, NULL, err) == 0);
     snprintf(args, sizeof args, "inspect %s", conv);
-    CHECK(pinfer(args, out, err) == 0 && file_has(out, "q8_0") && file_has(out, "pinfer.ffn_activation"));
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "q8_0") && t_file_has(out, "pinfer.ffn_activation"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 8 --temp 0", conv);
-    CHECK(pinfer(args, out, err) == 0 && file_has(out, "hello"));
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "hello"));
     /* profiled, reordered and written as a bundle file, it still runs */
     char stats[320], bundle[320];
     snprintf(stats, sizeof stats, "%s.stats", g_tmp);
@@ -167,17 +147,17 @@ int main(void) {
     snprintf(args, sizeof args, "profile -m %s --tokens 16 --seed 1 -t 2 -o %s", conv, stats);
     CHECK(pinfer(args, NULL, err) == 0);
     snprintf(args, sizeof args, "convert -m %s --reorder %s --bundle -o %s", conv, stats, bundle);
-    CHECK(pinfer(args, NULL, err) == 0 && file_has(err, "bundles"));
+    CHECK(pinfer(args, NULL, err) == 0 && t_file_has(err, "bundles"));
     snprintf(args, sizeof args, "inspect %s", bundle);
-    CHECK(pinfer(args, out, err) == 0 && file_has(out, "blk.1.ffn_bundle") && file_has(out, "pinfer.bundle.stride") &&
-          !file_has(out, "ffn_gate"));
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "blk.1.ffn_bundle") && t_file_has(out, "pinfer.bundle.stride") &&
+          !t_file_has(out, "ffn_gate"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 8 --temp 0", bundle);
-    CHECK(pinfer(args, out, err) == 0 && file_has(out, "hello"));
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "hello"));
     snprintf(args, sizeof args, "convert -m %s --bundle --bundle-align 1000 -o %s", conv, bundle);
-    CHECK(pinfer(args, NULL, err) == 2 && file_has(err, "--bundle-align"));
+    CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--bundle-align"));
     if (t_fixture(model, sizeof model, "stories260K.gguf")) {
         snprintf(args, sizeof args, "convert -m %s --bundle -o %s", model, bundle);
-        CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "SiLU"));
+        CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "SiLU"));
     }
     /* with predictors, under a memory budget, planned: the text of the in-memory run */
     snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 256 --ffn 768 --n-head 4 --n-head-kv 2 "
@@ -192,10 +172,10 @@ int main(void) {
     snprintf(plan, sizeof plan, "%s.plan", g_tmp);
     snprintf(hwf, sizeof hwf, "%s.hw", g_tmp);
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0", bundle);
-    CHECK(pinfer(args, mem_out, err) == 0 && file_has(err, "sparse"));
+    CHECK(pinfer(args, mem_out, err) == 0 && t_file_has(err, "sparse"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --mem-budget 1M --no-plan", bundle);
-    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "minimum of"));
-    char *e = slurp(err, NULL), *mp = e ? strstr(e, "minimum of ") : NULL;
+    CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "minimum of"));
+    char *e = t_read_file(err, NULL), *mp = e ? strstr(e, "minimum of ") : NULL;
     double min_mib = mp ? atof(mp + strlen("minimum of ")) : 0.0;
     free(e);
     CHECK(min_mib > 0.0);
@@ -223,11 +203,11 @@ int main(void) {
     for (int k = 0; k < 3; k++) { /* the minimum, a little more, and everything */
         double mib = k == 0 ? min_mib + 0.5 : k == 1 ? min_mib + 2.0 : min_mib + 64.0;
         snprintf(args, sizeof args, "plan -m %s --mem-budget %.0fK --hw %s -o %s", bundle, mib * 1024, hwf, plan);
-        CHECKF(pinfer(args, out, err) == 0 && file_has(out, "predicted:") && file_has(out, "hot neurons per layer"),
+        CHECKF(pinfer(args, out, err) == 0 && t_file_has(out, "predicted:") && t_file_has(out, "hot neurons per layer"),
                "plan at %.1f MiB", mib);
         snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --plan %s --stats", bundle, plan);
-        CHECKF(pinfer(args, out, err) == 0 && same_file(out, mem_out) && file_has(err, "neuron cache") &&
-                   file_has(err, "per token"),
+        CHECKF(pinfer(args, out, err) == 0 && same_file(out, mem_out) && t_file_has(err, "neuron cache") &&
+                   t_file_has(err, "per token"),
                "planned run at %.1f MiB differs from the in-memory run", mib);
     }
     FILE *pf = fopen(plan, "w");
@@ -236,9 +216,9 @@ int main(void) {
         fclose(pf);
     }
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --plan %s", bundle, plan);
-    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "line 2"));
+    CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "line 2"));
     snprintf(args, sizeof args, "plan -m %s --mem-budget 1M --hw %s", bundle, hwf);
-    CHECK(pinfer(args, NULL, err) == 1 && file_has(err, "minimum"));
+    CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "minimum"));
     unlink(mem_out);
     unlink(plan);
     unlink(hwf);

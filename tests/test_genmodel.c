@@ -266,18 +266,6 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
     unlink(path);
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 /* Same seed, 1 and 2 threads: the same bytes. With and without the
    predictor: the same tensors apart from it. ffn_down_t = ffn_down^T. */
 static void test_determinism(void) {
@@ -293,7 +281,7 @@ static void test_determinism(void) {
     p.n_threads = 2;
     CHECK(pi_genmodel_write(&p, b) == PI_OK);
     size_t na = 0, nb = 0;
-    uint8_t *ba = slurp(a, &na), *bb = slurp(b, &nb);
+    uint8_t *ba = t_read_file(a, &na), *bb = t_read_file(b, &nb);
     CHECKF(ba && bb && na == nb && na > 0 && !memcmp(ba, bb, na), "1 and 2 threads wrote different files");
     free(ba);
     free(bb);

@@ -25,25 +25,6 @@
 
 /* ---- helpers ---- */
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    uint8_t *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long sz = ftell(f);
-        if (sz >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-            buf = malloc(sz ? (size_t)sz : 1);
-            if (buf && fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-                free(buf);
-                buf = NULL;
-            }
-            *n = (size_t)sz;
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -613,7 +594,7 @@ static uint8_t *make_mini(size_t *n) {
     if (!st) st = pi_gguf_write_data(w, bytes, 68);
     CHECKF(st == PI_OK, "%s", pi_last_error());
     CHECKF(pi_gguf_writer_close(w) == PI_OK, "%s", pi_last_error());
-    uint8_t *buf = slurp(path, n);
+    uint8_t *buf = t_read_file(path, n);
     remove(path);
     return buf;
 }
@@ -952,7 +933,7 @@ static void test_malformed(void) {
     char path[1024];
     if (t_fixture(path, sizeof path, "stories260K.gguf")) {
         size_t sn = 0;
-        uint8_t *s = slurp(path, &sn);
+        uint8_t *s = t_read_file(path, &sn);
         if (s && pi_gguf_open_mem(s, sn, &g) == PI_OK) {
             uint64_t hdr = pi_gguf_data_offset(g);
             uint64_t mv = min_valid_len(g);
@@ -971,7 +952,7 @@ static void test_malformed(void) {
     /* and a tensor-less vocabulary: it ends right after its kvs */
     if (t_fixture(path, sizeof path, "vocab/ggml-vocab-llama-spm.gguf")) {
         size_t sn = 0;
-        uint8_t *s = slurp(path, &sn);
+        uint8_t *s = t_read_file(path, &sn);
         if (s) {
             c0 = g_cases;
             truncations("llama-spm", s, 0, 4096, 1, sn);

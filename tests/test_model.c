@@ -152,22 +152,6 @@ static void test_stories_gguf(const char *model_path, const char *label) {
     pi_model_free(m);
 }
 
-static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc((size_t)sz);
-    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *n = (size_t)sz;
-    return p;
-}
-
 /* relu-stories, drelu-stories, moe-relu-stories against float64 references. */
 static void test_golden(const char *name) {
     char mp[512], dir[512], fp[600];
@@ -176,13 +160,13 @@ static void test_golden(const char *name) {
     snprintf(dir, sizeof dir, "%s/relu/golden/%s", t_models_dir(), name);
     size_t n_prompts_b, n_logits_b, n_greedy_b, n_margin_b;
     snprintf(fp, sizeof fp, "%s/prompts.i32", dir);
-    int32_t *prompts = read_all(fp, &n_prompts_b);
+    int32_t *prompts = t_read_file(fp, &n_prompts_b);
     snprintf(fp, sizeof fp, "%s/logits.f32", dir);
-    float *logits = read_all(fp, &n_logits_b);
+    float *logits = t_read_file(fp, &n_logits_b);
     snprintf(fp, sizeof fp, "%s/greedy.i32", dir);
-    int32_t *greedy_ids = read_all(fp, &n_greedy_b);
+    int32_t *greedy_ids = t_read_file(fp, &n_greedy_b);
     snprintf(fp, sizeof fp, "%s/greedy_margin.f32", dir);
-    float *margin = read_all(fp, &n_margin_b);
+    float *margin = t_read_file(fp, &n_margin_b);
     CHECKF(prompts && logits && greedy_ids && margin, "%s: golden files missing in %s", name, dir);
     pi_model *m = NULL;
     pi_session *s = NULL;
@@ -273,13 +257,13 @@ static void test_observer(const char *name) {
     if (!t_fixture(mp, sizeof mp, rel)) return;
     size_t nw, np, ni, nm;
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/act_windows.i32", t_models_dir(), name);
-    int32_t *windows = read_all(fp, &nw);
+    int32_t *windows = t_read_file(fp, &nw);
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/act_positions.i32", t_models_dir(), name);
-    int32_t *positions = read_all(fp, &np);
+    int32_t *positions = t_read_file(fp, &np);
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_in.f32", t_models_dir(), name);
-    float *ffn_in = read_all(fp, &ni);
+    float *ffn_in = t_read_file(fp, &ni);
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_mask.bits", t_models_dir(), name);
-    uint8_t *mask = read_all(fp, &nm);
+    uint8_t *mask = t_read_file(fp, &nm);
     pi_model *m = NULL;
     pi_session *s = NULL;
     obs_ctx o = {positions, 0, NULL, NULL, 6, 128, 512};
@@ -386,9 +370,9 @@ static void test_pwri(void) {
     pi_session *s = NULL;
     size_t n1, n2;
     snprintf(fp, sizeof fp, "%s/relu/golden/relu-stories/prompts.i32", t_models_dir());
-    int32_t *prompts = read_all(fp, &n1);
+    int32_t *prompts = t_read_file(fp, &n1);
     snprintf(fp, sizeof fp, "%s/relu/golden/relu-stories/logits.f32", t_models_dir());
-    float *logits = read_all(fp, &n2);
+    float *logits = t_read_file(fp, &n2);
     pi_status st = pi_model_load(dst, PI_MAP_FILE, &m);
     CHECKF(st == PI_OK, "PWRI: %s", pi_last_error());
     if (st || !prompts || !logits) goto done;
@@ -465,7 +449,7 @@ static void test_llama2c(void) {
 
     /* a checkpoint whose header disagrees with its length is refused */
     size_t n;
-    uint8_t *ck = read_all(bin, &n);
+    uint8_t *ck = t_read_file(bin, &n);
     pi_llama2c_config c;
     CHECK(pi_llama2c_parse_config(ck, n - 4, &c) == PI_ERR_FORMAT);
     CHECK(strstr(pi_last_error(), "implies") != NULL);
@@ -474,7 +458,7 @@ static void test_llama2c(void) {
     CHECK(pi_llama2c_parse_config(ck, n, &c) == PI_ERR_FORMAT && strstr(pi_last_error(), "n_layers"));
     CHECK(pi_llama2c_parse_config(ck, 10, &c) == PI_ERR_FORMAT);
     free(ck);
-    uint8_t *tk = read_all(tok, &n);
+    uint8_t *tk = t_read_file(tok, &n);
     char **strs;
     uint64_t *lens;
     float *scores;

@@ -59,22 +59,6 @@
 static bool g_emulated; /* under qemu: the model runs ~50x slower */
 static bool g_slow;     /* emulated or sanitized: smaller slices */
 
-static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(sz > 0 ? (size_t)sz + 1 : 1);
-    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *n = (size_t)sz;
-    return p;
-}
-
 static bool same_predictors(const pi_predictor *a, const pi_predictor *b) {
     if (a->n_layer != b->n_layer || a->n_embd != b->n_embd || a->n_ff != b->n_ff) return false;
     for (int64_t l = 0; l < a->n_layer; l++) {
@@ -416,7 +400,7 @@ static void check_save(const pi_predictor *P, const pi_model *m, const pi_pred_d
     /* the dense model computes exactly what it computed before */
     size_t np;
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/prompts.i32", t_models_dir(), name);
-    prompts = read_all(fp, &np);
+    prompts = t_read_file(fp, &np);
     la = malloc(3 * 32 * 512 * sizeof *la);
     lb = malloc(3 * 32 * 512 * sizeof *lb);
     CHECK(prompts && np == 3 * 32 * 4 && prompt_logits(m, prompts, la) && prompt_logits(c, prompts, lb) &&
@@ -481,11 +465,11 @@ static void test_model(const char *name, bool save) {
     if (!t_fixture(mp, sizeof mp, rel) || !t_fixture(fp, sizeof fp, "relu/calib.txt")) return;
     const int64_t n_tok = g_emulated ? 1024 : g_slow ? 4096 : 16384;
     size_t n_text, ni, nm;
-    char *text = read_all(fp, &n_text);
+    char *text = t_read_file(fp, &n_text);
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_in.f32", t_models_dir(), name);
-    float *gx = read_all(fp, &ni);
+    float *gx = t_read_file(fp, &ni);
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_mask.bits", t_models_dir(), name);
-    uint8_t *gm = read_all(fp, &nm);
+    uint8_t *gm = t_read_file(fp, &nm);
     pi_model *m = NULL;
     pi_tokenizer *tok = NULL;
     pi_session *s = NULL;
@@ -581,21 +565,6 @@ static void test_refused(void) {
 
 /* ---- the command ---- */
 
-static int sh(const char *cmd) {
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static bool file_has(const char *path, const char *needle) {
-    size_t n;
-    char *p = read_all(path, &n);
-    if (!p) return false;
-    p[n] = '\0';
-    bool has = strstr(p, needle) != NULL;
-    free(p);
-    return has;
-}
-
 static void test_cli(void) {
     const char *bin = getenv("PI_TEST_PINFER"), *runner = getenv("PI_TEST_RUNNER");
     char mp[512], moe[512], txt[512], val[512], out[256], err[300], model[300], cmd[4096];
@@ -608,7 +577,7 @@ static void test_cli(void) {
     snprintf(err, sizeof err, "%s.err", out);
     snprintf(model, sizeof model, "%s.gguf", out);
     snprintf(cmd, sizeof cmd, "%s %s train-predictor --help >%s 2>%s", runner, bin, out, err);
-    if (sh(cmd) != 0 || !file_has(out, "usage: pinfer train-predictor")) {
+    if (t_sh(cmd) != 0 || !t_file_has(out, "usage: pinfer train-predictor")) {
         fprintf(stderr, "note: this pinfer has no train-predictor command yet: not tested end to end\n");
         goto out;
     }
@@ -617,21 +586,21 @@ static void test_cli(void) {
         goto out;
     snprintf(cmd, sizeof cmd, "%s %s train-predictor -m %s --text /nonexistent/calib.txt -o %s >%s 2>%s", runner, bin,
              mp, model, out, err);
-    CHECK(sh(cmd) == 1 && file_has(err, "--text /nonexistent/calib.txt") && access(model, F_OK) != 0);
+    CHECK(t_sh(cmd) == 1 && t_file_has(err, "--text /nonexistent/calib.txt") && access(model, F_OK) != 0);
     snprintf(cmd, sizeof cmd, "%s %s train-predictor -m %s --text %s --rank 129 -o %s >%s 2>%s", runner, bin, mp, txt,
              model, out, err);
-    CHECK(sh(cmd) == 2 && file_has(err, "--rank 129") && access(model, F_OK) != 0);
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "--rank 129") && access(model, F_OK) != 0);
     snprintf(cmd, sizeof cmd, "%s %s train-predictor -m %s --text %s --rank 0 -o %s >%s 2>%s", runner, bin, mp, txt,
              model, out, err);
-    CHECK(sh(cmd) == 2 && file_has(err, "--rank"));
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "--rank"));
     snprintf(cmd, sizeof cmd, "%s %s train-predictor -m %s --text %s -o %s >%s 2>%s", runner, bin, mp, txt, mp, out, err);
-    CHECK(sh(cmd) == 2 && file_has(err, "input model"));
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "input model"));
     snprintf(cmd, sizeof cmd, "%s %s train-predictor -m %s -o %s >%s 2>%s", runner, bin, mp, model, out, err);
-    CHECK(sh(cmd) == 2 && file_has(err, "--text"));
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "--text"));
     if (t_fixture(moe, sizeof moe, "relu/moe-relu-stories.gguf")) {
         snprintf(cmd, sizeof cmd, "%s %s train-predictor -m %s --text %s -o %s >%s 2>%s", runner, bin, moe, txt, model,
                  out, err);
-        CHECK(sh(cmd) == 1 && file_has(err, "mixture-of-experts") && access(model, F_OK) != 0);
+        CHECK(t_sh(cmd) == 1 && t_file_has(err, "mixture-of-experts") && access(model, F_OK) != 0);
     }
     if (g_slow) goto out;
     /* a short run: the report, and a model that loads with its predictors */
@@ -639,7 +608,7 @@ static void test_cli(void) {
              "%s %s train-predictor -m %s --text %s --tokens 1500 --epochs 2 --rank 16 --holdout-text %s "
              "--holdout-tokens 600 -t 2 -o %s >%s 2>%s",
              runner, bin, mp, txt, val, model, out, err);
-    CHECK(sh(cmd) == 0 && file_has(out, "held-out: 600 tokens") && file_has(out, "wrote") && file_has(err, "train"));
+    CHECK(t_sh(cmd) == 0 && t_file_has(out, "held-out: 600 tokens") && t_file_has(out, "wrote") && t_file_has(err, "train"));
     pi_model *m = NULL;
     CHECK(pi_model_load(model, PI_MAP_FILE, &m) == PI_OK && m && m->has_predictor && m->layers[0].fc1.ne[1] == 16);
     pi_model_free(m);

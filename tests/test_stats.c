@@ -29,22 +29,6 @@
 
 static bool g_emulated;
 
-static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(sz > 0 ? (size_t)sz : 1);
-    if (p && fread(p, 1, (size_t)sz, f) != (size_t)sz) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *n = (size_t)sz;
-    return p;
-}
-
 static bool write_all(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return false;
@@ -60,7 +44,7 @@ static void test_golden(const char *name, const double mean_ref[6], const double
     if (!t_fixture(mp, sizeof mp, rel)) return;
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/act_windows.i32", t_models_dir(), name);
     size_t nw;
-    int32_t *windows = read_all(fp, &nw);
+    int32_t *windows = t_read_file(fp, &nw);
     CHECKF(windows && nw == 8 * 256 * 4, "%s: %s missing or not 8 x 256 ids", name, fp);
     if (!windows || nw != 8 * 256 * 4) {
         free(windows);
@@ -367,7 +351,7 @@ static void test_malformed(void) {
     /* truncated anywhere: a clean PI_ERR_FORMAT naming the file */
     CHECK(write_stats(path, BAD_NONE));
     size_t n;
-    uint8_t *whole = read_all(path, &n);
+    uint8_t *whole = t_read_file(path, &n);
     CHECK(whole && n > 64);
     int clean = 0, tried = 0;
     for (size_t len = 0; whole && len < n; len += (len < 64 ? 1 : 13)) {
@@ -403,26 +387,6 @@ static void test_malformed(void) {
 
 /* ---- the command ---- */
 
-static int sh(const char *cmd) {
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static bool file_has(const char *path, const char *needle) {
-    size_t n;
-    char *p = read_all(path, &n);
-    if (!p) return false;
-    char *z = realloc(p, n + 1);
-    if (!z) {
-        free(p);
-        return false;
-    }
-    z[n] = '\0';
-    bool has = strstr(z, needle) != NULL;
-    free(z);
-    return has;
-}
-
 static void test_cli(void) {
     const char *bin = getenv("PI_TEST_PINFER"), *runner = getenv("PI_TEST_RUNNER");
     char mp[512], txt[512], out[256], err[300], stats[300], cmd[4096];
@@ -435,7 +399,7 @@ static void test_cli(void) {
     snprintf(err, sizeof err, "%s.err", out);
     snprintf(stats, sizeof stats, "%s.gguf", out);
     snprintf(cmd, sizeof cmd, "%s %s profile --help >%s 2>%s", runner, bin, out, err);
-    if (sh(cmd) != 0 || !file_has(out, "usage: pinfer profile")) {
+    if (t_sh(cmd) != 0 || !t_file_has(out, "usage: pinfer profile")) {
         fprintf(stderr, "note: this pinfer has no profile command yet: not tested end to end\n");
         goto out;
     }
@@ -444,7 +408,7 @@ static void test_cli(void) {
     const long n_text = g_emulated ? 300 : 700, n_gen = g_emulated ? 100 : 300;
     snprintf(cmd, sizeof cmd, "%s %s profile -m %s --text %s --tokens %ld -t 2 -o %s >%s 2>%s", runner, bin, mp, txt,
              n_text, stats, out, err);
-    CHECK(sh(cmd) == 0 && file_has(out, "80%") && file_has(out, "all"));
+    CHECK(t_sh(cmd) == 0 && t_file_has(out, "80%") && t_file_has(out, "all"));
     pi_stats *st = NULL;
     CHECKF(pi_stats_load(stats, &st) == PI_OK, "%s", pi_last_error());
     CHECK(st && st->tokens == n_text && st->n_layer == 6 && st->n_ff == 512 && st->threshold == 0.0f);
@@ -461,18 +425,18 @@ static void test_cli(void) {
              "%s %s profile -m %s --tokens %ld --seed 7 -o %s.a >/dev/null 2>&1 && "
              "%s %s profile -m %s --tokens %ld --seed 7 -o %s >%s 2>%s && cmp -s %s %s.a",
              runner, bin, mp, n_gen, stats, runner, bin, mp, n_gen, stats, out, err, stats, stats);
-    CHECK(sh(cmd) == 0 && file_has(out, "seed 7"));
+    CHECK(t_sh(cmd) == 0 && t_file_has(out, "seed 7"));
     CHECK(pi_stats_load(stats, &st) == PI_OK && st && st->tokens == n_gen);
     pi_stats_free(st);
     /* MoE refused; bad options exit 2 */
     if (t_fixture(mp, sizeof mp, "relu/moe-relu-stories.gguf")) {
         snprintf(cmd, sizeof cmd, "%s %s profile -m %s --tokens 10 -o %s >%s 2>%s", runner, bin, mp, stats, out, err);
-        CHECK(sh(cmd) == 1 && file_has(err, "mixture-of-experts"));
+        CHECK(t_sh(cmd) == 1 && t_file_has(err, "mixture-of-experts"));
     }
     snprintf(cmd, sizeof cmd, "%s %s profile -m x --threshold -1 -o %s >%s 2>%s", runner, bin, stats, out, err);
-    CHECK(sh(cmd) == 2 && file_has(err, "--threshold"));
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "--threshold"));
     snprintf(cmd, sizeof cmd, "%s %s profile -m x >%s 2>%s", runner, bin, out, err);
-    CHECK(sh(cmd) == 2 && file_has(err, "-o"));
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "-o"));
     snprintf(cmd, sizeof cmd, "%s.a", stats);
     unlink(cmd);
 out:

@@ -29,31 +29,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap + 1);
-    size_t r;
-    while (b && (r = fread(b + len, 1, cap - len, f)) > 0) {
-        len += r;
-        if (len == cap) {
-            char *nb = realloc(b, 2 * cap + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (b) b[len] = '\0';
-    *n = len;
-    return b;
-}
-
 /* Load a tokenizer and close the file at once: the tokenizer must not keep
    pointers into the mapping. */
 static pi_tokenizer *load_path(const char *path) {
@@ -142,7 +117,7 @@ static bool test_vocab(const char *name, int32_t n_vocab, pi_tokenizer_kind kind
     snprintf(inp_path, sizeof inp_path, "%s/vocab/ggml-vocab-%s.gguf.inp", t_models_dir(), name);
     snprintf(out_path, sizeof out_path, "%s/vocab/ggml-vocab-%s.gguf.out", t_models_dir(), name);
     size_t inp_n, out_n;
-    char *inp = slurp(inp_path, &inp_n), *out = slurp(out_path, &out_n);
+    char *inp = t_read_file(inp_path, &inp_n), *out = t_read_file(out_path, &out_n);
     if (!inp || !out) {
         fprintf(stderr, "skip: %s.inp/.out not found\n", name);
         free(inp), free(out), pi_tokenizer_free(t);
@@ -259,8 +234,8 @@ static bool test_stories(void) {
     if (!t) return false;
     char path[512];
     size_t ref_n, txt_n;
-    char *ref = t_fixture(path, sizeof path, "stories260K.greedy.tokens.txt") ? slurp(path, &ref_n) : NULL;
-    char *txt = t_fixture(path, sizeof path, "stories260K.greedy.txt") ? slurp(path, &txt_n) : NULL;
+    char *ref = t_fixture(path, sizeof path, "stories260K.greedy.tokens.txt") ? t_read_file(path, &ref_n) : NULL;
+    char *txt = t_fixture(path, sizeof path, "stories260K.greedy.txt") ? t_read_file(path, &txt_n) : NULL;
     CHECK(pi_tokenizer_n_vocab(t) == 512);
     CHECK(pi_tokenizer_bos(t) == 1 && pi_tokenizer_eos(t) == 2 && pi_tokenizer_unk(t) == 0);
     CHECK(pi_tokenizer_pad(t) == -1); /* the file says 0xFFFFFFFF */
@@ -744,7 +719,7 @@ static void test_calib_speed(const pi_tokenizer *t) {
     char path[512];
     if (!t_fixture(path, sizeof path, "relu/calib.txt")) return;
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = t_read_file(path, &len);
     if (!text) return;
     double t0 = now_s();
     size_t n;

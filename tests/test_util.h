@@ -9,10 +9,12 @@
 #define PI_TEST_UTIL_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PI_TEST_SKIP 77
@@ -107,6 +109,39 @@ static inline double t_compare_decode(pi_session *a, pi_session *b, const int32_
     return worst;
 }
 #endif
+
+/* A whole file, with a NUL after its n bytes (so text can be searched);
+   NULL when it cannot be read. n may be NULL. */
+static inline void *t_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *p = NULL;
+    long sz = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (p = malloc((size_t)sz + 1)) && fread(p, 1, (size_t)sz, f) == (size_t)sz) {
+        p[sz] = '\0';
+    } else {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (n) *n = p ? (size_t)sz : 0;
+    return p;
+}
+
+/* Whether the file's text contains needle. */
+static inline bool t_file_has(const char *path, const char *needle) {
+    char *p = t_read_file(path, NULL);
+    bool has = p && strstr(p, needle) != NULL;
+    free(p);
+    return has;
+}
+
+/* Run a shell command; its exit status (128 when it did not exit). */
+static inline int t_sh(const char *cmd) {
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
 
 static inline const char *t_tmp_path(char *buf, size_t n, const char *stem) {
     const char *d = getenv("TMPDIR");

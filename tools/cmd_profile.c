@@ -184,19 +184,6 @@ static void report(const pi_stats *st) {
            (long long)st->n_ff);
 }
 
-/* The directory of path can take a new file (checked before a long run). */
-static bool out_writable(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return access(".", W_OK) == 0;
-    if (slash == path) return access("/", W_OK) == 0;
-    char dir[4096];
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof dir) return true; /* let the save report it */
-    memcpy(dir, path, n);
-    dir[n] = '\0';
-    return access(dir, W_OK) == 0;
-}
-
 int cmd_profile(int argc, char **argv) {
     const char *cmd = "profile", *text_path = NULL, *out_path = NULL;
     long max_tokens = 0;
@@ -242,7 +229,7 @@ int cmd_profile(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!out_writable(out_path)) {
+    if (!app_out_writable(out_path)) {
         fprintf(stderr, "pinfer: %s: cannot write %s: its directory is missing or not writable\n", cmd, out_path);
         return 1;
     }

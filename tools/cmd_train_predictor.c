@@ -176,19 +176,6 @@ static char *read_text(const char *cmd, const char *opt, const char *path) {
     return app_prompt_text(cmd, &o, &text, &owned) ? owned : NULL;
 }
 
-/* The directory of path can take a new file (checked before a long run). */
-static bool out_writable(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return access(".", W_OK) == 0;
-    if (slash == path) return access("/", W_OK) == 0;
-    char dir[4096];
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof dir) return true; /* let the save report it */
-    memcpy(dir, path, n);
-    dir[n] = '\0';
-    return access(dir, W_OK) == 0;
-}
-
 static bool same_file(const char *a, const char *b) {
     struct stat sa, sb;
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -311,7 +298,7 @@ int cmd_train_predictor(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!out_writable(out_path)) {
+    if (!app_out_writable(out_path)) {
         fprintf(stderr, "pinfer: %s: cannot write %s: its directory is missing or not writable\n", cmd, out_path);
         return 1;
     }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 void app_opts_init(app_opts *o) {
     memset(o, 0, sizeof *o);
@@ -455,4 +456,16 @@ void app_print_plan(const pi_plan *p, FILE *f) {
     fprintf(f, "predicted: %.2f tok/s (ms per token: fixed %.2f, predictor %.2f, gate/up %.2f, down %.2f, reads %.2f "
                "of which %.2f hidden behind compute, overhead %.2f)\n",
             c->tok_s, c->ms_fixed, c->ms_pred, c->ms_gu, c->ms_down, c->ms_io, c->ms_io_hidden, c->ms_overhead);
+}
+
+bool app_out_writable(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return access(".", W_OK) == 0;
+    if (slash == path) return access("/", W_OK) == 0;
+    char dir[4096];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof dir) return true; /* let the save report it */
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return access(dir, W_OK) == 0;
 }

@@ -98,6 +98,9 @@ int app_plan(const char *cmd, const char *model, const char *hw_path, int64_t n_
 /* The plan, human-readable, ending with "predicted: X tok/s" and the breakdown. */
 void app_print_plan(const struct pi_plan *p, FILE *f);
 
+/* The directory of path can take a new file (checked before a long run). */
+bool app_out_writable(const char *path);
+
 /* Peak resident memory of this process in MiB. */
 double app_peak_rss_mib(void);
 
