@@ -1,8 +1,8 @@
 /*
  * test_bundle.c — the bundle file (store/bundle.h) written by pi_bundle_write
- * and read by pi_model_load, on generated models: a ReLU F32 model and a ReLU
+ * and read by pi_lm_load, on generated models: a ReLU F32 model and a ReLU
  * Q8_0 model without ffn_down_t (the down part is transposed, as
- * pi_model_make_down_t does), and a planted dReLU Q4_0 model with ffn_down_t
+ * pi_lm_make_down_t does), and a planted dReLU Q4_0 model with ffn_down_t
  * and predictors. For each, with synthetic statistics:
  *  - every bundle's gate, up and down parts are byte-identical to the source
  *    rows under the permutation pi_stats_order gives (identity without
@@ -83,12 +83,12 @@ static bool is_ffn_matrix(pi_gguf_str name) {
 /* Check bundle file `bpath` against the source model at `src` (neurons
    permuted by st's order, or kept when st is NULL). */
 static void check_file(const char *label, const char *src, const char *bpath, const pi_stats *st, uint32_t align) {
-    pi_model *m = NULL;
+    pi_lm *m = NULL;
     pi_gguf *g = NULL;
-    CHECKF(pi_model_load(src, PI_MAP_FILE, &m) == PI_OK, "%s: %s", label, pi_last_error());
+    CHECKF(pi_lm_load(src, PI_MAP_FILE, &m) == PI_OK, "%s: %s", label, pi_last_error());
     CHECKF(pi_gguf_open(bpath, &g) == PI_OK, "%s: %s", label, pi_last_error());
     if (!m || !g) goto out;
-    CHECK(pi_model_make_down_t(m) == PI_OK);
+    CHECK(pi_lm_make_down_t(m) == PI_OK);
     const int64_t E = m->hp.n_embd, F = m->hp.n_ff, L = m->hp.n_layer;
     pi_bundle_layout b;
     CHECKF(pi_bundle_layout_read(g, bpath, &b) == PI_OK, "%s: %s", label, pi_last_error());
@@ -193,17 +193,17 @@ static void check_file(const char *label, const char *src, const char *bpath, co
     free(zero);
 out:
     pi_gguf_close(g);
-    pi_model_free(m);
+    pi_lm_free(m);
 }
 
 /* Load a model for comparison on the down_t path: with ffn_down_t made and
    ffn_down forgotten, dense decoding reads the same rows a bundle file
    gives. */
-static pi_model *load_down_t(const char *path) {
-    pi_model *m = NULL;
-    CHECKF(pi_model_load(path, PI_MAP_LOAD, &m) == PI_OK, "%s: %s", path, pi_last_error());
+static pi_lm *load_down_t(const char *path) {
+    pi_lm *m = NULL;
+    CHECKF(pi_lm_load(path, PI_MAP_LOAD, &m) == PI_OK, "%s: %s", path, pi_last_error());
     if (!m) return NULL;
-    CHECK(pi_model_make_down_t(m) == PI_OK);
+    CHECK(pi_lm_make_down_t(m) == PI_OK);
     for (int64_t il = 0; il < m->hp.n_layer; il++) memset(&m->layers[il].ffn_down, 0, sizeof(pi_weight));
     return m;
 }
@@ -211,9 +211,9 @@ static pi_model *load_down_t(const char *path) {
 /* The loaded bundle model against the reference (the source, reordered as
    the bundle file is): dense and oracle logits. */
 static void check_logits(const char *label, const char *ref_path, const char *bpath) {
-    pi_model *ref = load_down_t(ref_path), *bm = NULL, *full = NULL;
-    CHECKF(pi_model_load(bpath, PI_MAP_LOAD, &bm) == PI_OK, "%s: %s", label, pi_last_error());
-    CHECK(pi_model_load(ref_path, PI_MAP_FILE, &full) == PI_OK);
+    pi_lm *ref = load_down_t(ref_path), *bm = NULL, *full = NULL;
+    CHECKF(pi_lm_load(bpath, PI_MAP_LOAD, &bm) == PI_OK, "%s: %s", label, pi_last_error());
+    CHECK(pi_lm_load(ref_path, PI_MAP_FILE, &full) == PI_OK);
     if (!ref || !bm || !full) goto out;
     CHECK(bm->bundled && !full->bundled);
     for (int64_t il = 0; il < bm->hp.n_layer; il++) {
@@ -224,29 +224,29 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
         CHECK(l->fc1.data == NULL || (l->fc2.ne[1] == bm->hp.n_ff));
     }
     CHECK(bm->has_predictor == full->has_predictor);
-    CHECK(pi_model_bytes_per_token(bm) > 0);
+    CHECK(pi_lm_bytes_per_token(bm) > 0);
     const int n = g_emulated ? 8 : 24;
     int32_t toks[32];
     t_rng r = {5};
     toks[0] = 1;
     for (int i = 1; i < n; i++) toks[i] = (int32_t)(t_next(&r) % (uint64_t)bm->hp.n_vocab);
-    pi_session *rd, *bd, *ro, *bo, *fd;
-    CHECK(pi_session_create(ref, 64, 2, &rd) == PI_OK);
-    CHECK(pi_session_create(bm, 64, 2, &bd) == PI_OK);
-    CHECK(pi_session_create(ref, 64, 2, &ro) == PI_OK);
-    CHECK(pi_session_create(bm, 64, 2, &bo) == PI_OK);
-    CHECK(pi_session_create(full, 64, 2, &fd) == PI_OK);
-    CHECK(pi_model_make_down_t(bm) == PI_OK); /* a no-op: bundles carry down_t */
-    CHECK(pi_session_set_ffn_mode(ro, PI_FFN_ORACLE, 0) == PI_OK);
-    CHECKF(pi_session_set_ffn_mode(bo, PI_FFN_ORACLE, 0) == PI_OK, "%s", pi_last_error());
+    pi_state *rd, *bd, *ro, *bo, *fd;
+    CHECK(pi_state_create(ref, 64, 2, &rd) == PI_OK);
+    CHECK(pi_state_create(bm, 64, 2, &bd) == PI_OK);
+    CHECK(pi_state_create(ref, 64, 2, &ro) == PI_OK);
+    CHECK(pi_state_create(bm, 64, 2, &bo) == PI_OK);
+    CHECK(pi_state_create(full, 64, 2, &fd) == PI_OK);
+    CHECK(pi_lm_make_down_t(bm) == PI_OK); /* a no-op: bundles carry down_t */
+    CHECK(pi_state_set_ffn_mode(ro, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECKF(pi_state_set_ffn_mode(bo, PI_FFN_ORACLE, 0) == PI_OK, "%s", pi_last_error());
     double e_dense = t_compare_decode(rd, bd, toks, n), e_oracle = t_compare_decode(ro, bo, toks, n), e_mix = t_compare_decode(rd, bo, toks, n);
     /* and the reference as stored (ffn_down, where it has one) */
     double e_full = t_compare_decode(fd, bd, toks, n);
     /* prefill: a batch through the dense path of both */
-    pi_session_reset(rd);
-    pi_session_reset(bd);
-    CHECK(pi_session_decode(rd, toks, n) == PI_OK && pi_session_decode(bd, toks, n) == PI_OK);
-    double e_prefill = t_rel_err(pi_session_logits(bd), pi_session_logits(rd), bm->hp.n_vocab);
+    pi_state_reset(rd);
+    pi_state_reset(bd);
+    CHECK(pi_state_decode(rd, toks, n) == PI_OK && pi_state_decode(bd, toks, n) == PI_OK);
+    double e_prefill = t_rel_err(pi_state_logits(bd), pi_state_logits(rd), bm->hp.n_vocab);
     fprintf(stderr, "%s: bundle vs source, logits relative error: dense %.2e, oracle %.2e, oracle vs dense %.2e, "
             "prefill %.2e; vs the source's own ffn_down %.2e\n", label, e_dense, e_oracle, e_mix, e_prefill, e_full);
     CHECKF(e_dense <= 1e-6, "%s: dense %.3g", label, e_dense);
@@ -254,39 +254,39 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
     CHECKF(e_mix <= 1e-5, "%s: oracle vs dense %.3g", label, e_mix);
     CHECKF(e_prefill <= 1e-6, "%s: prefill %.3g", label, e_prefill);
     /* the FFN left in the mapped file: strided views of the bundles */
-    pi_model *fm = NULL;
-    CHECKF(pi_model_load_ex(bpath, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &fm) == PI_OK, "%s", pi_last_error());
+    pi_lm *fm = NULL;
+    CHECKF(pi_lm_load_ex(bpath, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &fm) == PI_OK, "%s", pi_last_error());
     if (fm) {
         const pi_layer *l = &fm->layers[0];
         CHECK(fm->bundled && l->ffn_gate.row_bytes == l->bundle.stride &&
               l->ffn_up.data == (const uint8_t *)l->bundle.data + l->bundle.up_off &&
               l->ffn_down_t.data == (const uint8_t *)l->bundle.data + l->bundle.down_off);
-        CHECK(pi_model_bytes_per_token(fm) == pi_model_bytes_per_token(bm));
-        pi_session *vd, *vo;
-        CHECK(pi_session_create(fm, 64, 2, &vd) == PI_OK);
-        CHECK(pi_session_create(fm, 64, 2, &vo) == PI_OK);
-        CHECK(pi_session_set_ffn_mode(vo, PI_FFN_ORACLE, 0) == PI_OK);
+        CHECK(pi_lm_bytes_per_token(fm) == pi_lm_bytes_per_token(bm));
+        pi_state *vd, *vo;
+        CHECK(pi_state_create(fm, 64, 2, &vd) == PI_OK);
+        CHECK(pi_state_create(fm, 64, 2, &vo) == PI_OK);
+        CHECK(pi_state_set_ffn_mode(vo, PI_FFN_ORACLE, 0) == PI_OK);
         double e_vd = t_compare_decode(bd, vd, toks, n), e_vo = t_compare_decode(bo, vo, toks, n);
-        pi_session_reset(vd);
-        pi_session_reset(bd);
-        CHECK(pi_session_decode(vd, toks, n) == PI_OK && pi_session_decode(bd, toks, n) == PI_OK);
-        double e_vp = t_rel_err(pi_session_logits(vd), pi_session_logits(bd), bm->hp.n_vocab);
+        pi_state_reset(vd);
+        pi_state_reset(bd);
+        CHECK(pi_state_decode(vd, toks, n) == PI_OK && pi_state_decode(bd, toks, n) == PI_OK);
+        double e_vp = t_rel_err(pi_state_logits(vd), pi_state_logits(bd), bm->hp.n_vocab);
         fprintf(stderr, "%s: FFN on flash (strided views) vs copies: dense %.2e, oracle %.2e, prefill %.2e\n", label,
                 e_vd, e_vo, e_vp);
         CHECKF(e_vd <= 1e-6 && e_vo <= 1e-6 && e_vp <= 1e-6, "%s: views differ", label);
-        pi_session_free(vd);
-        pi_session_free(vo);
-        pi_model_free(fm);
+        pi_state_free(vd);
+        pi_state_free(vo);
+        pi_lm_free(fm);
     }
-    pi_session_free(rd);
-    pi_session_free(bd);
-    pi_session_free(ro);
-    pi_session_free(bo);
-    pi_session_free(fd);
+    pi_state_free(rd);
+    pi_state_free(bd);
+    pi_state_free(ro);
+    pi_state_free(bo);
+    pi_state_free(fd);
 out:
-    pi_model_free(ref);
-    pi_model_free(bm);
-    pi_model_free(full);
+    pi_lm_free(ref);
+    pi_lm_free(bm);
+    pi_lm_free(full);
 }
 
 static void path_of(char *buf, size_t n, const char *label, const char *what) {
@@ -398,13 +398,13 @@ static pi_status copy_corrupt(const char *src, const char *dst, const corruption
 static void expect_refused(const char *good, const char *bad, const corruption *c, pi_status want,
                            const char *needle) {
     CHECKF(copy_corrupt(good, bad, c) == PI_OK, "copy: %s", pi_last_error());
-    pi_model *m = NULL;
-    pi_status st = pi_model_load(bad, PI_MAP_FILE, &m);
+    pi_lm *m = NULL;
+    pi_status st = pi_lm_load(bad, PI_MAP_FILE, &m);
     CHECKF(st == want && strstr(pi_last_error(), needle) && strstr(pi_last_error(), bad),
            "%s = %llu%s: status %d, message '%s' (wanted %d naming %s)", c->key ? c->key : "shape",
            (unsigned long long)c->value, c->drop ? " (dropped)" : "", st, pi_last_error(), want, needle);
     if (st == want) fprintf(stderr, "refused: %s\n", pi_last_error());
-    pi_model_free(m);
+    pi_lm_free(m);
     unlink(bad);
 }
 
@@ -452,9 +452,9 @@ static void test_refusals(void) {
     /* an unchanged copy loads: the copier itself is sound */
     corruption none = {NULL, 0, NULL, false, 0};
     CHECK(copy_corrupt(good, bad, &none) == PI_OK);
-    pi_model *m = NULL;
-    CHECKF(pi_model_load(bad, PI_MAP_FILE, &m) == PI_OK, "%s", pi_last_error());
-    pi_model_free(m);
+    pi_lm *m = NULL;
+    CHECKF(pi_lm_load(bad, PI_MAP_FILE, &m) == PI_OK, "%s", pi_last_error());
+    pi_lm_free(m);
 
     const struct {
         const char *file;
@@ -498,7 +498,7 @@ int main(void) {
     test_model("relu-f32", &p);
 
     /* ReLU, Q8_0, no ffn_down_t: transposed and requantized once, as
-       pi_model_make_down_t does */
+       pi_lm_make_down_t does */
     small_model(&p, PI_TYPE_Q8_0, PI_ACT_RELU);
     p.seed = 3;
     test_model("relu-q8_0", &p);

@@ -51,7 +51,7 @@ static void small_params(pi_genmodel_params *p, pi_type type, pi_ffn_act act, do
 /* What the observer gathers besides the pi_stats counts. */
 typedef struct {
     pi_stats *st;
-    const pi_model *m;
+    const pi_lm *m;
     float *fc1, *fc2;     /* (n_layer, R, E), (n_layer, F, R) dequantized predictors, or NULL */
     int64_t R;
     float *h;             /* (R) scratch */
@@ -151,8 +151,8 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
     pi_genmodel_plant info;
     CHECK(pi_genmodel_plant_info(&p, &info) == PI_OK);
 
-    pi_model *m;
-    CHECK(pi_model_load(path, PI_MAP_LOAD, &m) == PI_OK);
+    pi_lm *m;
+    CHECK(pi_lm_load(path, PI_MAP_LOAD, &m) == PI_OK);
     const int64_t E = m->hp.n_embd, F = m->hp.n_ff, L = m->hp.n_layer;
     CHECK(m->has_predictor == predictor && m->layers[0].ffn_down_t.data && m->layers[0].ffn_down.data);
     observed o;
@@ -171,13 +171,13 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
             for (int64_t i = 0; i < F; i++) pi_weight_row_f32(&m->layers[l].fc2, i, o.fc2 + (l * F + i) * o.R);
         }
     }
-    pi_session *s;
-    CHECK(pi_session_create(m, 512, 2, &s) == PI_OK);
+    pi_state *s;
+    CHECK(pi_state_create(m, 512, 2, &s) == PI_OK);
     int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
     random_tokens(toks, n_tok, m->hp.n_vocab, 5);
-    pi_session_set_observer(s, observe, &o);
-    CHECK(pi_session_decode(s, toks, n_tok) == PI_OK);
-    pi_session_set_observer(s, NULL, NULL);
+    pi_state_set_observer(s, observe, &o);
+    CHECK(pi_state_decode(s, toks, n_tok) == PI_OK);
+    pi_state_set_observer(s, NULL, NULL);
     CHECK(o.st->tokens == n_tok);
 
     double *freq = malloc((size_t)F * sizeof *freq), *meas = malloc((size_t)F * sizeof *meas);
@@ -220,20 +220,20 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
 
     if (predictor) {
         /* the sparse path runs; its active neurons over the oracle's are the recall again */
-        pi_session *dense, *sp, *orc;
-        CHECK(pi_session_create(m, 64, 2, &dense) == PI_OK);
-        CHECK(pi_session_create(m, 64, 2, &sp) == PI_OK);
-        CHECK(pi_session_create(m, 64, 2, &orc) == PI_OK);
-        CHECK(pi_session_set_ffn_mode(sp, PI_FFN_SPARSE, 0) == PI_OK);
-        CHECK(pi_session_set_ffn_mode(orc, PI_FFN_ORACLE, 0) == PI_OK);
+        pi_state *dense, *sp, *orc;
+        CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
+        CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
+        CHECK(pi_state_create(m, 64, 2, &orc) == PI_OK);
+        CHECK(pi_state_set_ffn_mode(sp, PI_FFN_SPARSE, 0) == PI_OK);
+        CHECK(pi_state_set_ffn_mode(orc, PI_FFN_ORACLE, 0) == PI_OK);
         const int n = g_emulated ? 8 : 32;
         double e_oracle = 0.0, e_sparse = 0.0;
         for (int t = 0; t < n; t++) {
-            CHECK(pi_session_decode(dense, &toks[t], 1) == PI_OK);
-            CHECK(pi_session_decode(sp, &toks[t], 1) == PI_OK);
-            CHECK(pi_session_decode(orc, &toks[t], 1) == PI_OK);
-            double eo = t_rel_err(pi_session_logits(orc), pi_session_logits(dense), m->hp.n_vocab);
-            double es = t_rel_err(pi_session_logits(sp), pi_session_logits(dense), m->hp.n_vocab);
+            CHECK(pi_state_decode(dense, &toks[t], 1) == PI_OK);
+            CHECK(pi_state_decode(sp, &toks[t], 1) == PI_OK);
+            CHECK(pi_state_decode(orc, &toks[t], 1) == PI_OK);
+            double eo = t_rel_err(pi_state_logits(orc), pi_state_logits(dense), m->hp.n_vocab);
+            double es = t_rel_err(pi_state_logits(sp), pi_state_logits(dense), m->hp.n_vocab);
             if (eo > e_oracle) e_oracle = eo;
             if (es > e_sparse) e_sparse = es;
         }
@@ -250,9 +250,9 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
                 "oracle %.2e, sparse %.2e\n", label, 100.0 * (double)pr / (double)(n * L * F), rec, e_oracle, e_sparse);
         CHECKF(rec >= MIN_RECALL, "%s: sparse decode recall %.3f", label, rec);
         if (type == PI_TYPE_F32) CHECKF(e_oracle <= 1e-5, "%s: oracle differs from dense by %.3g", label, e_oracle);
-        pi_session_free(dense);
-        pi_session_free(sp);
-        pi_session_free(orc);
+        pi_state_free(dense);
+        pi_state_free(sp);
+        pi_state_free(orc);
     }
     free(freq);
     free(meas);
@@ -261,8 +261,8 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
     free(o.fc2);
     free(o.h);
     pi_stats_free(o.st);
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_state_free(s);
+    pi_lm_free(m);
     unlink(path);
 }
 
@@ -288,9 +288,9 @@ static void test_determinism(void) {
 
     p.predictor = false;
     CHECK(pi_genmodel_write(&p, c) == PI_OK);
-    pi_model *with, *without;
-    CHECK(pi_model_load(b, PI_MAP_FILE, &with) == PI_OK);
-    CHECK(pi_model_load(c, PI_MAP_FILE, &without) == PI_OK);
+    pi_lm *with, *without;
+    CHECK(pi_lm_load(b, PI_MAP_FILE, &with) == PI_OK);
+    CHECK(pi_lm_load(c, PI_MAP_FILE, &without) == PI_OK);
     CHECK(with->has_predictor && !without->has_predictor && without->layers[1].ffn_down_t.data);
     int differ = 0;
     for (int64_t l = 0; l < 2; l++) {
@@ -301,8 +301,8 @@ static void test_determinism(void) {
     }
     differ += memcmp(with->output.data, without->output.data, with->output.row_bytes * (size_t)with->output.ne[1]) != 0;
     CHECKF(differ == 0, "--predictor changed %d other tensors", differ);
-    pi_model_free(with);
-    pi_model_free(without);
+    pi_lm_free(with);
+    pi_lm_free(without);
 
     /* F32: ffn_down_t holds exactly ffn_down's values, one neuron per row;
        reserved rows [0, d) of ffn_down are zero */
@@ -311,8 +311,8 @@ static void test_determinism(void) {
     CHECK(pi_genmodel_write(&p, a) == PI_OK);
     pi_genmodel_plant info;
     CHECK(pi_genmodel_plant_info(&p, &info) == PI_OK);
-    pi_model *m;
-    CHECK(pi_model_load(a, PI_MAP_FILE, &m) == PI_OK);
+    pi_lm *m;
+    CHECK(pi_lm_load(a, PI_MAP_FILE, &m) == PI_OK);
     const pi_weight *d = &m->layers[0].ffn_down, *dt = &m->layers[0].ffn_down_t;
     int64_t bad = 0, zero_bad = 0;
     for (int64_t j = 0; j < d->ne[1]; j++)
@@ -325,7 +325,7 @@ static void test_determinism(void) {
         }
     CHECKF(bad == 0 && zero_bad == 0, "ffn_down_t differs from ffn_down^T at %lld places; %lld reserved non-zeros",
            (long long)bad, (long long)zero_bad);
-    pi_model_free(m);
+    pi_lm_free(m);
     unlink(a);
     unlink(b);
     unlink(c);

@@ -56,12 +56,12 @@ static int32_t argmax(const float *x, int64_t n) {
 }
 
 /* Greedy generation from a prompt; returns the ids fed after each position. */
-static void greedy(pi_session *s, const int32_t *prompt, int n_prompt, int n_total, int32_t *next) {
-    pi_session_reset(s);
+static void greedy(pi_state *s, const int32_t *prompt, int n_prompt, int n_total, int32_t *next) {
+    pi_state_reset(s);
     int32_t tok = prompt[0];
     for (int pos = 0; pos < n_total; pos++) {
-        CHECK(pi_session_decode(s, &tok, 1) == PI_OK);
-        int32_t pick = argmax(pi_session_logits(s), s->m->hp.n_vocab);
+        CHECK(pi_state_decode(s, &tok, 1) == PI_OK);
+        int32_t pick = argmax(pi_state_logits(s), s->m->hp.n_vocab);
         tok = pos + 1 < n_prompt ? prompt[pos + 1] : pick;
         next[pos] = tok;
     }
@@ -70,14 +70,14 @@ static void greedy(pi_session *s, const int32_t *prompt, int n_prompt, int n_tot
 static void test_stories_gguf(const char *model_path, const char *label) {
     char gp[512];
     if (!t_fixture(gp, sizeof gp, "stories260K.greedy.tokens.txt")) return;
-    pi_model *m;
-    pi_status st = pi_model_load(model_path, PI_MAP_FILE, &m);
+    pi_lm *m;
+    pi_status st = pi_lm_load(model_path, PI_MAP_FILE, &m);
     CHECKF(st == PI_OK, "%s: %s", label, pi_last_error());
     if (st) return;
     CHECK(m->hp.n_embd == 64 && m->hp.n_layer == 5 && m->hp.n_head == 8 && m->hp.n_head_kv == 4 &&
           m->hp.n_vocab == 512 && m->hp.n_ff == 172);
-    pi_session *s;
-    CHECK(pi_session_create(m, 512, 2, &s) == PI_OK);
+    pi_state *s;
+    CHECK(pi_state_create(m, 512, 2, &s) == PI_OK);
 
     /* run 1: BOS only, 256 greedy steps */
     idlist want;
@@ -95,8 +95,8 @@ static void test_stories_gguf(const char *model_path, const char *label) {
     fed[0] = bos;
     memcpy(fed + 1, want.ids, 199 * sizeof(int32_t));
     float *all = malloc((size_t)200 * 512 * sizeof *all);
-    pi_session_reset(s);
-    CHECK(all && pi_session_decode_all(s, fed, 200, all) == PI_OK);
+    pi_state_reset(s);
+    CHECK(all && pi_state_decode_all(s, fed, 200, all) == PI_OK);
     int batch_bad = 0;
     for (int i = 0; all && i < 200; i++) batch_bad += argmax(all + (size_t)i * 512, 512) != want.ids[i];
     CHECKF(batch_bad == 0, "%s: %d positions of the batched prompt disagree with the golden ids", label, batch_bad);
@@ -106,12 +106,12 @@ static void test_stories_gguf(const char *model_path, const char *label) {
     FILE *f = fopen(gp, "r");
     char line[1024];
     int checked = 0;
-    pi_session_reset(s);
+    pi_state_reset(s);
     while (f && fgets(line, sizeof line, f)) {
         int pos, in_tok;
         if (sscanf(line, "LOGITS pos=%d in_token=%d", &pos, &in_tok) != 2) continue;
-        CHECK(pi_session_decode(s, &in_tok, 1) == PI_OK);
-        const float *lg = pi_session_logits(s);
+        CHECK(pi_state_decode(s, &in_tok, 1) == PI_OK);
+        const float *lg = pi_state_logits(s);
         char *p = strstr(line, "top5:");
         for (int k = 0; p && k < 5; k++) {
             int id;
@@ -148,8 +148,8 @@ static void test_stories_gguf(const char *model_path, const char *label) {
     for (int i = 0; i < next.n && first_diff < 0; i++)
         if (got[i] != next.ids[i]) first_diff = i;
     CHECKF(first_diff < 0, "%s: prompted greedy ids differ at position %d", label, first_diff);
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_state_free(s);
+    pi_lm_free(m);
 }
 
 /* relu-stories, drelu-stories, moe-relu-stories against float64 references. */
@@ -168,26 +168,26 @@ static void test_golden(const char *name) {
     snprintf(fp, sizeof fp, "%s/greedy_margin.f32", dir);
     float *margin = t_read_file(fp, &n_margin_b);
     CHECKF(prompts && logits && greedy_ids && margin, "%s: golden files missing in %s", name, dir);
-    pi_model *m = NULL;
-    pi_session *s = NULL;
+    pi_lm *m = NULL;
+    pi_state *s = NULL;
     if (!prompts || !logits || !greedy_ids || !margin) goto done;
     CHECK(n_prompts_b == 3 * 32 * 4 && n_logits_b == 3 * 32 * 512 * 4 && n_greedy_b == 3 * 64 * 4);
-    pi_status st = pi_model_load(mp, PI_MAP_LOAD, &m);
+    pi_status st = pi_lm_load(mp, PI_MAP_LOAD, &m);
     CHECKF(st == PI_OK, "%s: %s", name, pi_last_error());
     if (st) goto done;
-    CHECK(pi_session_create(m, 256, 2, &s) == PI_OK);
+    CHECK(pi_state_create(m, 256, 2, &s) == PI_OK);
     double worst = 0.0;
     int greedy_ok = 0, greedy_excused = 0, greedy_bad = 0;
     for (int p = 0; p < 3; p++) {
-        pi_session_reset(s);
+        pi_state_reset(s);
         for (int t = 0; t < 32; t++) {
-            CHECK(pi_session_decode(s, &prompts[p * 32 + t], 1) == PI_OK);
+            CHECK(pi_state_decode(s, &prompts[p * 32 + t], 1) == PI_OK);
             const float *ref = logits + ((size_t)p * 32 + (size_t)t) * 512;
-            double e = t_rel_err(pi_session_logits(s), ref, 512);
+            double e = t_rel_err(pi_state_logits(s), ref, 512);
             if (e > worst) worst = e;
         }
         /* greedy continuation: 64 new tokens after the 32-token prompt */
-        int32_t tok = argmax(pi_session_logits(s), 512);
+        int32_t tok = argmax(pi_state_logits(s), 512);
         bool diverged = false;
         for (int g = 0; g < 64 && !diverged; g++) {
             int32_t want = greedy_ids[p * 64 + g];
@@ -199,22 +199,22 @@ static void test_golden(const char *name) {
                 break;
             }
             greedy_ok++;
-            CHECK(pi_session_decode(s, &tok, 1) == PI_OK);
-            tok = argmax(pi_session_logits(s), 512);
+            CHECK(pi_state_decode(s, &tok, 1) == PI_OK);
+            tok = argmax(pi_state_logits(s), 512);
         }
     }
     /* the same prompts evaluated as one batch give the same logits at every position */
     float *all = malloc(32 * 512 * sizeof *all);
     double worst_batch = 0.0;
     for (int p = 0; p < 3 && all; p++) {
-        pi_session_reset(s);
-        CHECK(pi_session_decode_all(s, &prompts[p * 32], 32, all) == PI_OK);
+        pi_state_reset(s);
+        CHECK(pi_state_decode_all(s, &prompts[p * 32], 32, all) == PI_OK);
         for (int t = 0; t < 32; t++) {
             const float *ref = logits + ((size_t)p * 32 + (size_t)t) * 512;
             double e = t_rel_err(all + t * 512, ref, 512);
             if (e > worst_batch) worst_batch = e;
         }
-        CHECK(memcmp(pi_session_logits(s), all + 31 * 512, 512 * sizeof(float)) == 0);
+        CHECK(memcmp(pi_state_logits(s), all + 31 * 512, 512 * sizeof(float)) == 0);
     }
     free(all);
     CHECKF(worst_batch <= 1e-4, "%s: batched logits relative error %.3g > 1e-4", name, worst_batch);
@@ -223,8 +223,8 @@ static void test_golden(const char *name) {
     CHECKF(worst <= 1e-4, "%s: logits relative error %.3g > 1e-4", name, worst);
     CHECK(greedy_bad == 0);
 done:
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_state_free(s);
+    pi_lm_free(m);
     free(prompts);
     free(logits);
     free(greedy_ids);
@@ -264,23 +264,23 @@ static void test_observer(const char *name) {
     float *ffn_in = t_read_file(fp, &ni);
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_mask.bits", t_models_dir(), name);
     uint8_t *mask = t_read_file(fp, &nm);
-    pi_model *m = NULL;
-    pi_session *s = NULL;
+    pi_lm *m = NULL;
+    pi_state *s = NULL;
     obs_ctx o = {positions, 0, NULL, NULL, 6, 128, 512};
     CHECK(windows && positions && ffn_in && mask && nw == 8 * 256 * 4 && ni == 256 * 6 * 128 * 4 && nm == 256 * 6 * 64);
     if (!windows || !positions || !ffn_in || !mask) goto done;
-    CHECK(pi_model_load(mp, PI_MAP_LOAD, &m) == PI_OK);
-    CHECK(m && pi_session_create(m, 256, 2, &s) == PI_OK);
+    CHECK(pi_lm_load(mp, PI_MAP_LOAD, &m) == PI_OK);
+    CHECK(m && pi_state_create(m, 256, 2, &s) == PI_OK);
     if (!s) goto done;
     o.ffn_in = calloc(256 * 6 * 128, sizeof(float));
     o.mask = calloc(256 * 6 * 64, 1);
-    pi_session_set_observer(s, observe, &o);
+    pi_state_set_observer(s, observe, &o);
     for (int w = 0; w < 8; w++) {
         o.window = w;
-        pi_session_reset(s);
-        CHECK(pi_session_decode(s, windows + w * 256, 256) == PI_OK);
+        pi_state_reset(s);
+        CHECK(pi_state_decode(s, windows + w * 256, 256) == PI_OK);
     }
-    pi_session_set_observer(s, NULL, NULL);
+    pi_state_set_observer(s, NULL, NULL);
     double worst = t_rel_err(o.ffn_in, ffn_in, 256 * 6 * 128);
     long differ = 0, active = 0;
     for (int i = 0; i < 256 * 6 * 64; i++) {
@@ -295,8 +295,8 @@ static void test_observer(const char *name) {
     free(o.ffn_in);
     free(o.mask);
 done:
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_state_free(s);
+    pi_lm_free(m);
     free(windows);
     free(positions);
     free(ffn_in);
@@ -366,14 +366,14 @@ static void test_pwri(void) {
     if (!t_fixture(src, sizeof src, "relu/relu-stories.gguf")) return;
     t_tmp_path(dst, sizeof dst, "pwri.gguf");
     if (!write_pwri(src, dst)) return;
-    pi_model *m = NULL;
-    pi_session *s = NULL;
+    pi_lm *m = NULL;
+    pi_state *s = NULL;
     size_t n1, n2;
     snprintf(fp, sizeof fp, "%s/relu/golden/relu-stories/prompts.i32", t_models_dir());
     int32_t *prompts = t_read_file(fp, &n1);
     snprintf(fp, sizeof fp, "%s/relu/golden/relu-stories/logits.f32", t_models_dir());
     float *logits = t_read_file(fp, &n2);
-    pi_status st = pi_model_load(dst, PI_MAP_FILE, &m);
+    pi_status st = pi_lm_load(dst, PI_MAP_FILE, &m);
     CHECKF(st == PI_OK, "PWRI: %s", pi_last_error());
     if (st || !prompts || !logits) goto done;
     CHECK(m->pwri && m->has_predictor && m->sparse_threshold == 0.25f && m->hp.act == PI_ACT_RELU);
@@ -381,24 +381,24 @@ static void test_pwri(void) {
     double worst = 0.0;
     float *all = malloc(32 * 512 * sizeof *all);
     for (int threads = 1; threads <= 2; threads++) {
-        CHECK(pi_session_create(m, 256, threads, &s) == PI_OK);
+        CHECK(pi_state_create(m, 256, threads, &s) == PI_OK);
         for (int p = 0; p < 3; p++) {
-            pi_session_reset(s);
-            CHECK(pi_session_decode_all(s, prompts + p * 32, 32, all) == PI_OK);
+            pi_state_reset(s);
+            CHECK(pi_state_decode_all(s, prompts + p * 32, 32, all) == PI_OK);
             for (int t = 0; t < 32; t++) {
                 double e = t_rel_err(all + t * 512, logits + ((size_t)p * 32 + (size_t)t) * 512, 512);
                 if (e > worst) worst = e;
             }
         }
-        pi_session_free(s);
+        pi_state_free(s);
         s = NULL;
     }
     free(all);
     fprintf(stderr, "PWRI relu-stories (ffn_down_t): logits max relative error %.2e\n", worst);
     CHECK(worst <= 1e-4);
 done:
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_state_free(s);
+    pi_lm_free(m);
     free(prompts);
     free(logits);
     unlink(dst);
@@ -505,29 +505,29 @@ static void write_tiny(const char *path, const char *arch, const char *skip_tens
 static void test_bad_models(void) {
     char p[512];
     t_tmp_path(p, sizeof p, "tiny.gguf");
-    pi_model *m = NULL;
+    pi_lm *m = NULL;
     write_tiny(p, "llama", NULL, 0);
-    CHECKF(pi_model_load(p, PI_MAP_FILE, &m) == PI_OK, "%s", pi_last_error());
+    CHECKF(pi_lm_load(p, PI_MAP_FILE, &m) == PI_OK, "%s", pi_last_error());
     CHECK(m && m->tied_output && m->hp.n_vocab == 300 && m->hp.head_dim == 16 && m->hp.act == PI_ACT_SILU);
-    pi_session *s = NULL;
-    CHECK(pi_session_create(m, 8, 1, &s) == PI_OK);
+    pi_state *s = NULL;
+    CHECK(pi_state_create(m, 8, 1, &s) == PI_OK);
     int32_t toks[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    CHECK(pi_session_decode(s, toks, 9) == PI_ERR_INVALID && strstr(pi_last_error(), "context"));
+    CHECK(pi_state_decode(s, toks, 9) == PI_ERR_INVALID && strstr(pi_last_error(), "context"));
     int32_t bad = 300;
-    CHECK(pi_session_decode(s, &bad, 1) == PI_ERR_INVALID && strstr(pi_last_error(), "vocabulary"));
-    CHECK(pi_session_decode(s, toks, 8) == PI_OK && s->n_past == 8);
-    pi_session_free(s);
-    pi_model_free(m);
+    CHECK(pi_state_decode(s, &bad, 1) == PI_ERR_INVALID && strstr(pi_last_error(), "vocabulary"));
+    CHECK(pi_state_decode(s, toks, 8) == PI_OK && s->n_past == 8);
+    pi_state_free(s);
+    pi_lm_free(m);
     m = NULL;
     write_tiny(p, "llama", "blk.0.ffn_up.weight", 0);
-    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "blk.0.ffn_up.weight") && !m);
+    CHECK(pi_lm_load(p, PI_MAP_FILE, &m) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "blk.0.ffn_up.weight") && !m);
     write_tiny(p, "gpt-neox", NULL, 0);
-    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "gpt-neox") && !m);
+    CHECK(pi_lm_load(p, PI_MAP_FILE, &m) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "gpt-neox") && !m);
     write_tiny(p, "llama", NULL, 32);
-    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_ERR_FORMAT && strstr(pi_last_error(), "attn_q") && !m);
+    CHECK(pi_lm_load(p, PI_MAP_FILE, &m) == PI_ERR_FORMAT && strstr(pi_last_error(), "attn_q") && !m);
     unlink(p);
-    pi_model_free(NULL);
-    pi_session_free(NULL);
+    pi_lm_free(NULL);
+    pi_state_free(NULL);
 }
 
 int main(void) {

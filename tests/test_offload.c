@@ -54,15 +54,15 @@ static void gen(const char *path, pi_type type, pi_ffn_act act) {
 
 /* Prompt then decode with the session; logits of every step into out
    (N_DECODE + 1 rows). */
-static pi_status run(pi_session *s, const int32_t *toks, float *out) {
+static pi_status run(pi_state *s, const int32_t *toks, float *out) {
     const int64_t V = s->m->hp.n_vocab;
-    pi_session_reset(s);
-    pi_status st = pi_session_decode(s, toks, N_PROMPT);
+    pi_state_reset(s);
+    pi_status st = pi_state_decode(s, toks, N_PROMPT);
     if (st) return st;
-    memcpy(out, pi_session_logits(s), (size_t)V * sizeof *out);
+    memcpy(out, pi_state_logits(s), (size_t)V * sizeof *out);
     for (int t = 0; t < N_DECODE; t++) {
-        if ((st = pi_session_decode(s, &toks[N_PROMPT + t], 1))) return st;
-        memcpy(out + (size_t)(t + 1) * (size_t)V, pi_session_logits(s), (size_t)V * sizeof *out);
+        if ((st = pi_state_decode(s, &toks[N_PROMPT + t], 1))) return st;
+        memcpy(out + (size_t)(t + 1) * (size_t)V, pi_state_logits(s), (size_t)V * sizeof *out);
     }
     return PI_OK;
 }
@@ -83,8 +83,8 @@ typedef struct {
 } split;
 
 static void check_file(const char *bundle, const char *what) {
-    pi_model *m;
-    CHECK(pi_model_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
+    pi_lm *m;
+    CHECK(pi_lm_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
     if (!m) return;
     const int64_t L = m->hp.n_layer, F = m->hp.n_ff, V = m->hp.n_vocab;
     const size_t rows = (size_t)(N_DECODE + 1) * (size_t)V;
@@ -95,7 +95,7 @@ static void check_file(const char *bundle, const char *what) {
 
     /* the minimum budget: refused below it, with the figure in the message */
     pi_offload_opts o0 = {.mem_budget = 1 << 20, .n_ctx = 64};
-    pi_model *om = NULL;
+    pi_lm *om = NULL;
     pi_offload *off = NULL;
     CHECK(pi_offload_load(bundle, &o0, &om, &off) == PI_ERR_NOMEM);
     CHECKF(strstr(pi_last_error(), "minimum of") != NULL, "%s", pi_last_error());
@@ -115,11 +115,11 @@ static void check_file(const char *bundle, const char *what) {
     };
     for (size_t c = 0; c < sizeof splits / sizeof splits[0]; c++) {
         const split *sp = &splits[c];
-        pi_session *s;
-        CHECK(pi_session_create(m, 64, 2, &s) == PI_OK);
-        CHECK(pi_session_set_ffn_mode(s, PI_FFN_SPARSE, sp->cluster) == PI_OK);
+        pi_state *s;
+        CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
+        CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, sp->cluster) == PI_OK);
         CHECK(run(s, toks, ref) == PI_OK);
-        pi_session_free(s);
+        pi_state_free(s);
 
         int64_t hot[64];
         for (int64_t il = 0; il < L; il++) hot[il] = sp->hot;
@@ -128,9 +128,9 @@ static void check_file(const char *bundle, const char *what) {
         oo.io.backend = sp->io;
         CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s %s: %s", what, sp->label, pi_last_error());
         if (!off) continue;
-        CHECK(pi_session_create(om, 64, 2, &s) == PI_OK);
-        CHECK(pi_session_set_offload(s, off) == PI_OK);
-        CHECK(pi_session_set_ffn_mode(s, PI_FFN_SPARSE, sp->cluster) == PI_OK);
+        CHECK(pi_state_create(om, 64, 2, &s) == PI_OK);
+        CHECK(pi_state_set_offload(s, off) == PI_OK);
+        CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, sp->cluster) == PI_OK);
         CHECKF(run(s, toks, got) == PI_OK, "%s", pi_last_error());
         int64_t d = count_diff(got, ref, rows);
         CHECKF(d == 0, "%s, %s: %lld of %zu logits differ from the in-memory sparse session", what, sp->label,
@@ -145,18 +145,18 @@ static void check_file(const char *bundle, const char *what) {
                     sp->label, (unsigned long long)st->resident, (unsigned long long)st->hits,
                     (unsigned long long)st->misses, (unsigned long long)st->reads, (unsigned long long)st->merged,
                     (unsigned long long)st->waves);
-        pi_session_free(s);
+        pi_state_free(s);
         pi_offload_free(off);
-        pi_model_free(om);
+        pi_lm_free(om);
     }
     free(ref);
     free(got);
-    pi_model_free(m);
+    pi_lm_free(m);
 }
 
 /* A fault at the file offset of a bundle that the given phase reads. */
 static void check_fault(const char *bundle, pi_io_fault_kind kind, bool in_prompt) {
-    pi_model *om = NULL;
+    pi_lm *om = NULL;
     pi_offload *off = NULL;
     pi_offload_opts oo = {.n_ctx = 64, .cold_slots = 1000};
     int64_t hot[64] = {0};
@@ -167,31 +167,31 @@ static void check_fault(const char *bundle, pi_io_fault_kind kind, bool in_promp
     if (!off) return;
     int64_t where = off->bundle_off[1] + 3 * (int64_t)off->stride; /* layer 1, neuron 3: hot, read often */
     pi_offload_free(off);
-    pi_model_free(om);
+    pi_lm_free(om);
     oo.io.fault = (pi_io_fault){kind, -1, where, 0};
     CHECK(pi_offload_load(bundle, &oo, &om, &off) == PI_OK);
     if (!off) return;
-    pi_session *s;
-    CHECK(pi_session_create(om, 64, 2, &s) == PI_OK);
-    CHECK(pi_session_set_offload(s, off) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(s, PI_FFN_SPARSE, 0) == PI_OK);
+    pi_state *s;
+    CHECK(pi_state_create(om, 64, 2, &s) == PI_OK);
+    CHECK(pi_state_set_offload(s, off) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, 0) == PI_OK);
     int32_t toks[40];
     for (int i = 0; i < 40; i++) toks[i] = (int32_t)((i * 37 + 11) % 300);
     pi_status st = PI_OK;
-    if (in_prompt) st = pi_session_decode(s, toks, 8);
-    for (int t = 0; !st && t < 40; t++) st = pi_session_decode(s, &toks[t], 1);
+    if (in_prompt) st = pi_state_decode(s, toks, 8);
+    for (int t = 0; !st && t < 40; t++) st = pi_state_decode(s, &toks[t], 1);
     CHECKF(st == PI_ERR_IO, "fault %d (%s): status %d", (int)kind, in_prompt ? "prompt" : "decode", (int)st);
     const char *msg = pi_last_error();
     CHECKF(strstr(msg, "offset") && (kind != PI_FAULT_SHORT || strstr(msg, "short")), "message: %s", msg);
     /* it stays stopped: no wrong output afterwards, and no hang */
-    CHECK(pi_session_decode(s, &toks[0], 1) != PI_OK || kind == PI_FAULT_NONE);
-    pi_session_free(s);
+    CHECK(pi_state_decode(s, &toks[0], 1) != PI_OK || kind == PI_FAULT_NONE);
+    pi_state_free(s);
     pi_offload_free(off);
-    pi_model_free(om);
+    pi_lm_free(om);
 }
 
 static void check_refusals(const char *plain, const char *bundle, const char *packed) {
-    pi_model *om = NULL;
+    pi_lm *om = NULL;
     pi_offload *off = NULL;
     pi_offload_opts oo = {.mem_budget = 1ull << 30, .n_ctx = 64};
     CHECK(pi_offload_load(plain, &oo, &om, &off) == PI_ERR_INVALID && strstr(pi_last_error(), "--bundle"));

@@ -230,27 +230,27 @@ static void test_real_file(void) {
     CHECK(pi_plan_solve(mp, &hw, &lim, &plan) == PI_OK);
     pi_mprofile_free(mp);
 
-    pi_model *m, *om;
+    pi_lm *m, *om;
     pi_offload *off;
-    CHECK(pi_model_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
+    CHECK(pi_lm_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
     pi_offload_opts oo = {.mem_budget = plan.mem_budget, .n_ctx = 64, .hot = plan.hot, .cold_cache_bytes = plan.cache_bytes};
     CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s", pi_last_error());
-    pi_session *a, *b;
-    CHECK(pi_session_create(m, 64, 2, &a) == PI_OK && pi_session_create(om, 64, 2, &b) == PI_OK);
-    CHECK(pi_session_set_offload(b, off) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(a, PI_FFN_SPARSE, 0) == PI_OK && pi_session_set_ffn_mode(b, PI_FFN_SPARSE, 0) == PI_OK);
+    pi_state *a, *b;
+    CHECK(pi_state_create(m, 64, 2, &a) == PI_OK && pi_state_create(om, 64, 2, &b) == PI_OK);
+    CHECK(pi_state_set_offload(b, off) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(a, PI_FFN_SPARSE, 0) == PI_OK && pi_state_set_ffn_mode(b, PI_FFN_SPARSE, 0) == PI_OK);
     int same = 0;
     for (int t = 0; t < 20; t++) {
         int32_t tok = (int32_t)((t * 37 + 5) % 300);
-        CHECK(pi_session_decode(a, &tok, 1) == PI_OK && pi_session_decode(b, &tok, 1) == PI_OK);
-        same += !memcmp(pi_session_logits(a), pi_session_logits(b), 300 * sizeof(float));
+        CHECK(pi_state_decode(a, &tok, 1) == PI_OK && pi_state_decode(b, &tok, 1) == PI_OK);
+        same += !memcmp(pi_state_logits(a), pi_state_logits(b), 300 * sizeof(float));
     }
     CHECKF(same == 20, "%d of 20 steps identical", same);
-    pi_session_free(a);
-    pi_session_free(b);
+    pi_state_free(a);
+    pi_state_free(b);
     pi_offload_free(off);
-    pi_model_free(om);
-    pi_model_free(m);
+    pi_lm_free(om);
+    pi_lm_free(m);
     unlink(plain);
     unlink(bundle);
 }

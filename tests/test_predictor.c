@@ -11,7 +11,7 @@
  *    the golden held-out FFN inputs and masks: recall >= 0.95 per layer,
  *    precision and predicted fraction reported, fewer than half of the
  *    neurons predicted;
- *  - save -> pi_model_load: fc1/fc2 bound with their shapes, the threshold
+ *  - save -> pi_lm_load: fc1/fc2 bound with their shapes, the threshold
  *    keys present, every original key-value and tensor byte for byte, dense
  *    logits bit-identical to the original's; pi_predictor_from_model gives
  *    back the same predictors; saving again replaces fc1/fc2 instead of
@@ -280,7 +280,7 @@ done:
 
 /* Record up to n_tokens of text (windows of 256, each starting with BOS)
    through a session of m with obs installed. */
-static bool run_text(pi_session *s, const pi_tokenizer *tok, const char *text, size_t len, int64_t n_tokens,
+static bool run_text(pi_state *s, const pi_tokenizer *tok, const char *text, size_t len, int64_t n_tokens,
                      pi_ffn_observer obs, void *ctx) {
     size_t n_ids = 0;
     int32_t *ids = malloc((len + 2) * sizeof *ids);
@@ -288,7 +288,7 @@ static bool run_text(pi_session *s, const pi_tokenizer *tok, const char *text, s
         free(ids);
         return false;
     }
-    pi_session_set_observer(s, obs, ctx);
+    pi_state_set_observer(s, obs, ctx);
     int32_t win[256];
     int64_t done = 0;
     bool ok = true;
@@ -298,11 +298,11 @@ static bool run_text(pi_session *s, const pi_tokenizer *tok, const char *text, s
         memcpy(win + 1, ids + pos, (size_t)take * sizeof *win);
         pos += (size_t)take;
         int64_t n = take + 1 < n_tokens - done ? take + 1 : n_tokens - done;
-        pi_session_reset(s);
-        for (int64_t i = 0; ok && i < n; i += 64) ok = pi_session_decode(s, win + i, n - i < 64 ? n - i : 64) == PI_OK;
+        pi_state_reset(s);
+        for (int64_t i = 0; ok && i < n; i += 64) ok = pi_state_decode(s, win + i, n - i < 64 ? n - i : 64) == PI_OK;
         done += n;
     }
-    pi_session_set_observer(s, NULL, NULL);
+    pi_state_set_observer(s, NULL, NULL);
     free(ids);
     return ok && done == n_tokens;
 }
@@ -335,31 +335,31 @@ static bool same_tensor(const pi_gguf_tensor *a, const pi_gguf_tensor *b) {
 }
 
 /* Logits of the three golden prompts (3 x 32 x 512). */
-static bool prompt_logits(const pi_model *m, const int32_t *prompts, float *out) {
-    pi_session *s;
-    if (pi_session_create(m, 256, 2, &s)) return false;
+static bool prompt_logits(const pi_lm *m, const int32_t *prompts, float *out) {
+    pi_state *s;
+    if (pi_state_create(m, 256, 2, &s)) return false;
     bool ok = true;
     for (int p = 0; ok && p < 3; p++) {
-        pi_session_reset(s);
-        ok = pi_session_decode_all(s, prompts + p * 32, 32, out + (size_t)p * 32 * 512) == PI_OK;
+        pi_state_reset(s);
+        ok = pi_state_decode_all(s, prompts + p * 32, 32, out + (size_t)p * 32 * 512) == PI_OK;
     }
-    pi_session_free(s);
+    pi_state_free(s);
     return ok;
 }
 
 /* Save P as a copy of m, load it back and compare (see the file comment). */
-static void check_save(const pi_predictor *P, const pi_model *m, const pi_pred_data *d, const char *name,
+static void check_save(const pi_predictor *P, const pi_lm *m, const pi_pred_data *d, const char *name,
                        const float *gx, const uint8_t *gm) {
     char out[512], out2[512], fp[700];
     t_tmp_path(out, sizeof out, "pred.gguf");
     t_tmp_path(out2, sizeof out2, "pred2.gguf");
     pi_status st = pi_pred_save(P, m, out);
     CHECKF(st == PI_OK, "save: %s", pi_last_error());
-    pi_model *c = NULL, *c2 = NULL;
+    pi_lm *c = NULL, *c2 = NULL;
     pi_predictor *Q = NULL, *P2 = NULL;
     float *la = NULL, *lb = NULL;
     int32_t *prompts = NULL;
-    if (st || (st = pi_model_load(out, PI_MAP_FILE, &c))) {
+    if (st || (st = pi_lm_load(out, PI_MAP_FILE, &c))) {
         CHECKF(!st, "load: %s", pi_last_error());
         goto done;
     }
@@ -429,7 +429,7 @@ static void check_save(const pi_predictor *P, const pi_model *m, const pi_pred_d
     if (P2) {
         st = pi_pred_save(P2, c, out2);
         CHECKF(st == PI_OK, "%s", pi_last_error());
-        CHECK(!st && pi_model_load(out2, PI_MAP_FILE, &c2) == PI_OK);
+        CHECK(!st && pi_lm_load(out2, PI_MAP_FILE, &c2) == PI_OK);
     }
     if (c2) {
         CHECK(pi_gguf_n_tensors(c2->gguf) == pi_gguf_n_tensors(ga) + 12 && pi_gguf_n_kv(c2->gguf) == pi_gguf_n_kv(ga) + 6);
@@ -450,8 +450,8 @@ static void check_save(const pi_predictor *P, const pi_model *m, const pi_pred_d
 done:
     pi_predictor_free(Q);
     pi_predictor_free(P2);
-    pi_model_free(c);
-    pi_model_free(c2);
+    pi_lm_free(c);
+    pi_lm_free(c2);
     free(la);
     free(lb);
     free(prompts);
@@ -470,9 +470,9 @@ static void test_model(const char *name, bool save) {
     float *gx = t_read_file(fp, &ni);
     snprintf(fp, sizeof fp, "%s/relu/golden/%s/ffn_mask.bits", t_models_dir(), name);
     uint8_t *gm = t_read_file(fp, &nm);
-    pi_model *m = NULL;
+    pi_lm *m = NULL;
     pi_tokenizer *tok = NULL;
-    pi_session *s = NULL;
+    pi_state *s = NULL;
     pi_pred_data *d = NULL;
     pi_predictor *P = NULL;
     CHECK(text && gx && gm && ni == 256 * 6 * 128 * 4 && nm == 256 * 6 * 64);
@@ -480,8 +480,8 @@ static void test_model(const char *name, bool save) {
     /* a slice of the text that holds n_tok tokens (~2.2 bytes each), cut at a line end */
     size_t len = (size_t)n_tok * 3 < n_text ? (size_t)n_tok * 3 : n_text;
     while (len > 0 && text[len - 1] != '\n') len--;
-    CHECK(pi_model_load(mp, PI_MAP_LOAD, &m) == PI_OK && pi_tokenizer_load(m->gguf, &tok) == PI_OK);
-    CHECK(m && pi_session_create(m, 256, 0, &s) == PI_OK);
+    CHECK(pi_lm_load(mp, PI_MAP_LOAD, &m) == PI_OK && pi_tokenizer_load(m->gguf, &tok) == PI_OK);
+    CHECK(m && pi_state_create(m, 256, 0, &s) == PI_OK);
     CHECK(m && pi_pred_data_for_model(m, n_tok, 0.0f, &d) == PI_OK);
     if (!s || !d || !tok) goto done;
     CHECK(run_text(s, tok, text, len, n_tok, pi_pred_data_observe, d) && pi_pred_data_tokens(d) == n_tok);
@@ -518,9 +518,9 @@ static void test_model(const char *name, bool save) {
 done:
     pi_predictor_free(P);
     pi_pred_data_free(d);
-    pi_session_free(s);
+    pi_state_free(s);
     pi_tokenizer_free(tok);
-    pi_model_free(m);
+    pi_lm_free(m);
     free(text);
     free(gx);
     free(gm);
@@ -529,20 +529,20 @@ done:
 static void test_refused(void) {
     char mp[512];
     if (t_fixture(mp, sizeof mp, "relu/moe-relu-stories.gguf")) {
-        pi_model *m = NULL;
+        pi_lm *m = NULL;
         pi_pred_data *d = NULL;
-        CHECK(pi_model_load(mp, PI_MAP_FILE, &m) == PI_OK);
+        CHECK(pi_lm_load(mp, PI_MAP_FILE, &m) == PI_OK);
         if (m) {
             CHECK(pi_pred_data_for_model(m, 100, 0.0f, &d) == PI_ERR_UNSUPPORTED && !d &&
                   strstr(pi_last_error(), "mixture-of-experts"));
             pi_predictor *P = NULL;
             CHECK(pi_predictor_from_model(m, &P) == PI_ERR_NOT_FOUND && !P);
         }
-        pi_model_free(m);
+        pi_lm_free(m);
     }
     if (t_fixture(mp, sizeof mp, "relu/relu-stories.gguf")) {
         /* predictors of another shape */
-        pi_model *m = NULL;
+        pi_lm *m = NULL;
         synth s;
         synth_init(&s, 16, 40, 4);
         pi_pred_data *d = synth_data(100, &s, &s);
@@ -551,14 +551,14 @@ static void test_refused(void) {
         p.rank = 4;
         p.epochs = 1;
         CHECK(d && pi_pred_train(d, &p, NULL, &P) == PI_OK);
-        CHECK(pi_model_load(mp, PI_MAP_FILE, &m) == PI_OK);
+        CHECK(pi_lm_load(mp, PI_MAP_FILE, &m) == PI_OK);
         if (m && P) CHECK(pi_pred_save(P, m, "/tmp/never-written.gguf") == PI_ERR_INVALID);
         CHECK(access("/tmp/never-written.gguf", F_OK) != 0);
         pi_predictor *none = NULL;
         if (m) CHECK(pi_predictor_from_model(m, &none) == PI_ERR_NOT_FOUND && !none);
         pi_predictor_free(P);
         pi_pred_data_free(d);
-        pi_model_free(m);
+        pi_lm_free(m);
         synth_free(&s);
     }
 }
@@ -609,9 +609,9 @@ static void test_cli(void) {
              "--holdout-tokens 600 -t 2 -o %s >%s 2>%s",
              runner, bin, mp, txt, val, model, out, err);
     CHECK(t_sh(cmd) == 0 && t_file_has(out, "held-out: 600 tokens") && t_file_has(out, "wrote") && t_file_has(err, "train"));
-    pi_model *m = NULL;
-    CHECK(pi_model_load(model, PI_MAP_FILE, &m) == PI_OK && m && m->has_predictor && m->layers[0].fc1.ne[1] == 16);
-    pi_model_free(m);
+    pi_lm *m = NULL;
+    CHECK(pi_lm_load(model, PI_MAP_FILE, &m) == PI_OK && m && m->has_predictor && m->layers[0].fc1.ne[1] == 16);
+    pi_lm_free(m);
 out:
     unlink(out);
     unlink(err);

@@ -19,29 +19,29 @@
 
 
 static void test_oracle(const char *path, const char *label, int n_tokens) {
-    pi_model *m;
-    pi_status st = pi_model_load(path, PI_MAP_LOAD, &m);
+    pi_lm *m;
+    pi_status st = pi_lm_load(path, PI_MAP_LOAD, &m);
     CHECKF(st == PI_OK, "%s: %s", label, pi_last_error());
     if (st) return;
-    CHECK(pi_model_make_down_t(m) == PI_OK);
-    pi_session *dense, *o1, *o2;
-    CHECK(pi_session_create(m, 256, 2, &dense) == PI_OK);
-    CHECK(pi_session_create(m, 256, 1, &o1) == PI_OK);
-    CHECK(pi_session_create(m, 256, 2, &o2) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(o1, PI_FFN_ORACLE, 0) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(o2, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECK(pi_lm_make_down_t(m) == PI_OK);
+    pi_state *dense, *o1, *o2;
+    CHECK(pi_state_create(m, 256, 2, &dense) == PI_OK);
+    CHECK(pi_state_create(m, 256, 1, &o1) == PI_OK);
+    CHECK(pi_state_create(m, 256, 2, &o2) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(o1, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(o2, PI_FFN_ORACLE, 0) == PI_OK);
     int32_t toks[256];
     t_rng r = {7};
     toks[0] = 1;
     for (int i = 1; i < n_tokens; i++) toks[i] = (int32_t)(t_next(&r) % (uint64_t)m->hp.n_vocab);
     double e = t_compare_decode(dense, o2, toks, n_tokens);
     /* the same tokens, 1 thread vs 2: bit-identical */
-    pi_session_reset(o1);
-    pi_session_reset(o2);
+    pi_state_reset(o1);
+    pi_state_reset(o2);
     int same = 0;
     for (int t = 0; t < n_tokens; t++) {
-        CHECK(pi_session_decode(o1, &toks[t], 1) == PI_OK && pi_session_decode(o2, &toks[t], 1) == PI_OK);
-        same += !memcmp(pi_session_logits(o1), pi_session_logits(o2), (size_t)m->hp.n_vocab * sizeof(float));
+        CHECK(pi_state_decode(o1, &toks[t], 1) == PI_OK && pi_state_decode(o2, &toks[t], 1) == PI_OK);
+        same += !memcmp(pi_state_logits(o1), pi_state_logits(o2), (size_t)m->hp.n_vocab * sizeof(float));
     }
     uint64_t act = 0, tok = 0;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
@@ -53,10 +53,10 @@ static void test_oracle(const char *path, const char *label, int n_tokens) {
             100.0 * (double)act / (double)tok / (double)m->hp.n_ff, same, n_tokens);
     CHECKF(e <= 1e-5, "%s: oracle differs from dense by %.3g", label, e);
     CHECK(same == n_tokens);
-    pi_session_free(dense);
-    pi_session_free(o1);
-    pi_session_free(o2);
-    pi_model_free(m);
+    pi_state_free(dense);
+    pi_state_free(o1);
+    pi_state_free(o2);
+    pi_lm_free(m);
 }
 
 /* A generated F32 ReLU model with predictors bolted on: every neuron hot
@@ -78,14 +78,14 @@ static void test_predictor_mode(void) {
     CHECK(pi_genmodel_write(&p, path) == PI_OK);
     test_oracle(path, "generated relu (f32)", 48);
 
-    pi_model *m;
-    if (pi_model_load(path, PI_MAP_LOAD, &m) != PI_OK) return;
+    pi_lm *m;
+    if (pi_lm_load(path, PI_MAP_LOAD, &m) != PI_OK) return;
     /* no predictor: SPARSE is refused, ORACLE needs down_t first */
-    pi_session *s;
-    CHECK(pi_session_create(m, 64, 2, &s) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(s, PI_FFN_SPARSE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "predictor"));
-    CHECK(pi_session_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "ffn_down_t"));
-    CHECK(pi_model_make_down_t(m) == PI_OK);
+    pi_state *s;
+    CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "predictor"));
+    CHECK(pi_state_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "ffn_down_t"));
+    CHECK(pi_lm_make_down_t(m) == PI_OK);
     /* a random rank-8 predictor in memory */
     const int64_t E = 128, F = 384, R = 8;
     float *fc1 = malloc((size_t)(E * R) * sizeof *fc1), *fc2 = malloc((size_t)(R * F) * sizeof *fc2);
@@ -97,15 +97,15 @@ static void test_predictor_mode(void) {
         m->layers[il].fc2 = (pi_weight){fc2, PI_TYPE_F32, {R, F, 1, 1}, (size_t)R * 4, {0, NULL}};
     }
     m->has_predictor = true;
-    pi_session_free(s);
-    pi_session *dense, *all_hot, *sp;
-    CHECK(pi_session_create(m, 64, 2, &dense) == PI_OK);
-    CHECK(pi_session_create(m, 64, 2, &all_hot) == PI_OK);
-    CHECK(pi_session_create(m, 64, 2, &sp) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(all_hot, PI_FFN_SPARSE, F) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(sp, PI_FFN_SPARSE, 32) == PI_OK);
-    pi_session_set_sparse_check(all_hot, true);
-    pi_session_set_sparse_check(sp, true);
+    pi_state_free(s);
+    pi_state *dense, *all_hot, *sp;
+    CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
+    CHECK(pi_state_create(m, 64, 2, &all_hot) == PI_OK);
+    CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(all_hot, PI_FFN_SPARSE, F) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(sp, PI_FFN_SPARSE, 32) == PI_OK);
+    pi_state_set_sparse_check(all_hot, true);
+    pi_state_set_sparse_check(sp, true);
     int32_t toks[32];
     for (int i = 0; i < 32; i++) toks[i] = (int32_t)(t_next(&r) % 300);
     double e = t_compare_decode(dense, all_hot, toks, 32);
@@ -120,12 +120,12 @@ static void test_predictor_mode(void) {
         CHECK(st->oracle_active >= st->active && st->missed == st->oracle_active - st->active);
         CHECK(all_hot->sp_stats[il].missed == 0 && all_hot->sp_stats[il].oracle_active == all_hot->sp_stats[il].active);
     }
-    pi_session_free(dense);
-    pi_session_free(all_hot);
-    pi_session_free(sp);
+    pi_state_free(dense);
+    pi_state_free(all_hot);
+    pi_state_free(sp);
     free(fc1);
     free(fc2);
-    pi_model_free(m);
+    pi_lm_free(m);
     unlink(path);
 }
 
@@ -135,32 +135,32 @@ static void test_reorder(const char *name, pi_type requant_type) {
     snprintf(rel, sizeof rel, "relu/%s.gguf", name);
     if (!t_fixture(src, sizeof src, rel)) return;
     t_tmp_path(dst, sizeof dst, "reordered.gguf");
-    pi_model *m, *r;
-    CHECK(pi_model_load(src, PI_MAP_LOAD, &m) == PI_OK);
+    pi_lm *m, *r;
+    CHECK(pi_lm_load(src, PI_MAP_LOAD, &m) == PI_OK);
     pi_stats *st;
     CHECK(pi_stats_for_model(m, 0.0f, &st) == PI_OK);
-    pi_session *s;
-    CHECK(pi_session_create(m, 256, 2, &s) == PI_OK);
-    pi_session_set_observer(s, pi_stats_observe, st);
+    pi_state *s;
+    CHECK(pi_state_create(m, 256, 2, &s) == PI_OK);
+    pi_state_set_observer(s, pi_stats_observe, st);
     int32_t toks[128];
     t_rng rng = {11};
     toks[0] = 1;
     for (int i = 1; i < 128; i++) toks[i] = (int32_t)(t_next(&rng) % 512);
-    CHECK(pi_session_decode(s, toks, 128) == PI_OK);
-    pi_session_set_observer(s, NULL, NULL);
+    CHECK(pi_state_decode(s, toks, 128) == PI_OK);
+    pi_state_set_observer(s, NULL, NULL);
     CHECK(pi_reorder_write(src, st, dst) == PI_OK);
-    CHECK(pi_model_load(dst, PI_MAP_LOAD, &r) == PI_OK);
-    pi_session *rs;
-    CHECK(pi_session_create(r, 256, 2, &rs) == PI_OK);
+    CHECK(pi_lm_load(dst, PI_MAP_LOAD, &r) == PI_OK);
+    pi_state *rs;
+    CHECK(pi_state_create(r, 256, 2, &rs) == PI_OK);
     double e = t_compare_decode(s, rs, toks, 48);
     fprintf(stderr, "%s: reordered vs original, dense: logits relative error %.2e\n", name, e);
     CHECKF(e <= 1e-5, "%s: reordering changed the logits by %.3g", name, e);
     /* re-profiling the reordered model: counts never increase along the neurons */
     pi_stats *st2;
     CHECK(pi_stats_for_model(r, 0.0f, &st2) == PI_OK);
-    pi_session_set_observer(rs, pi_stats_observe, st2);
-    pi_session_reset(rs);
-    CHECK(pi_session_decode(rs, toks, 128) == PI_OK);
+    pi_state_set_observer(rs, pi_stats_observe, st2);
+    pi_state_reset(rs);
+    CHECK(pi_state_decode(rs, toks, 128) == PI_OK);
     int64_t unsorted = 0;
     for (int64_t il = 0; il < r->hp.n_layer; il++)
         for (int64_t i = 1; i < r->hp.n_ff; i++) unsorted += st2->counts[il * r->hp.n_ff + i] > st2->counts[il * r->hp.n_ff + i - 1];
@@ -180,18 +180,18 @@ static void test_reorder(const char *name, pi_type requant_type) {
         free(seen);
     }
     /* oracle on the reordered model equals dense on the original */
-    CHECK(pi_model_make_down_t(r) == PI_OK);
-    pi_session_set_observer(rs, NULL, NULL);
-    CHECK(pi_session_set_ffn_mode(rs, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECK(pi_lm_make_down_t(r) == PI_OK);
+    pi_state_set_observer(rs, NULL, NULL);
+    CHECK(pi_state_set_ffn_mode(rs, PI_FFN_ORACLE, 0) == PI_OK);
     e = t_compare_decode(s, rs, toks, 48);
     CHECKF(e <= 1e-5, "%s: reordered oracle differs from dense by %.3g", name, e);
     (void)requant_type;
     pi_stats_free(st);
     pi_stats_free(st2);
-    pi_session_free(s);
-    pi_session_free(rs);
-    pi_model_free(m);
-    pi_model_free(r);
+    pi_state_free(s);
+    pi_state_free(rs);
+    pi_lm_free(m);
+    pi_lm_free(r);
     unlink(dst);
 }
 
@@ -206,29 +206,29 @@ static void test_reorder_quantized(void) {
     p.type = p.embd_type = p.output_type = PI_TYPE_Q8_0;
     p.act = PI_ACT_RELU;
     CHECK(pi_genmodel_write(&p, src) == PI_OK);
-    pi_model *m, *r;
-    CHECK(pi_model_load(src, PI_MAP_LOAD, &m) == PI_OK);
+    pi_lm *m, *r;
+    CHECK(pi_lm_load(src, PI_MAP_LOAD, &m) == PI_OK);
     pi_stats *st;
     CHECK(pi_stats_for_model(m, 0.0f, &st) == PI_OK);
-    pi_session *s, *rs;
-    CHECK(pi_session_create(m, 64, 2, &s) == PI_OK);
-    pi_session_set_observer(s, pi_stats_observe, st);
+    pi_state *s, *rs;
+    CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
+    pi_state_set_observer(s, pi_stats_observe, st);
     int32_t toks[32];
     for (int i = 0; i < 32; i++) toks[i] = (int32_t)((i * 37 + 5) % 300);
-    CHECK(pi_session_decode(s, toks, 32) == PI_OK);
-    pi_session_set_observer(s, NULL, NULL);
+    CHECK(pi_state_decode(s, toks, 32) == PI_OK);
+    pi_state_set_observer(s, NULL, NULL);
     CHECK(pi_reorder_write(src, st, dst) == PI_OK);
-    CHECK(pi_model_load(dst, PI_MAP_LOAD, &r) == PI_OK);
+    CHECK(pi_lm_load(dst, PI_MAP_LOAD, &r) == PI_OK);
     CHECK(r->layers[0].ffn_down.data == NULL && r->layers[0].ffn_down_t.type == PI_TYPE_Q8_0);
-    CHECK(pi_session_create(r, 64, 2, &rs) == PI_OK);
+    CHECK(pi_state_create(r, 64, 2, &rs) == PI_OK);
     double e = t_compare_decode(s, rs, toks, 16);
     fprintf(stderr, "q8_0 generated: reordered (down requantized) vs original: logits relative error %.2e\n", e);
     CHECK(e <= 2e-2); /* Q8_0 rounding of the transposed down, once */
     pi_stats_free(st);
-    pi_session_free(s);
-    pi_session_free(rs);
-    pi_model_free(m);
-    pi_model_free(r);
+    pi_state_free(s);
+    pi_state_free(rs);
+    pi_lm_free(m);
+    pi_lm_free(r);
     unlink(src);
     unlink(dst);
 }
@@ -236,18 +236,18 @@ static void test_reorder_quantized(void) {
 static void test_refused(void) {
     char p[512];
     if (!t_fixture(p, sizeof p, "stories260K.gguf")) return;
-    pi_model *m;
-    pi_session *s;
-    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_OK);
-    CHECK(pi_session_create(m, 16, 1, &s) == PI_OK);
-    CHECK(pi_session_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "silu"));
-    CHECK(pi_session_set_ffn_mode(s, PI_FFN_DENSE, 0) == PI_OK);
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_lm *m;
+    pi_state *s;
+    CHECK(pi_lm_load(p, PI_MAP_FILE, &m) == PI_OK);
+    CHECK(pi_state_create(m, 16, 1, &s) == PI_OK);
+    CHECK(pi_state_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "silu"));
+    CHECK(pi_state_set_ffn_mode(s, PI_FFN_DENSE, 0) == PI_OK);
+    pi_state_free(s);
+    pi_lm_free(m);
     if (!t_fixture(p, sizeof p, "relu/moe-relu-stories.gguf")) return;
-    CHECK(pi_model_load(p, PI_MAP_FILE, &m) == PI_OK);
-    CHECK(pi_model_make_down_t(m) == PI_ERR_UNSUPPORTED);
-    pi_model_free(m);
+    CHECK(pi_lm_load(p, PI_MAP_FILE, &m) == PI_OK);
+    CHECK(pi_lm_make_down_t(m) == PI_ERR_UNSUPPORTED);
+    pi_lm_free(m);
 }
 
 int main(void) {

@@ -50,22 +50,22 @@ static void test_golden(const char *name, const double mean_ref[6], const double
         free(windows);
         return;
     }
-    pi_model *m = NULL;
-    pi_session *s = NULL;
+    pi_lm *m = NULL;
+    pi_state *s = NULL;
     pi_stats *st = NULL;
-    CHECK(pi_model_load(mp, PI_MAP_LOAD, &m) == PI_OK);
+    CHECK(pi_lm_load(mp, PI_MAP_LOAD, &m) == PI_OK);
     if (!m) goto done;
-    CHECK(pi_session_create(m, 256, 2, &s) == PI_OK);
+    CHECK(pi_state_create(m, 256, 2, &s) == PI_OK);
     CHECK(pi_stats_for_model(m, pi_stats_default_threshold(m->hp.act), &st) == PI_OK);
     if (!s || !st) goto done;
     CHECK(st->n_layer == 6 && st->n_ff == 512 && st->threshold == 0.0f && !strcmp(st->model, mp));
-    pi_session_set_observer(s, pi_stats_observe, st);
+    pi_state_set_observer(s, pi_stats_observe, st);
     const int n_win = g_emulated ? 2 : 8;
     for (int w = 0; w < n_win; w++) {
-        pi_session_reset(s);
-        CHECK(pi_session_decode(s, windows + w * 256, 256) == PI_OK);
+        pi_state_reset(s);
+        CHECK(pi_state_decode(s, windows + w * 256, 256) == PI_OK);
     }
-    pi_session_set_observer(s, NULL, NULL);
+    pi_state_set_observer(s, NULL, NULL);
     CHECK(st->tokens == n_win * 256);
     const double tol_mean = g_emulated ? 0.02 : 0.01, tol_cov = g_emulated ? 0.04 : 0.02;
     fprintf(stderr, "%s (%lld tokens): layer: mean active (README) / 80%% coverage (README)\n", name,
@@ -85,21 +85,21 @@ static void test_golden(const char *name, const double mean_ref[6], const double
     }
 done:
     pi_stats_free(st);
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_state_free(s);
+    pi_lm_free(m);
     free(windows);
 }
 
 static void test_moe_refused(void) {
     char mp[512];
     if (!t_fixture(mp, sizeof mp, "relu/moe-relu-stories.gguf")) return;
-    pi_model *m = NULL;
+    pi_lm *m = NULL;
     pi_stats *st = NULL;
-    CHECK(pi_model_load(mp, PI_MAP_FILE, &m) == PI_OK);
+    CHECK(pi_lm_load(mp, PI_MAP_FILE, &m) == PI_OK);
     if (!m) return;
     CHECK(pi_stats_for_model(m, 0.0f, &st) == PI_ERR_UNSUPPORTED && !st);
     CHECKF(strstr(pi_last_error(), "mixture-of-experts"), "message: %s", pi_last_error());
-    pi_model_free(m);
+    pi_lm_free(m);
 }
 
 /* ---- the observer and the queries, on synthetic data ---- */

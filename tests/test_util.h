@@ -95,15 +95,15 @@ static inline double t_rel_err(const float *got, const float *ref, int64_t n) {
 #ifdef PI_MODEL_SESSION_H
 /* Decode n tokens one at a time with both sessions (from an empty context);
    the worst relative logit error of b against a. */
-static inline double t_compare_decode(pi_session *a, pi_session *b, const int32_t *toks, int n) {
-    pi_session_reset(a);
-    pi_session_reset(b);
+static inline double t_compare_decode(pi_state *a, pi_state *b, const int32_t *toks, int n) {
+    pi_state_reset(a);
+    pi_state_reset(b);
     double worst = 0.0;
     const int64_t V = a->m->hp.n_vocab;
     for (int t = 0; t < n; t++) {
-        CHECK(pi_session_decode(a, &toks[t], 1) == PI_OK);
-        CHECK(pi_session_decode(b, &toks[t], 1) == PI_OK);
-        double e = t_rel_err(pi_session_logits(b), pi_session_logits(a), V);
+        CHECK(pi_state_decode(a, &toks[t], 1) == PI_OK);
+        CHECK(pi_state_decode(b, &toks[t], 1) == PI_OK);
+        double e = t_rel_err(pi_state_logits(b), pi_state_logits(a), V);
         if (e > worst) worst = e;
     }
     return worst;

@@ -107,9 +107,9 @@ static bool run_peer(const char *peer, const char *model, long p, long n, long t
 static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *out) {
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
-        pi_session_reset(a->s);
+        pi_state_reset(a->s);
         double t0 = pi_time_s();
-        if (pi_session_decode(a->s, toks, n)) return false;
+        if (pi_state_decode(a->s, toks, n)) return false;
         if (r >= 0) v[r] = (double)n / (pi_time_s() - t0);
     }
     *out = pi_median(v, (int)reps);
@@ -121,11 +121,11 @@ static bool measure_tg(app *a, long n, long reps, double *out) {
     const int64_t V = a->m->hp.n_vocab;
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) {
-        pi_session_reset(a->s);
+        pi_state_reset(a->s);
         int32_t tok = 1 % (int32_t)V;
         double t0 = pi_time_s();
         for (long i = 0; i < n; i++) {
-            if (pi_session_decode(a->s, &tok, 1)) return false;
+            if (pi_state_decode(a->s, &tok, 1)) return false;
             tok = (int32_t)((tok * 31 + 7) % V);
         }
         if (r >= 0) v[r] = (double)n / (pi_time_s() - t0);
@@ -135,7 +135,7 @@ static bool measure_tg(app *a, long n, long reps, double *out) {
 }
 
 /* Weight bytes of the dense FFNs (gate, up, down) of all layers. */
-static double ffn_dense_bytes(const pi_model *m) {
+static double ffn_dense_bytes(const pi_lm *m) {
     double b = 0.0;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const pi_layer *l = &m->layers[il];
@@ -146,9 +146,9 @@ static double ffn_dense_bytes(const pi_model *m) {
 }
 
 /* The sparse FFN's counters since they were cleared: per layer, per token.
-   Recall is measured against the exact active set (pi_session_set_sparse_check). */
+   Recall is measured against the exact active set (pi_state_set_sparse_check). */
 static void print_sparse_stats(const app *a, double bw, double tg) {
-    const pi_model *m = a->m;
+    const pi_lm *m = a->m;
     const double F = (double)m->hp.n_ff;
     double touched = 0.0, sum_pred = 0.0, sum_act = 0.0, sum_truth = 0.0, sum_missed = 0.0;
     bool check = a->s->sp_check;
@@ -173,7 +173,7 @@ static void print_sparse_stats(const app *a, double bw, double tg) {
            sum_act / (F * (double)m->hp.n_layer));
     if (check && sum_truth > 0) printf(", predictor recall %.4f vs the oracle", 1.0 - sum_missed / sum_truth);
     printf("\n");
-    double all = (double)pi_model_bytes_per_token(m) - ffn_dense_bytes(m) + touched;
+    double all = (double)pi_lm_bytes_per_token(m) - ffn_dense_bytes(m) + touched;
     double bound = bw * 1e9 / all;
     printf("weights touched per token: %.1f MB (FFN %.1f of %.1f MB dense) -> bound %.1f tok/s; tg reaches %.0f%%\n",
            all * 1e-6, touched * 1e-6, ffn_dense_bytes(m) * 1e-6, bound, 100.0 * tg / bound);
@@ -373,7 +373,7 @@ int cmd_bench(int argc, char **argv) {
     if (!toks) goto out;
     for (long i = 0; i < n_prompt; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
 
-    double bytes = (double)pi_model_bytes_per_token(a.m);
+    double bytes = (double)pi_lm_bytes_per_token(a.m);
     double bound = bw * 1e9 / bytes;
     printf("model: %s (%.2f GB of weights; %.1f MB read per decode token)\n", o.model, (double)a.m->weight_bytes * 1e-9,
            bytes * 1e-6);
@@ -405,11 +405,11 @@ int cmd_bench(int argc, char **argv) {
     if (n_gen > 0 && a.s->ffn_mode != PI_FFN_DENSE && !a.off) {
         /* a separate, untimed pass: the recall check computes every gate */
         memset(a.s->sp_stats, 0, (size_t)a.m->hp.n_layer * sizeof *a.s->sp_stats);
-        pi_session_set_sparse_check(a.s, a.s->ffn_mode == PI_FFN_SPARSE);
+        pi_state_set_sparse_check(a.s, a.s->ffn_mode == PI_FFN_SPARSE);
         double once;
         if (!measure_tg(&a, n_gen, 1, &once)) goto out;
         print_sparse_stats(&a, bw, pi_median(tg, (int)rounds));
-        pi_session_set_sparse_check(a.s, false);
+        pi_state_set_sparse_check(a.s, false);
     }
     if (peer) {
         printf("peer (%s):\n", peer);

@@ -63,7 +63,7 @@ static bool feed(const char *cmd, app *a, pi_sampler *smp, const char *text, boo
         fprintf(stderr, "pinfer: %s: the conversation no longer fits in the context of %lld tokens (raise -c)\n", cmd,
                 (long long)a->s->n_ctx);
         ok = false;
-    } else if (ok && pi_session_decode(a->s, ids, (int64_t)n)) {
+    } else if (ok && pi_state_decode(a->s, ids, (int64_t)n)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         ok = false;
     }
@@ -122,7 +122,7 @@ int cmd_chat(int argc, char **argv) {
         }
         long n_gen = 0;
         while (n_gen < o.n_predict && a.s->n_past < a.s->n_ctx) {
-            int32_t tok = pi_sampler_sample(smp, pi_session_logits(a.s));
+            int32_t tok = pi_sampler_sample(smp, pi_state_logits(a.s));
             if (pi_tokenizer_is_eog(a.tok, tok)) break;
             const char *piece;
             size_t len;
@@ -130,7 +130,7 @@ int cmd_chat(int argc, char **argv) {
             fflush(stdout);
             pi_sampler_accept(smp, tok);
             n_gen++;
-            if (pi_session_decode(a.s, &tok, 1)) {
+            if (pi_state_decode(a.s, &tok, 1)) {
                 fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
                 rc = 1;
                 break;

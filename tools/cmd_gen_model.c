@@ -133,17 +133,17 @@ static int run_check(const char *cmd, const char *path, const pi_genmodel_params
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }
-    pi_model *m = NULL;
-    pi_session *s = NULL;
+    pi_lm *m = NULL;
+    pi_state *s = NULL;
     check_rec c = {0};
     int32_t *toks = NULL;
     double *freq = NULL;
     float *H = NULL, *Z = NULL;
     int rc = 1;
     double t0 = pi_time_s();
-    if (pi_model_load(path, PI_MAP_LOAD, &m) || pi_stats_for_model(m, 0.0f, &c.st)) goto fail;
+    if (pi_lm_load(path, PI_MAP_LOAD, &m) || pi_stats_for_model(m, 0.0f, &c.st)) goto fail;
     const int64_t E = m->hp.n_embd, F = m->hp.n_ff, L = m->hp.n_layer, win = n_tok < 512 ? n_tok : 512;
-    if (pi_session_create(m, win, p->n_threads, &s)) goto fail;
+    if (pi_state_create(m, win, p->n_threads, &s)) goto fail;
     c.n_tok = n_tok, c.E = E, c.F = F, c.mask_bytes = (F + 7) / 8;
     toks = malloc((size_t)n_tok * sizeof *toks);
     freq = malloc((size_t)F * sizeof *freq);
@@ -160,16 +160,16 @@ static int run_check(const char *cmd, const char *path, const pi_genmodel_params
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         toks[i] = (int32_t)((r >> 33) % (uint64_t)m->hp.n_vocab);
     }
-    pi_session_set_observer(s, check_observe, &c);
+    pi_state_set_observer(s, check_observe, &c);
     for (int64_t i = 0; i < n_tok; i += win) {
-        pi_session_reset(s);
+        pi_state_reset(s);
         for (int64_t b = i; b < i + win && b < n_tok; b += PI_MAX_BATCH) {
             int64_t n = n_tok - b < PI_MAX_BATCH ? n_tok - b : PI_MAX_BATCH;
             if (b + n > i + win) n = i + win - b;
-            if (pi_session_decode(s, toks + b, n)) goto fail;
+            if (pi_state_decode(s, toks + b, n)) goto fail;
         }
     }
-    pi_session_set_observer(s, NULL, NULL);
+    pi_state_set_observer(s, NULL, NULL);
 
     printf("check: %ld random tokens through %s (%.1f s)\n", n_tok, path, pi_time_s() - t0);
     printf("planted: k %lld directions, reserved coordinates [0, %lld), %lld neurons clipped at p = %.3f\n",
@@ -246,8 +246,8 @@ out:
     free(c.mask);
     free(c.seen);
     pi_stats_free(c.st);
-    pi_session_free(s);
-    pi_model_free(m);
+    pi_state_free(s);
+    pi_lm_free(m);
     return rc;
 }
 

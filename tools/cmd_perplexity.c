@@ -41,14 +41,14 @@ static int64_t argmax(const float *v, int64_t n) {
 
 /* The logits of every token of one window: batched on the dense path, one
    token at a time otherwise (the sparse FFN is a decode-path kernel). */
-static pi_status eval_window(pi_session *s, const int32_t *tok, int64_t n, float *logits) {
-    pi_session_reset(s);
-    if (s->ffn_mode == PI_FFN_DENSE) return pi_session_decode_all(s, tok, n, logits);
+static pi_status eval_window(pi_state *s, const int32_t *tok, int64_t n, float *logits) {
+    pi_state_reset(s);
+    if (s->ffn_mode == PI_FFN_DENSE) return pi_state_decode_all(s, tok, n, logits);
     const int64_t V = s->m->hp.n_vocab;
     for (int64_t j = 0; j < n; j++) {
-        pi_status st = pi_session_decode(s, tok + j, 1);
+        pi_status st = pi_state_decode(s, tok + j, 1);
         if (st) return st;
-        memcpy(logits + j * V, pi_session_logits(s), (size_t)V * sizeof *logits);
+        memcpy(logits + j * V, pi_state_logits(s), (size_t)V * sizeof *logits);
     }
     return PI_OK;
 }
@@ -105,7 +105,7 @@ int cmd_perplexity(int argc, char **argv) {
     app a;
     int32_t *ids = NULL, *wtok = NULL;
     float *logits = NULL, *dlogits = NULL;
-    pi_session *dense = NULL;
+    pi_state *dense = NULL;
     int rc = 1;
     size_t n_ids;
     if (!app_load(cmd, &o, &a)) goto out;
@@ -130,7 +130,7 @@ int cmd_perplexity(int argc, char **argv) {
                 cmd);
         goto out;
     }
-    if (compare && pi_session_create(a.m, n_ctx, (int)o.threads, &dense)) {
+    if (compare && pi_state_create(a.m, n_ctx, (int)o.threads, &dense)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
@@ -191,7 +191,7 @@ out:
     free(wtok);
     free(logits);
     free(dlogits);
-    pi_session_free(dense);
+    pi_state_free(dense);
     free(ids);
     free(owned);
     app_free(&a);

@@ -83,10 +83,10 @@ static void progress_show(progress *p, int64_t done) {
 
 /* Evaluate toks[0..n) in batch-sized pieces (so progress moves within a long
    window); the observer counts them. */
-static bool eval(const char *cmd, pi_session *s, const int32_t *toks, int64_t n, int64_t *done, progress *p) {
+static bool eval(const char *cmd, pi_state *s, const int32_t *toks, int64_t n, int64_t *done, progress *p) {
     for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
         int64_t b = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
-        if (pi_session_decode(s, toks + i, b)) {
+        if (pi_state_decode(s, toks + i, b)) {
             if (p->tty) fputc('\n', stderr);
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             return false;
@@ -122,7 +122,7 @@ static bool profile_text(const char *cmd, app *a, const int32_t *ids, int64_t n_
         pos += take;
         int64_t n = head + take;
         if (n > total - done) n = total - done;
-        pi_session_reset(a->s);
+        pi_state_reset(a->s);
         ok = eval(cmd, a->s, win, n, &done, &p);
         ++*n_win;
     }
@@ -150,13 +150,13 @@ static bool profile_sampled(const char *cmd, app *a, int32_t bos, uint64_t seed,
     bool ok = true;
     *n_win = 0;
     while (ok && done < max_tokens) {
-        pi_session_reset(a->s);
+        pi_state_reset(a->s);
         ++*n_win;
         int32_t tok = bos;
         for (;;) {
             if (!(ok = eval(cmd, a->s, &tok, 1, &done, &p)) || done == max_tokens || a->s->n_past == a->s->n_ctx)
                 break;
-            tok = pi_sampler_sample(smp, pi_session_logits(a->s));
+            tok = pi_sampler_sample(smp, pi_state_logits(a->s));
             if (pi_tokenizer_is_eog(a->tok, tok)) break;
         }
     }
@@ -275,13 +275,13 @@ int cmd_profile(int argc, char **argv) {
         goto out;
     }
 
-    pi_session_set_observer(a.s, pi_stats_observe, st);
+    pi_state_set_observer(a.s, pi_stats_observe, st);
     double t0 = pi_time_s();
     int64_t n_win = 0;
     bool ok = text_path ? profile_text(cmd, &a, ids, (int64_t)n_ids, pi_tokenizer_add_bos(a.tok) ? bos : -1,
                                        max_tokens, &n_win)
                         : profile_sampled(cmd, &a, bos, o.sp.seed, max_tokens, &n_win);
-    pi_session_set_observer(a.s, NULL, NULL);
+    pi_state_set_observer(a.s, NULL, NULL);
     double el = pi_time_s() - t0;
     if (!ok) goto out;
 

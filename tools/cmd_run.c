@@ -79,7 +79,7 @@ int cmd_run(int argc, char **argv) {
     fflush(stdout);
 
     double t0 = pi_time_s();
-    if (pi_session_decode(a.s, ids, (int64_t)n_ids)) {
+    if (pi_state_decode(a.s, ids, (int64_t)n_ids)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
@@ -92,7 +92,7 @@ int cmd_run(int argc, char **argv) {
     bool ended = false, full = false, out_nl = text[0] && text[strlen(text) - 1] == '\n';
     t0 = pi_time_s();
     while (o.n_predict < 0 || n_gen < o.n_predict) {
-        int32_t tok = pi_sampler_sample(smp, pi_session_logits(a.s));
+        int32_t tok = pi_sampler_sample(smp, pi_state_logits(a.s));
         if (!o.ignore_eos && pi_tokenizer_is_eog(a.tok, tok)) {
             ended = true;
             break;
@@ -114,7 +114,7 @@ int cmd_run(int argc, char **argv) {
             full = true;
             break;
         }
-        if (pi_session_decode(a.s, &tok, 1)) {
+        if (pi_state_decode(a.s, &tok, 1)) {
             fprintf(stderr, "\npinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }

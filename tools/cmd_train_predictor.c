@@ -140,11 +140,11 @@ static bool run_windows(const char *cmd, app *a, const char *what, const int32_t
         pos += take;
         int64_t n = head + take;
         if (n > total - done) n = total - done;
-        pi_session_reset(a->s);
+        pi_state_reset(a->s);
         ++*n_win;
         for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
             int64_t b = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
-            if (pi_session_decode(a->s, win + i, b)) {
+            if (pi_state_decode(a->s, win + i, b)) {
                 if (p.tty) fputc('\n', stderr);
                 fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
                 free(win);
@@ -379,9 +379,9 @@ int cmd_train_predictor(int argc, char **argv) {
     /* 1. record */
     double t0 = pi_time_s();
     int64_t n_win = 0, n_rec = 0;
-    pi_session_set_observer(a.s, pi_pred_data_observe, d);
+    pi_state_set_observer(a.s, pi_pred_data_observe, d);
     bool ok = run_windows(cmd, &a, "record", ids, (int64_t)n_ids, bos, max_tokens, &n_win, &n_rec);
-    pi_session_set_observer(a.s, NULL, NULL);
+    pi_state_set_observer(a.s, NULL, NULL);
     const double rec_s = pi_time_s() - t0;
     if (!ok) goto out;
 
@@ -408,9 +408,9 @@ int cmd_train_predictor(int argc, char **argv) {
             goto out;
         }
         t0 = pi_time_s();
-        pi_session_set_observer(a.s, pi_pred_eval_observe, ev);
+        pi_state_set_observer(a.s, pi_pred_eval_observe, ev);
         ok = run_windows(cmd, &a, "held-out", hids, (int64_t)n_hids, bos, hold_tokens, &h_win, &h_done);
-        pi_session_set_observer(a.s, NULL, NULL);
+        pi_state_set_observer(a.s, NULL, NULL);
         hold_s = pi_time_s() - t0;
         if (!ok) goto out;
     }

@@ -192,10 +192,10 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
             oo.cold_cache_bytes = plan.cache_bytes;
         }
         /* the session's context is known only from the model: peek at it first */
-        pi_model *peek;
-        if (!n_ctx && !pi_model_load_ex(o->model, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &peek)) {
+        pi_lm *peek;
+        if (!n_ctx && !pi_lm_load_ex(o->model, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &peek)) {
             oo.n_ctx = peek->hp.n_ctx_train < 4096 ? peek->hp.n_ctx_train : 4096;
-            pi_model_free(peek);
+            pi_lm_free(peek);
         }
         n_ctx = oo.n_ctx;
         if (pi_offload_load(o->model, &oo, &a->m, &a->off)) {
@@ -203,7 +203,7 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
             app_free(a);
             return false;
         }
-    } else if (pi_model_load(o->model, o->use_mmap ? PI_MAP_FILE : PI_MAP_LOAD, &a->m)) {
+    } else if (pi_lm_load(o->model, o->use_mmap ? PI_MAP_FILE : PI_MAP_LOAD, &a->m)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;
@@ -220,7 +220,7 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         return false;
     }
     if (!n_ctx) n_ctx = a->m->hp.n_ctx_train < 4096 ? a->m->hp.n_ctx_train : 4096;
-    if (pi_session_create(a->m, n_ctx, (int)o->threads, &a->s) || pi_session_set_offload(a->s, a->off)) {
+    if (pi_state_create(a->m, n_ctx, (int)o->threads, &a->s) || pi_state_set_offload(a->s, a->off)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;
@@ -236,8 +236,8 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
             sparse = false; /* predictors on a model the sparse path cannot serve: run densely */
         }
     }
-    if (sparse && (pi_model_make_down_t(a->m) ||
-                   pi_session_set_ffn_mode(a->s, o->oracle ? PI_FFN_ORACLE : PI_FFN_SPARSE, o->hot))) {
+    if (sparse && (pi_lm_make_down_t(a->m) ||
+                   pi_state_set_ffn_mode(a->s, o->oracle ? PI_FFN_ORACLE : PI_FFN_SPARSE, o->hot))) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;
@@ -255,10 +255,10 @@ bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a) {
     }
     if (!user_ctx && hp->n_ctx_train > 0 && hp->n_ctx_train < a->s->n_ctx) {
         const pi_ffn_mode mode = a->s->ffn_mode;
-        pi_session_free(a->s);
-        if (pi_session_create(a->m, hp->n_ctx_train, (int)o->threads, &a->s) ||
-            pi_session_set_offload(a->s, a->off) ||
-            pi_session_set_ffn_mode(a->s, mode, o->hot)) {
+        pi_state_free(a->s);
+        if (pi_state_create(a->m, hp->n_ctx_train, (int)o->threads, &a->s) ||
+            pi_state_set_offload(a->s, a->off) ||
+            pi_state_set_ffn_mode(a->s, mode, o->hot)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             return false;
         }
@@ -267,10 +267,10 @@ bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a) {
 }
 
 void app_free(app *a) {
-    pi_session_free(a->s);
+    pi_state_free(a->s);
     pi_offload_free(a->off);
     pi_tokenizer_free(a->tok);
-    pi_model_free(a->m);
+    pi_lm_free(a->m);
     memset(a, 0, sizeof *a);
 }
 

@@ -41,9 +41,9 @@ typedef struct app_opts {
 } app_opts;
 
 typedef struct app {
-    pi_model *m;
+    pi_lm *m;
     pi_tokenizer *tok;
-    pi_session *s;
+    pi_state *s;
     struct pi_offload *off; /* with --mem-budget */
     double load_s;
 } app;

@@ -1,5 +1,5 @@
 /*
- * model.c — binding a GGUF file to a pi_model: hyperparameters from the
+ * model.c — binding a GGUF file to a pi_lm: hyperparameters from the
  * llama.cpp metadata keys, weight views by llama.cpp tensor names, and shape
  * checks so that the forward pass can trust every dimension it reads.
  * Bundle files (store/bundle.h) are de-interleaved into owned matrices here.
@@ -47,7 +47,7 @@ const char *pi_ffn_act_name(pi_ffn_act a) {
 }
 
 typedef struct {
-    pi_model *m;
+    pi_lm *m;
     const char *path;
     uint64_t owned_used, owned_cap; /* floats */
     pi_bundle_layout bl;            /* m->bundled */
@@ -193,7 +193,7 @@ static pi_status load_hparams(loader *L, const char *arch) {
 /* A bundled layer: record where its bundles are and copy each part into an
    owned matrix, bound as ffn_gate, ffn_up and ffn_down_t. */
 static pi_status bind_bundles(loader *L, int il) {
-    pi_model *m = L->m;
+    pi_lm *m = L->m;
     pi_layer *l = &m->layers[il];
     const pi_bundle_layout *b = &L->bl;
     const pi_gguf_tensor *t;
@@ -270,15 +270,15 @@ static pi_status bind_layer(loader *L, int il) {
     return PI_OK;
 }
 
-static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, pi_model **out);
+static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, pi_lm **out);
 
-pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out) {
+pi_status pi_lm_from_gguf(pi_gguf *g, const char *path, pi_lm **out) {
     return model_from_gguf(g, path, 0, out);
 }
 
-static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, pi_model **out) {
+static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, pi_lm **out) {
     *out = NULL;
-    pi_model *m = calloc(1, sizeof *m);
+    pi_lm *m = calloc(1, sizeof *m);
     if (!m) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     m->gguf = g;
     loader L = {.m = m, .path = path, .ffn_on_flash = (flags & PI_LOAD_FFN_ON_FLASH) != 0};
@@ -375,11 +375,11 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
     return PI_OK;
 fail:
     m->gguf = NULL; /* the caller keeps g on failure */
-    pi_model_free(m);
+    pi_lm_free(m);
     return st;
 }
 
-pi_status pi_model_load_ex(const char *path, pi_map_mode mode, unsigned flags, pi_model **out) {
+pi_status pi_lm_load_ex(const char *path, pi_map_mode mode, unsigned flags, pi_lm **out) {
     *out = NULL;
     pi_gguf *g;
     pi_status st = pi_gguf_open_mode(path, mode, &g);
@@ -388,8 +388,8 @@ pi_status pi_model_load_ex(const char *path, pi_map_mode mode, unsigned flags, p
     return st;
 }
 
-pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out) {
-    return pi_model_load_ex(path, mode, 0, out);
+pi_status pi_lm_load(const char *path, pi_map_mode mode, pi_lm **out) {
+    return pi_lm_load_ex(path, mode, 0, out);
 }
 
 pi_type pi_weight_down_t_type(const pi_weight *down) {
@@ -431,7 +431,7 @@ pi_status pi_weight_transpose(const pi_weight *d, pi_type t, void *dst) {
     return PI_OK;
 }
 
-pi_status pi_model_make_down_t(pi_model *m) {
+pi_status pi_lm_make_down_t(pi_lm *m) {
     const pi_hparams *hp = &m->hp;
     if (hp->n_expert) return pi_error(PI_ERR_UNSUPPORTED, "%s: sparse FFN for mixture-of-experts models", m->path);
     const int64_t E = hp->n_embd, F = hp->n_ff;
@@ -461,7 +461,7 @@ pi_status pi_model_make_down_t(pi_model *m) {
     return PI_OK;
 }
 
-void pi_model_free(pi_model *m) {
+void pi_lm_free(pi_lm *m) {
     if (!m) return;
     for (int64_t il = 0; m->owned_down_t && il < m->hp.n_layer; il++)
         pi_huge_free(m->owned_down_t[il], m->owned_down_t_bytes[il]);
@@ -478,7 +478,7 @@ void pi_model_free(pi_model *m) {
     free(m);
 }
 
-uint64_t pi_model_bytes_per_token(const pi_model *m) {
+uint64_t pi_lm_bytes_per_token(const pi_lm *m) {
     const pi_hparams *hp = &m->hp;
     uint64_t b = m->tok_embd.row_bytes + m->output.row_bytes * (uint64_t)m->output.ne[1] +
                  (uint64_t)hp->n_embd * sizeof(float);

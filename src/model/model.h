@@ -1,8 +1,10 @@
 /*
- * model.h — a llama-family model loaded from GGUF: hyperparameters and views
- * of the weights inside the mapped file (llama2.c's "config + weights").
+ * model.h — pi_lm, a llama-family language model loaded from GGUF:
+ * hyperparameters and views of the weights inside the mapped file (llama2.c's
+ * "config + weights"). The public pi_model (include/pinfer.h) wraps one with
+ * its tokenizer and, under a memory budget, its flash state.
  *
- * A pi_model is immutable after loading and may be shared by threads and
+ * A pi_lm is immutable after loading and may be shared by threads and
  * sessions. Weight views point into the file mapping (zero-copy); only small
  * vectors stored in a non-F32 type (norms) are converted into owned F32 copies.
  *
@@ -88,7 +90,7 @@ typedef struct pi_layer {
                                         views into it with PI_LOAD_FFN_ON_FLASH) */
 } pi_layer;
 
-typedef struct pi_model {
+typedef struct pi_lm {
     pi_gguf *gguf;          /* owned: the mapping every view points into */
     char *path;
     pi_hparams hp;
@@ -104,35 +106,35 @@ typedef struct pi_model {
     float *layer_threshold; /* (n_layer) per-layer thresholds (pinfer.predictor.thresholds), or NULL */
     pi_layer *layers;       /* n_layer */
     float *owned_f32;       /* norm vectors converted to F32 */
-    void **owned_down_t;    /* (n_layer) transposed down matrices made by pi_model_make_down_t */
+    void **owned_down_t;    /* (n_layer) transposed down matrices made by pi_lm_make_down_t */
     size_t *owned_down_t_bytes;
     void **owned_ffn;       /* (n_layer, 3) bundle files: gate, up, down_t de-interleaved (entries
                                NULL with PI_LOAD_FFN_ON_FLASH) */
     size_t *owned_ffn_bytes;
     uint64_t weight_bytes;  /* bytes of all tensors bound */
-} pi_model;
+} pi_lm;
 
 /* Load a model from a GGUF file, mapped (PI_MAP_FILE) or read into
    huge-page-backed memory (PI_MAP_LOAD: faster decode, see base/mapfile.h).
    Errors name the missing tensor or key, the unsupported architecture or
    type, or the shape that does not agree. */
-pi_status pi_model_load(const char *path, pi_map_mode mode, pi_model **out);
+pi_status pi_lm_load(const char *path, pi_map_mode mode, pi_lm **out);
 
-/* pi_model_load with flags. PI_LOAD_FFN_ON_FLASH (bundle files, with
+/* pi_lm_load with flags. PI_LOAD_FFN_ON_FLASH (bundle files, with
    PI_MAP_FILE): ffn_gate/ffn_up/ffn_down_t are strided views of the bundles
    in the mapping instead of de-interleaved copies, so loading reads none of
    the FFN; model/offload.h reads it from flash instead. */
 #define PI_LOAD_FFN_ON_FLASH 1u
-pi_status pi_model_load_ex(const char *path, pi_map_mode mode, unsigned flags, pi_model **out);
+pi_status pi_lm_load_ex(const char *path, pi_map_mode mode, unsigned flags, pi_lm **out);
 
 /* Bind a model to an already-open GGUF (taking ownership of g on success). */
-pi_status pi_model_from_gguf(pi_gguf *g, const char *path, pi_model **out);
+pi_status pi_lm_from_gguf(pi_gguf *g, const char *path, pi_lm **out);
 
-void pi_model_free(pi_model *m); /* accepts NULL */
+void pi_lm_free(pi_lm *m); /* accepts NULL */
 
 /* Bytes of weights a dense decode step reads (every matrix once, plus one
    embedding row). */
-uint64_t pi_model_bytes_per_token(const pi_model *m);
+uint64_t pi_lm_bytes_per_token(const pi_lm *m);
 
 /* Give every dense layer that lacks one an ffn_down_t: the down matrix
    stored one neuron per row, which the sparse FFN needs (an axpy over the
@@ -140,7 +142,7 @@ uint64_t pi_model_bytes_per_token(const pi_model *m);
    after transposing (blocks run along the other axis), which adds that
    type's rounding once. Costs the down matrices' size in memory again.
    Not thread-safe; call before sessions use the model. */
-pi_status pi_model_make_down_t(pi_model *m);
+pi_status pi_lm_make_down_t(pi_lm *m);
 
 /* The type of a transposed down matrix (ffn_down_t) made from `down`:
    down's own type when rows of down->ne[1] elements are whole blocks of it,
@@ -150,7 +152,7 @@ pi_type pi_weight_down_t_type(const pi_weight *down);
 /* Transpose a down matrix (ne = {n_ff, n_embd}) into dst: n_ff rows of
    n_embd in type t (pi_weight_down_t_type), row i = column i of down,
    dequantized and quantized again for block types. The rows are exactly
-   those pi_model_make_down_t makes. Works through down in strips of columns,
+   those pi_lm_make_down_t makes. Works through down in strips of columns,
    so it needs only n_embd * 256 floats besides dst. PI_ERR_NOMEM;
    PI_ERR_INVALID when a row of n_ff is not whole blocks. Thread-safe. */
 pi_status pi_weight_transpose(const pi_weight *down, pi_type t, void *dst);

@@ -17,7 +17,7 @@
 #define STREAM_ROWS 512       /* bundles per prompt-streaming buffer: a multiple of the matmul block */
 #define HOT_READ_BYTES (8u << 20) /* hot prefixes are read in pieces of this size */
 
-static bool in_mapping(const pi_model *m, const void *p) {
+static bool in_mapping(const pi_lm *m, const void *p) {
     const uint8_t *b = pi_gguf_base(m->gguf);
     return b && (const uint8_t *)p >= b && (const uint8_t *)p < b + pi_gguf_file_size(m->gguf);
 }
@@ -27,7 +27,7 @@ static size_t weight_bytes(const pi_weight *w) {
 }
 
 /* The weights that stay resident, in a fixed order. */
-static int fixed_weights(pi_model *m, pi_weight **ws, int max) {
+static int fixed_weights(pi_lm *m, pi_weight **ws, int max) {
     int n = 0;
 #define ADD(w) \
     do { \
@@ -50,7 +50,7 @@ static int fixed_weights(pi_model *m, pi_weight **ws, int max) {
     return n;
 }
 
-pi_status pi_offload_measure(pi_model *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *z) {
+pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *z) {
     memset(z, 0, sizeof *z);
     if (!m->bundled || !m->layers[0].bundle.present)
         return pi_error(PI_ERR_INVALID, "%s: not a bundle file", m->path);
@@ -83,8 +83,8 @@ pi_status pi_offload_measure(pi_model *m, int64_t n_ctx, int max_merge, size_t a
     const size_t tables = (size_t)F * (3 * sizeof(int64_t) + sizeof(int32_t) + sizeof(pi_io_req) +
                                        sizeof(struct iovec) + sizeof(uint64_t));
     z->io = embd_buf + 2 * (size_t)stream_rows * z->stride + tables;
-    z->session = pi_session_bytes(m, n_ctx);
-    z->kv = pi_session_kv_bytes(m, n_ctx);
+    z->session = pi_state_bytes(m, n_ctx);
+    z->kv = pi_state_kv_bytes(m, n_ctx);
     z->min_slots = 2 * ((F + 63) / 64) + max_merge;
     z->min_cold = pi_ncache_footprint(hp->n_layer, F, z->stride, z->min_slots);
     z->minimum = z->fixed + z->session + z->io + z->min_cold;
@@ -145,25 +145,25 @@ static pi_status read_hot(pi_offload *o, uint8_t *bounce, size_t bounce_bytes) {
     return PI_OK;
 }
 
-pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_model **model, pi_offload **out) {
+pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **model, pi_offload **out) {
     *model = NULL;
     *out = NULL;
-    pi_model *m = NULL;
-    pi_status st = pi_model_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
+    pi_lm *m = NULL;
+    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
     if (st) return st;
     if (!m->bundled) {
-        pi_model_free(m);
+        pi_lm_free(m);
         return pi_error(PI_ERR_INVALID, "%s: --mem-budget needs a bundle file: convert it with "
                         "pinfer convert -m %s --bundle -o OUT.gguf", path, path);
     }
     if (!m->bundle_align) {
-        pi_model_free(m);
+        pi_lm_free(m);
         return pi_error(PI_ERR_INVALID, "%s: its bundles are packed (pinfer.bundle.align 0), which O_DIRECT reads "
                         "cannot address one by one: convert with --bundle-align 4096", path);
     }
     pi_offload *o = calloc(1, sizeof *o);
     if (!o) {
-        pi_model_free(m);
+        pi_lm_free(m);
         return pi_error(PI_ERR_NOMEM, "out of memory");
     }
     const pi_hparams *hp = &m->hp;
@@ -314,7 +314,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_model
     return PI_OK;
 fail:
     pi_offload_free(o);
-    pi_model_free(m);
+    pi_lm_free(m);
     return st;
 }
 

@@ -104,14 +104,14 @@ typedef struct pi_offload_sizes {
     bool embd_on_flash;
 } pi_offload_sizes;
 
-pi_status pi_offload_measure(pi_model *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *out);
+pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *out);
 
 /* Load a bundle file (pinfer convert --bundle) under o->mem_budget: *model
    is the model (FFN views point into the file mapping and are not read),
-   *out the offload state to attach to a session (pi_session_set_offload).
+   *out the offload state to attach to a session (pi_state_set_offload).
    PI_ERR_NOMEM when the budget is too small (the message says the minimum),
    PI_ERR_INVALID for a file without bundles or with packed ones. */
-pi_status pi_offload_load(const char *path, const pi_offload_opts *o, pi_model **model, pi_offload **out);
+pi_status pi_offload_load(const char *path, const pi_offload_opts *o, pi_lm **model, pi_offload **out);
 void pi_offload_free(pi_offload *off); /* accepts NULL; frees the state, not the model */
 
 /* Where the budget went, one line per region, for --stats and bench. */

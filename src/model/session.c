@@ -52,7 +52,7 @@ static void *xalloc(size_t n, allocator *a) {
 }
 
 /* Every buffer of a session (or with a->dry, only their sizes). */
-static void session_buffers(pi_session *s, const pi_model *m, int64_t n_ctx, allocator *st) {
+static void session_buffers(pi_state *s, const pi_lm *m, int64_t n_ctx, allocator *st) {
     const pi_hparams *hp = &m->hp;
     const size_t B = PI_MAX_BATCH, f = sizeof(float);
     const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
@@ -89,26 +89,26 @@ static void session_buffers(pi_session *s, const pi_model *m, int64_t n_ctx, all
     s->sp_row = xalloc(3 * (size_t)hp->n_ff * sizeof(const uint8_t *), st);
 }
 
-uint64_t pi_session_bytes(const pi_model *m, int64_t n_ctx) {
-    pi_session s = {0};
+uint64_t pi_state_bytes(const pi_lm *m, int64_t n_ctx) {
+    pi_state s = {0};
     allocator a = {PI_OK, true, 0, 0};
     session_buffers(&s, m, n_ctx <= 0 ? m->hp.n_ctx_train : n_ctx, &a);
     return a.total;
 }
 
-uint64_t pi_session_kv_bytes(const pi_model *m, int64_t n_ctx) {
-    pi_session s = {0};
+uint64_t pi_state_kv_bytes(const pi_lm *m, int64_t n_ctx) {
+    pi_state s = {0};
     allocator a = {PI_OK, true, 0, 0};
     session_buffers(&s, m, n_ctx <= 0 ? m->hp.n_ctx_train : n_ctx, &a);
     return a.kv;
 }
 
-pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_session **out) {
+pi_status pi_state_create(const pi_lm *m, int64_t n_ctx, int n_threads, pi_state **out) {
     *out = NULL;
     const pi_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
     if (n_ctx > ((int64_t)1 << 24)) return pi_error(PI_ERR_INVALID, "context size %lld is too large", (long long)n_ctx);
-    pi_session *s = calloc(1, sizeof *s);
+    pi_state *s = calloc(1, sizeof *s);
     if (!s) return pi_error(PI_ERR_NOMEM, "session: out of memory");
     s->m = m;
     s->k = pi_kernels_get();
@@ -122,7 +122,7 @@ pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_
     session_buffers(s, m, n_ctx, &al);
     st = al.st;
     if (st) {
-        pi_session_free(s);
+        pi_state_free(s);
         return pi_error(PI_ERR_NOMEM, "session: cannot allocate %.1f MiB of KV cache and scratch for context %lld",
                         (double)al.total / (1 << 20), (long long)n_ctx);
     }
@@ -132,7 +132,7 @@ pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_
     return PI_OK;
 }
 
-void pi_session_free(pi_session *s) {
+void pi_state_free(pi_state *s) {
     if (!s) return;
     pi_pool_free(s->pool);
     free(s->k_cache);
@@ -160,10 +160,10 @@ void pi_session_free(pi_session *s) {
     free(s);
 }
 
-void pi_session_reset(pi_session *s) { s->n_past = 0; }
+void pi_state_reset(pi_state *s) { s->n_past = 0; }
 
-pi_status pi_session_set_ffn_mode(pi_session *s, pi_ffn_mode mode, int64_t hot) {
-    const pi_model *m = s->m;
+pi_status pi_state_set_ffn_mode(pi_state *s, pi_ffn_mode mode, int64_t hot) {
+    const pi_lm *m = s->m;
     if (mode == PI_FFN_DENSE) {
         s->ffn_mode = mode;
         return PI_OK;
@@ -176,18 +176,18 @@ pi_status pi_session_set_ffn_mode(pi_session *s, pi_ffn_mode mode, int64_t hot) 
                         "pinfer train-predictor, or use the dense path", m->path);
     for (int64_t il = 0; il < m->hp.n_layer; il++)
         if (!m->layers[il].ffn_down_t.data)
-            return pi_error(PI_ERR_INVALID, "layer %lld has no ffn_down_t (pi_model_make_down_t)", (long long)il);
+            return pi_error(PI_ERR_INVALID, "layer %lld has no ffn_down_t (pi_lm_make_down_t)", (long long)il);
     s->ffn_mode = mode;
     s->hot = hot < 0 ? 0 : hot > m->hp.n_ff ? m->hp.n_ff : hot;
     return PI_OK;
 }
 
-void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx) {
+void pi_state_set_observer(pi_state *s, pi_ffn_observer fn, void *ctx) {
     s->observer = fn;
     s->observer_ctx = ctx;
 }
 
-const float *pi_session_logits(const pi_session *s) { return s->logits; }
+const float *pi_state_logits(const pi_state *s) { return s->logits; }
 
 /* ---- building blocks ---- */
 
@@ -212,7 +212,7 @@ static void softmax(float *x, int64_t n) {
 
 /* Rotate adjacent pairs (2i, 2i+1) of the first n_rot dims of each head
    (llama.cpp's "normal" RoPE mode, as GGUF llama files expect). */
-static void rope(const pi_session *s, float *v, int64_t n_heads, int64_t pos) {
+static void rope(const pi_state *s, float *v, int64_t n_heads, int64_t pos) {
     const pi_hparams *hp = &s->m->hp;
     for (int64_t i = 0; i < hp->n_rot / 2; i++) {
         double theta = (double)pos * (double)s->rope_inv_freq[i];
@@ -253,7 +253,7 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
 /* Y[b][0..rows) = W[row0 .. row0+rows) X[b] for the nb rows of X (x_stride
    floats apart). Quantized weights take the Q8_0 form of X, made once per
    distinct input. */
-static void matmul(pi_session *s, const pi_weight *w, int64_t row0, int64_t rows, const float *X, int64_t x_stride,
+static void matmul(pi_state *s, const pi_weight *w, int64_t row0, int64_t rows, const float *X, int64_t x_stride,
                    int64_t nb, float *Y, int64_t y_stride) {
     const uint8_t *xin = (const uint8_t *)X;
     size_t xin_stride = (size_t)x_stride * sizeof(float);
@@ -273,10 +273,10 @@ static void matmul(pi_session *s, const pi_weight *w, int64_t row0, int64_t rows
 }
 
 /* Float rows were rewritten in place: their Q8_0 copies are stale. */
-static void invalidate_input(pi_session *s) { s->xq_src = NULL; }
+static void invalidate_input(pi_state *s) { s->xq_src = NULL; }
 
 typedef struct {
-    pi_session *s;
+    pi_state *s;
     int64_t layer, pos0, nb;
 } attn_job;
 
@@ -285,7 +285,7 @@ typedef struct {
 static void attention_heads(void *ctx, int64_t h0, int64_t h1, int tid) {
     (void)tid;
     attn_job *j = ctx;
-    pi_session *s = j->s;
+    pi_state *s = j->s;
     const pi_hparams *hp = &s->m->hp;
     const int64_t D = hp->head_dim, KV = hp->n_head_kv * D, QD = hp->n_head * D, group = hp->n_head / hp->n_head_kv;
     const float *kc = s->k_cache + (size_t)j->layer * (size_t)s->n_ctx * (size_t)KV;
@@ -310,7 +310,7 @@ static void attention_heads(void *ctx, int64_t h0, int64_t h1, int tid) {
     }
 }
 
-static void attention(pi_session *s, int64_t il, int64_t pos0, int64_t nb) {
+static void attention(pi_state *s, int64_t il, int64_t pos0, int64_t nb) {
     const pi_hparams *hp = &s->m->hp;
     const pi_layer *l = &s->m->layers[il];
     const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
@@ -353,7 +353,7 @@ static void down_t_chunk(void *ctx, int64_t i0, int64_t i1, float *acc, int tid)
 
 /* Y[b] = sum_i H[b][i] * down_t[i] for nb rows of H (the down projection
    with the matrix stored one neuron per row). */
-static void matmul_down_t(pi_session *s, const pi_weight *w, const float *H, int64_t h_stride, int64_t nb, float *Y,
+static void matmul_down_t(pi_state *s, const pi_weight *w, const float *H, int64_t h_stride, int64_t nb, float *Y,
                           int64_t y_stride) {
     const int64_t n = w->ne[1], chunk = (n + DOWN_T_CHUNKS - 1) / DOWN_T_CHUNKS;
     for (int64_t b = 0; b < nb; b++) {
@@ -379,7 +379,7 @@ static void ffn_activate(pi_ffn_act act, float *hb, const float *hb2, int64_t n)
 
 /* out[b] = W_down act(W_gate xb[b], W_up xb[b]) for nb normed inputs in xb,
    with expert e's slice of stacked matrices (e = 0 for a dense FFN). */
-static void ffn_expert(pi_session *s, const pi_weight *gate, const pi_weight *up, const pi_weight *down, int64_t e,
+static void ffn_expert(pi_state *s, const pi_weight *gate, const pi_weight *up, const pi_weight *down, int64_t e,
                        const float *xin, int64_t nb, float *out) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd;
@@ -396,7 +396,7 @@ static void ffn_expert(pi_session *s, const pi_weight *gate, const pi_weight *up
 
 /* Mixtral routing for one token (xb row b): top-k router logits, softmax
    over the chosen ones, weighted sum of those experts' outputs. */
-static void moe_token(pi_session *s, const pi_layer *l, int64_t b) {
+static void moe_token(pi_state *s, const pi_layer *l, int64_t b) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t E = hp->n_embd;
     const float *xin = s->xb + b * s->xb_dim;
@@ -433,7 +433,7 @@ static void moe_token(pi_session *s, const pi_layer *l, int64_t b) {
    or on the thread count. */
 
 typedef struct {
-    pi_session *s;
+    pi_state *s;
     const void *xg, *xu; /* FFN input in the gate's and the up's kernel form */
     const float *gate;   /* ORACLE: precomputed gate (and up) values, else NULL */
     const float *up;
@@ -453,7 +453,7 @@ static inline float activation(pi_ffn_act act, float g, float u) {
    gate rows in gathered batches, then the up rows of the entries whose gate
    fired (the up row is skipped when the gate is silent). */
 static void compute_entries(const cold_job *j, const int64_t *ks, int64_t n) {
-    pi_session *s = j->s;
+    pi_state *s = j->s;
     const pi_ffn_types *t = &s->sp_types;
     const int64_t E = s->m->hp.n_embd;
     const void *rows[ROWS_BATCH];
@@ -495,7 +495,7 @@ static void cold_rows(void *ctx, int64_t k0, int64_t k1, int tid) {
 }
 
 typedef struct {
-    const pi_session *s;
+    const pi_state *s;
     int64_t E;
     pi_axpy_fn axpy;
 } sparse_down_job;
@@ -511,7 +511,7 @@ static void sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int
 /* The predictor's selection for row 0 of xb: sp_idx[0, n) = the hot prefix
    [0, hot), then the cold neurons whose fc2 logit reaches the layer's
    threshold. Returns n. */
-static int64_t sparse_select(pi_session *s, int64_t il, int64_t hot) {
+static int64_t sparse_select(pi_state *s, int64_t il, int64_t hot) {
     const pi_layer *l = &s->m->layers[il];
     const int64_t R = l->fc1.ne[1], F = s->m->hp.n_ff;
     float *u = s->sp_val, *z = s->sp_pred; /* sp_val is free until the activations */
@@ -529,7 +529,7 @@ static int64_t sparse_select(pi_session *s, int64_t il, int64_t hot) {
 
 /* With sp_check on: the exact active set of row 0 of xb (every gate, and for
    dReLU every up, computed into hb/hb2), counted against the selection. */
-static void sparse_check(pi_session *s, int64_t il, int64_t n) {
+static void sparse_check(pi_state *s, int64_t il, int64_t n) {
     const pi_layer *l = &s->m->layers[il];
     const int64_t F = s->m->hp.n_ff;
     matmul(s, &l->ffn_gate, 0, F, s->xb, s->xb_dim, 1, s->hb, F);
@@ -547,7 +547,7 @@ static void sparse_check(pi_session *s, int64_t il, int64_t n) {
 
 /* Counts a token's list of n entries in the layer's statistics; returns
    how many were active. */
-static int64_t count_list(pi_session *s, int64_t il, int64_t n) {
+static int64_t count_list(pi_state *s, int64_t il, int64_t n) {
     pi_sparse_stats *st = &s->sp_stats[il];
     int64_t a = 0;
     for (int64_t k = 0; k < n; k++) a += s->sp_val[k] != 0.0f;
@@ -560,7 +560,7 @@ static int64_t count_list(pi_session *s, int64_t il, int64_t n) {
 
 /* Down projection and bookkeeping once sp_val[0, n) is known: xb2 row 0 =
    sum of val * down row, in fixed chunks of the list. */
-static void sparse_finish(pi_session *s, int64_t il, int64_t n) {
+static void sparse_finish(pi_state *s, int64_t il, int64_t n) {
     const pi_layer *l = &s->m->layers[il];
     const int64_t a = count_list(s, il, n);
     s->sp_stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
@@ -572,7 +572,7 @@ static void sparse_finish(pi_session *s, int64_t il, int64_t n) {
 
 /* The session's hot prefix [0, hot) as one dense cluster: sp_val of the
    first hot list entries, from rows [0, hot) of gate and up. */
-static void hot_cluster(pi_session *s, const pi_weight *gate, const pi_weight *up) {
+static void hot_cluster(pi_state *s, const pi_weight *gate, const pi_weight *up) {
     if (s->hot <= 0) return;
     matmul(s, gate, 0, s->hot, s->xb, s->xb_dim, 1, s->hb, s->hot);
     matmul(s, up, 0, s->hot, s->xb, s->xb_dim, 1, s->hb2, s->hot);
@@ -580,7 +580,7 @@ static void hot_cluster(pi_session *s, const pi_weight *gate, const pi_weight *u
 }
 
 /* The FFN input of row 0 of xb in the form the gate and up kernels take. */
-static cold_job cold_input(pi_session *s, int64_t first) {
+static cold_job cold_input(pi_state *s, int64_t first) {
     const void *xq = s->xb;
     bool qg = pi_vec_dot_type(s->sp_types.gate) == PI_TYPE_Q8_0, qu = pi_vec_dot_type(s->sp_types.up) == PI_TYPE_Q8_0;
     if (qg || qu) {
@@ -593,8 +593,8 @@ static cold_job cold_input(pi_session *s, int64_t first) {
 /* The FFN of one token on the sparse path: out = sum over active neurons i
    of act_i * down_t[i], computing only the neurons that are (predicted)
    active. The input is row 0 of xb; the result goes to row 0 of xb2. */
-static void ffn_sparse(pi_session *s, int64_t il) {
-    const pi_model *m = s->m;
+static void ffn_sparse(pi_state *s, int64_t il) {
+    const pi_lm *m = s->m;
     const pi_hparams *hp = &m->hp;
     const pi_layer *l = &m->layers[il];
     const int64_t F = hp->n_ff;
@@ -652,7 +652,7 @@ static void list_rows(void *ctx, int64_t i0, int64_t i1, int tid) {
 #define REAP_BATCH 16        /* reads to wait for at once: one wake-up per batch, not per read */
 #define LIST_PARALLEL_MIN 48 /* fewer entries run on the calling thread: a pool wake-up costs more */
 
-static void compute_list(pi_session *s, const cold_job *cj, const int64_t *list, int64_t n) {
+static void compute_list(pi_state *s, const cold_job *cj, const int64_t *list, int64_t n) {
     if (n <= 0) return;
     list_job j = {*cj, list};
     j.c.first = 0;
@@ -660,14 +660,14 @@ static void compute_list(pi_session *s, const cold_job *cj, const int64_t *list,
     else pi_pool_for_dynamic(s->pool, n, ROWS_BATCH, list_rows, &j);
 }
 
-static void set_rows(pi_session *s, int64_t k, const uint8_t *g, const uint8_t *u, const uint8_t *d) {
+static void set_rows(pi_state *s, int64_t k, const uint8_t *g, const uint8_t *u, const uint8_t *d) {
     s->sp_row[3 * k] = g;
     s->sp_row[3 * k + 1] = u;
     s->sp_row[3 * k + 2] = d;
 }
 
 /* The cache slot list entry k's rows were placed in. */
-static int64_t miss_slot(const pi_session *s, int64_t k) {
+static int64_t miss_slot(const pi_state *s, int64_t k) {
     const pi_offload *o = s->off;
     return (int64_t)((size_t)(s->sp_row[3 * k] - o->part_off[0] - pi_ncache_slot(o->cache, 0)) / o->stride);
 }
@@ -675,7 +675,7 @@ static int64_t miss_slot(const pi_session *s, int64_t k) {
 /* Issue the reads of the wave's misses o->miss[0, n_miss): neighbouring
    neurons go in one read (up to max_merge bundles), each bundle into its
    own slot. Returns the number of reads. */
-static pi_status issue_reads(pi_session *s, int64_t il, int64_t n_miss, int64_t *n_runs) {
+static pi_status issue_reads(pi_state *s, int64_t il, int64_t n_miss, int64_t *n_runs) {
     pi_offload *o = s->off;
     int64_t r = 0;
     for (int64_t m = 0; m < n_miss; m++) {
@@ -706,7 +706,7 @@ static pi_status issue_reads(pi_session *s, int64_t il, int64_t n_miss, int64_t 
    is cached, read the misses, compute the resident and cached neurons while
    the reads run, then each read's neurons as it completes, then the wave's
    chunk partials. The result equals ffn_sparse's bit for bit. */
-static pi_status ffn_offload(pi_session *s, int64_t il) {
+static pi_status ffn_offload(pi_state *s, int64_t il) {
     pi_offload *o = s->off;
     const pi_hparams *hp = &s->m->hp;
     const int64_t E = hp->n_embd, Hres = o->hot[il];
@@ -798,7 +798,7 @@ static pi_status ffn_offload(pi_session *s, int64_t il) {
 }
 
 typedef struct {
-    pi_session *s;
+    pi_state *s;
     const uint8_t *down; /* the piece's first bundle's down row */
     size_t stride;
     int64_t i0, rows, q, F, E;
@@ -810,7 +810,7 @@ typedef struct {
 static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
     (void)tid;
     stream_down_job *j = ctx;
-    pi_session *s = j->s;
+    pi_state *s = j->s;
     pi_axpy_fn axpy = s->k->axpy[s->sp_types.down];
     for (int64_t b = b0; b < b1; b++) {
         float *part = s->stream_acc + b * j->E, *sum = s->stream_acc + (PI_MAX_BATCH + b) * j->E;
@@ -829,7 +829,7 @@ static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
 /* The dense FFN of a prompt batch with the FFN on flash: each layer's
    bundles stream through two buffers (the next piece is read while this
    one is computed), giving exactly the in-memory dense result. */
-static pi_status ffn_stream(pi_session *s, int64_t il, int64_t nb) {
+static pi_status ffn_stream(pi_state *s, int64_t il, int64_t nb) {
     pi_offload *o = s->off;
     const pi_hparams *hp = &s->m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows;
@@ -872,7 +872,7 @@ static pi_status ffn_stream(pi_session *s, int64_t il, int64_t nb) {
 }
 
 /* Row `tok` of the token embedding, from flash when it is not resident. */
-static pi_status embedding_row(pi_session *s, int32_t tok, float *out) {
+static pi_status embedding_row(pi_state *s, int32_t tok, float *out) {
     const pi_weight *w = &s->m->tok_embd;
     if (!s->off || !s->off->embd_on_flash) {
         pi_weight_row_f32(w, tok, out);
@@ -894,14 +894,14 @@ static pi_status embedding_row(pi_session *s, int32_t tok, float *out) {
     return PI_OK;
 }
 
-pi_status pi_session_set_offload(pi_session *s, pi_offload *off) {
+pi_status pi_state_set_offload(pi_state *s, pi_offload *off) {
     if (off && (off->n_layer != s->m->hp.n_layer || off->n_ff != s->m->hp.n_ff))
         return pi_error(PI_ERR_INVALID, "the offload state belongs to another model");
     s->off = off;
     return PI_OK;
 }
 
-static pi_status ffn(pi_session *s, int64_t il, int64_t nb) {
+static pi_status ffn(pi_state *s, int64_t il, int64_t nb) {
     const pi_hparams *hp = &s->m->hp;
     const pi_layer *l = &s->m->layers[il];
     const int64_t E = hp->n_embd;
@@ -928,8 +928,8 @@ static pi_status ffn(pi_session *s, int64_t il, int64_t nb) {
 /* nb tokens at positions pos0..; logits of the last token into s->logits,
    and of every token into all_logits when it is not NULL. Fails only when
    the FFN is read from flash and a read fails. */
-static pi_status forward(pi_session *s, const int32_t *tokens, int64_t nb, int64_t pos0, float *all_logits) {
-    const pi_model *m = s->m;
+static pi_status forward(pi_state *s, const int32_t *tokens, int64_t nb, int64_t pos0, float *all_logits) {
+    const pi_lm *m = s->m;
     const pi_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
     pi_status st;
@@ -955,7 +955,7 @@ static pi_status forward(pi_session *s, const int32_t *tokens, int64_t nb, int64
     return PI_OK;
 }
 
-static pi_status decode(pi_session *s, const int32_t *tokens, int64_t n, float *all_logits) {
+static pi_status decode(pi_state *s, const int32_t *tokens, int64_t n, float *all_logits) {
     const pi_hparams *hp = &s->m->hp;
     if (n < 0 || s->n_past + n > s->n_ctx)
         return pi_error(PI_ERR_INVALID, "%lld tokens at position %lld exceed the context of %lld", (long long)n,
@@ -973,10 +973,10 @@ static pi_status decode(pi_session *s, const int32_t *tokens, int64_t n, float *
     return PI_OK;
 }
 
-pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n) { return decode(s, tokens, n, NULL); }
+pi_status pi_state_decode(pi_state *s, const int32_t *tokens, int64_t n) { return decode(s, tokens, n, NULL); }
 
-pi_status pi_session_decode_all(pi_session *s, const int32_t *tokens, int64_t n, float *logits) {
+pi_status pi_state_decode_all(pi_state *s, const int32_t *tokens, int64_t n, float *logits) {
     return decode(s, tokens, n, logits);
 }
 
-void pi_session_set_sparse_check(pi_session *s, bool on) { s->sp_check = on; }
+void pi_state_set_sparse_check(pi_state *s, bool on) { s->sp_check = on; }

@@ -1,9 +1,11 @@
 /*
- * session.h — one conversation with a model: KV cache, scratch buffers, the
- * position reached. The dense forward pass (DESIGN.md §1) lives here.
+ * session.h — pi_state, the run state of one sequence (llama2.c's RunState):
+ * KV cache, scratch buffers, the position reached. The dense forward pass
+ * (DESIGN.md §1) lives here. The public pi_session (include/pinfer.h) wraps
+ * one.
  *
- * A session is used by one thread at a time (it drives its own thread pool);
- * several sessions may share one pi_model. Every buffer is sized at creation
+ * A state is used by one thread at a time (it drives its own thread pool);
+ * several states may share one pi_lm. Every buffer is sized at creation
  * from the hyperparameters and n_ctx: decoding allocates nothing.
  */
 #ifndef PI_MODEL_SESSION_H
@@ -32,7 +34,7 @@ typedef struct pi_sparse_stats {
     uint64_t computed;   /* neurons whose gate row was read */
     uint64_t active;     /* neurons with a non-zero activation */
     uint64_t bytes;      /* weight bytes read by the FFN and the predictor */
-    /* with pi_session_set_sparse_check on: the exact active set, for recall */
+    /* with pi_state_set_sparse_check on: the exact active set, for recall */
     uint64_t oracle_active; /* neurons truly active */
     uint64_t missed;        /* truly active but not selected (recall = 1 - missed / oracle_active) */
 } pi_sparse_stats;
@@ -44,8 +46,8 @@ typedef struct pi_ffn_types {
 
 #define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */
 
-typedef struct pi_session {
-    const pi_model *m;
+typedef struct pi_state {
+    const pi_lm *m;
     const pi_kernels *k;
     pi_pool *pool;         /* owned */
     int64_t n_ctx;         /* positions the KV cache holds */
@@ -86,52 +88,52 @@ typedef struct pi_session {
     float *reduce_scratch; /* (64, n_embd): partial sums of the down_t reduction */
     float *stream_acc;     /* (2, PI_MAX_BATCH, n_embd): prompt FFN streamed from flash: chunk partials, sums */
     struct pi_offload *off; /* FFN read from flash under a memory budget, or NULL */
-} pi_session;
+} pi_state;
 
 /* A session with a KV cache of n_ctx positions (n_ctx <= 0: the model's
    training context) and n_threads threads (<= 0: one per CPU). */
-pi_status pi_session_create(const pi_model *m, int64_t n_ctx, int n_threads, pi_session **out);
-void pi_session_free(pi_session *s); /* accepts NULL */
+pi_status pi_state_create(const pi_lm *m, int64_t n_ctx, int n_threads, pi_state **out);
+void pi_state_free(pi_state *s); /* accepts NULL */
 
 /* Install (or with fn NULL, remove) the FFN observer. */
-void pi_session_set_observer(pi_session *s, pi_ffn_observer fn, void *ctx);
+void pi_state_set_observer(pi_state *s, pi_ffn_observer fn, void *ctx);
 
 /* Bytes of every buffer a session allocates (KV cache included), and of
    its KV cache alone: what a memory budget must hold for it. */
-uint64_t pi_session_bytes(const pi_model *m, int64_t n_ctx);
-uint64_t pi_session_kv_bytes(const pi_model *m, int64_t n_ctx);
+uint64_t pi_state_bytes(const pi_lm *m, int64_t n_ctx);
+uint64_t pi_state_kv_bytes(const pi_lm *m, int64_t n_ctx);
 
 /* Read the FFN from flash through off (model/offload.h), which must come
    from loading this session's model; the session does not own it. Decode
    steps then fail with PI_ERR_IO (and stop) when a read fails. */
-pi_status pi_session_set_offload(pi_session *s, struct pi_offload *off);
+pi_status pi_state_set_offload(pi_state *s, struct pi_offload *off);
 
 /* Choose how decode computes the FFN. SPARSE needs a model with predictors;
    SPARSE and ORACLE need a dense ReLU or dReLU model whose layers all have an
-   ffn_down_t (call pi_model_make_down_t first); PI_ERR_INVALID otherwise.
+   ffn_down_t (call pi_lm_make_down_t first); PI_ERR_INVALID otherwise.
    hot: neurons [0, hot) of every layer are always computed as one dense
    cluster (after reordering by activation frequency they are the hottest). */
-pi_status pi_session_set_ffn_mode(pi_session *s, pi_ffn_mode mode, int64_t hot);
+pi_status pi_state_set_ffn_mode(pi_state *s, pi_ffn_mode mode, int64_t hot);
 
 /* Sparse mode: also compute every gate to measure the predictor's recall
    (sp_stats oracle_active, missed). Costs a dense gate pass per layer; the
    output does not change. */
-void pi_session_set_sparse_check(pi_session *s, bool on);
+void pi_state_set_sparse_check(pi_state *s, bool on);
 
 /* Forget the conversation (positions restart at 0). */
-void pi_session_reset(pi_session *s);
+void pi_state_reset(pi_state *s);
 
 /* Run n tokens through the model at positions n_past.. and advance n_past.
-   Afterwards pi_session_logits() holds the logits of the last token.
+   Afterwards pi_state_logits() holds the logits of the last token.
    PI_ERR_INVALID when the tokens would not fit in the context or an id is
    outside the vocabulary (nothing is run then). */
-pi_status pi_session_decode(pi_session *s, const int32_t *tokens, int64_t n);
+pi_status pi_state_decode(pi_state *s, const int32_t *tokens, int64_t n);
 
-/* Like pi_session_decode, and also writes the logits of every token to
+/* Like pi_state_decode, and also writes the logits of every token to
    logits (n rows of n_vocab), e.g. for perplexity. */
-pi_status pi_session_decode_all(pi_session *s, const int32_t *tokens, int64_t n, float *logits);
+pi_status pi_state_decode_all(pi_state *s, const int32_t *tokens, int64_t n, float *logits);
 
 /* Logits (n_vocab) of the last token decoded; borrowed until the next call. */
-const float *pi_session_logits(const pi_session *s);
+const float *pi_state_logits(const pi_state *s);
 
 #endif

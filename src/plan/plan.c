@@ -40,16 +40,16 @@ static bool f32_array(const pi_gguf *g, const char *key, int64_t n, float *out) 
 
 pi_status pi_mprofile_load(const char *path, int64_t n_ctx, pi_mprofile **out) {
     *out = NULL;
-    pi_model *m;
-    pi_status st = pi_model_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
+    pi_lm *m;
+    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
     if (st) return st;
     if (!m->bundled) {
-        pi_model_free(m);
+        pi_lm_free(m);
         return pi_error(PI_ERR_INVALID, "%s: the planner needs a bundle file (pinfer convert --bundle)", path);
     }
     const int64_t L = m->hp.n_layer, F = m->hp.n_ff;
     if (L > PI_PLAN_MAX_LAYERS) {
-        pi_model_free(m);
+        pi_lm_free(m);
         return pi_error(PI_ERR_UNSUPPORTED, "%s: %lld layers exceed the planner's %d", path, (long long)L,
                         PI_PLAN_MAX_LAYERS);
     }
@@ -57,7 +57,7 @@ pi_status pi_mprofile_load(const char *path, int64_t n_ctx, pi_mprofile **out) {
     if (!p || !(p->act = malloc((size_t)(L * F) * sizeof *p->act)) ||
         !(p->sel = malloc((size_t)(L * F) * sizeof *p->sel))) {
         pi_mprofile_free(p);
-        pi_model_free(m);
+        pi_lm_free(m);
         return pi_error(PI_ERR_NOMEM, "out of memory");
     }
     p->n_layer = L;
@@ -134,12 +134,12 @@ pi_status pi_mprofile_load(const char *path, int64_t n_ctx, pi_mprofile **out) {
             p->sel[l * F + i] = sv > 1.0 ? 1.0 : sv;
         }
     }
-    pi_model_free(m);
+    pi_lm_free(m);
     *out = p;
     return PI_OK;
 fail:
     pi_mprofile_free(p);
-    pi_model_free(m);
+    pi_lm_free(m);
     return st;
 }
 

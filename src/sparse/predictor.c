@@ -87,7 +87,7 @@ pi_status pi_pred_data_create(int64_t n_layer, int64_t n_embd, int64_t n_ff, int
     return PI_OK;
 }
 
-pi_status pi_pred_data_for_model(const pi_model *m, int64_t cap, float act_threshold, pi_pred_data **out) {
+pi_status pi_pred_data_for_model(const pi_lm *m, int64_t cap, float act_threshold, pi_pred_data **out) {
     *out = NULL;
     if (m->hp.n_expert > 0)
         return pi_error(PI_ERR_UNSUPPORTED,
@@ -638,7 +638,7 @@ pi_status pi_pred_train(const pi_pred_data *d, const pi_pred_params *p, pi_pool 
     return PI_OK;
 }
 
-pi_status pi_predictor_from_model(const pi_model *m, pi_predictor **out) {
+pi_status pi_predictor_from_model(const pi_lm *m, pi_predictor **out) {
     *out = NULL;
     if (!m->has_predictor)
         return pi_error(PI_ERR_NOT_FOUND, "%s: the model has no activation predictors (blk.N.fc1/fc2)", m->path);
@@ -795,7 +795,7 @@ static bool is_pred_key(pi_gguf_str key) {
            (key.len >= sizeof prefix - 1 && !memcmp(key.data, prefix, sizeof prefix - 1));
 }
 
-pi_status pi_pred_save(const pi_predictor *P, const pi_model *m, const char *path) {
+pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) {
     const pi_hparams *hp = &m->hp;
     if (P->n_layer != hp->n_layer || P->n_embd != hp->n_embd || P->n_ff != hp->n_ff)
         return pi_error(PI_ERR_INVALID, "%s: predictors for %lld layers of %lld -> %lld do not fit %s (%lld of %lld -> %lld)",

@@ -77,7 +77,7 @@ pi_status pi_pred_data_create(int64_t n_layer, int64_t n_embd, int64_t n_ff, int
 
 /* Shaped for a model. PI_ERR_UNSUPPORTED for a mixture-of-experts model
    (the session's observer reports dense FFN layers only). */
-pi_status pi_pred_data_for_model(const pi_model *m, int64_t cap, float act_threshold, pi_pred_data **out);
+pi_status pi_pred_data_for_model(const pi_lm *m, int64_t cap, float act_threshold, pi_pred_data **out);
 
 void pi_pred_data_free(pi_pred_data *d); /* accepts NULL */
 
@@ -163,7 +163,7 @@ void pi_predictor_free(pi_predictor *P); /* accepts NULL */
    F32), with pinfer.predictor.thresholds when present, else the model's
    sparse_threshold for every layer. PI_ERR_NOT_FOUND when the model has no
    predictors. */
-pi_status pi_predictor_from_model(const pi_model *m, pi_predictor **out);
+pi_status pi_predictor_from_model(const pi_lm *m, pi_predictor **out);
 
 /* ---- 3. evaluation ---- */
 
@@ -200,6 +200,6 @@ void pi_pred_eval_observe(void *ctx, int64_t layer, int64_t pos, const float *ff
    P must be m's. PI_ERR_INVALID when path is m's own file (it is mapped and
    would be truncated under us); PI_ERR_IO (or PI_ERR_NOT_FOUND for a missing
    directory). A file that fails half-way is removed. */
-pi_status pi_pred_save(const pi_predictor *P, const pi_model *m, const char *path);
+pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path);
 
 #endif

@@ -46,7 +46,7 @@ typedef struct {
     const pi_stats *st;    /* NULL: keep the input's order */
     bool bundle;           /* write bundles instead of the FFN matrices */
     pi_bundle_layout bl;   /* bundle */
-    pi_model *m;           /* the input, mapped */
+    pi_lm *m;           /* the input, mapped */
     int32_t *perm;         /* (n_layer, n_ff); NULL without st (identity) */
     bool *has_bundle;      /* (n_layer) bundle: the layer's T_BUNDLE is planned */
     plan_t *plan;
@@ -94,7 +94,7 @@ static void new_tensor(rewriter *r, how h, int layer, pi_type type, int64_t ne0,
 }
 
 /* The layer's down matrix one neuron per row, in the input's order: the
-   input's ffn_down_t, or ffn_down transposed (as pi_model_make_down_t does). */
+   input's ffn_down_t, or ffn_down transposed (as pi_lm_make_down_t does). */
 static pi_status layer_down_t(rewriter *r, int layer, const uint8_t **rows) {
     const pi_layer *l = &r->m->layers[layer];
     if (l->ffn_down_t.data) {
@@ -119,7 +119,7 @@ static pi_status layer_down_t(rewriter *r, int layer, const uint8_t **rows) {
 /* Check the input and fix the bundle layout; every dense layer must agree
    with layer 0's types, since one layout serves the whole file. */
 static pi_status check_input(rewriter *r, uint32_t align) {
-    const pi_model *m = r->m;
+    const pi_lm *m = r->m;
     const pi_hparams *hp = &m->hp;
     const char *what = r->bundle ? "bundling" : "reordering";
     if (hp->n_expert)
@@ -241,7 +241,7 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
 }
 
 static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
-    const pi_model *m = r->m;
+    const pi_lm *m = r->m;
     const int64_t E = m->hp.n_embd, F = m->hp.n_ff;
     const uint8_t *data = p->src ? p->src->data : NULL;
     pi_status rc = PI_OK;
@@ -310,7 +310,7 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
 static pi_status rewrite(const char *in_path, const pi_stats *st, bool bundle, uint32_t align, const char *out_path) {
     rewriter r = {.in_path = in_path, .st = st, .bundle = bundle};
     pi_gguf_writer *w = NULL;
-    pi_status rc = pi_model_load(in_path, PI_MAP_FILE, &r.m);
+    pi_status rc = pi_lm_load(in_path, PI_MAP_FILE, &r.m);
     if (rc) return rc;
     const pi_hparams *hp = &r.m->hp;
     const int64_t L = hp->n_layer, F = hp->n_ff;
@@ -346,7 +346,7 @@ done:
     free(r.plan);
     free(r.perm);
     free(r.has_bundle);
-    pi_model_free(r.m);
+    pi_lm_free(r.m);
     return rc;
 }
 

@@ -32,7 +32,7 @@ pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *
    4096-byte file offset. With st the neurons are first ordered as
    pi_reorder_write orders them (permutation, predictor rows and statistics
    stored the same way); with st NULL the input's order is kept. The down part
-   is the input's ffn_down_t row, or the row pi_model_make_down_t would make.
+   is the input's ffn_down_t row, or the row pi_lm_make_down_t would make.
    Refused: mixture-of-experts and SiLU models (PI_ERR_UNSUPPORTED), layers
    whose FFN types differ, an align out of range (PI_ERR_INVALID). A bundle
    file as input is rewritten (e.g. with another align). The output is

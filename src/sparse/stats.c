@@ -69,7 +69,7 @@ pi_status pi_stats_create(int64_t n_layer, int64_t n_ff, float threshold, const 
     return PI_OK;
 }
 
-pi_status pi_stats_for_model(const pi_model *m, float threshold, pi_stats **out) {
+pi_status pi_stats_for_model(const pi_lm *m, float threshold, pi_stats **out) {
     *out = NULL;
     if (m->hp.n_expert > 0)
         return pi_error(PI_ERR_UNSUPPORTED,

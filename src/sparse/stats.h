@@ -62,7 +62,7 @@ pi_status pi_stats_create(int64_t n_layer, int64_t n_ff, float threshold, const 
 /* Empty statistics shaped for a model, naming it by its path.
    PI_ERR_UNSUPPORTED for a mixture-of-experts model: the session's observer
    reports dense FFN layers only. */
-pi_status pi_stats_for_model(const pi_model *m, float threshold, pi_stats **out);
+pi_status pi_stats_for_model(const pi_lm *m, float threshold, pi_stats **out);
 
 void pi_stats_free(pi_stats *st); /* accepts NULL */
 

@@ -20,7 +20,7 @@
  *                        [down_offset, +down row)  column i of ffn_down as a
  *                                                  row of n_embd (ffn_down_t's
  *                                                  row i; what
- *                                                  pi_model_make_down_t makes
+ *                                                  pi_lm_make_down_t makes
  *                                                  when the input has none)
  *                        each in the model's own type, byte for byte those
  *                        rows, and zeros in every other byte up to stride.
