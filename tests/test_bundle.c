@@ -1,5 +1,5 @@
 /*
- * test_bundle.c — the bundle file (store/bundle.h) written by pi_bundle_write
+ * test_bundle.c — the bundle file (gguf/bundle.h) written by pi_bundle_write
  * and read by pi_lm_load, on generated models: a ReLU F32 model and a ReLU
  * Q8_0 model without ffn_down_t (the down part is transposed, as
  * pi_lm_make_down_t does), and a planted dReLU Q4_0 model with ffn_down_t
@@ -23,7 +23,7 @@
 #include "model/session.h"
 #include "sparse/reorder.h"
 #include "sparse/stats.h"
-#include "store/bundle.h"
+#include "gguf/bundle.h"
 #include "test_util.h"
 
 #include <stdarg.h>

@@ -7,7 +7,7 @@
 
 #include "model/llama2c.h"
 #include "sparse/reorder.h"
-#include "store/bundle.h"
+#include "gguf/bundle.h"
 
 #include <stdbool.h>
 #include <stdio.h>

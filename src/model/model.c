@@ -2,12 +2,12 @@
  * model.c — binding a GGUF file to a pi_lm: hyperparameters from the
  * llama.cpp metadata keys, weight views by llama.cpp tensor names, and shape
  * checks so that the forward pass can trust every dimension it reads.
- * Bundle files (store/bundle.h) are de-interleaved into owned matrices here.
+ * Bundle files (gguf/bundle.h) are de-interleaved into owned matrices here.
  */
 #include "model.h"
 
 #include "base/log.h"
-#include "store/bundle.h"
+#include "gguf/bundle.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * sessions. Weight views point into the file mapping (zero-copy); only small
  * vectors stored in a non-F32 type (norms) are converted into owned F32 copies.
  *
- * A bundle file (store/bundle.h) stores each dense layer's FFN as one
+ * A bundle file (gguf/bundle.h) stores each dense layer's FFN as one
  * bundle per neuron; loading it de-interleaves the bundles into owned
  * contiguous gate, up and down_t matrices, so every forward path reads the
  * same pi_weights as for any other file, and records where the bundles are
@@ -61,7 +61,7 @@ typedef struct pi_weight {
     pi_gguf_str name;   /* the tensor's name, for messages */
 } pi_weight;
 
-/* Where a layer's bundles are (bundle files only; see store/bundle.h). */
+/* Where a layer's bundles are (bundle files only; see gguf/bundle.h). */
 typedef struct pi_layer_bundle {
     const void *data;     /* bundle 0 inside the mapping; bundle i at data + i * stride */
     int64_t file_off;     /* absolute file offset of bundle 0 (a multiple of 4096) */

@@ -6,7 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "model/offload.h"
-#include "store/bundle.h"
+#include "gguf/bundle.h"
 #include "store/cache.h"
 
 #include <ctype.h>

@@ -1,7 +1,7 @@
 /*
  * reorder.c — rewriting a model file neuron by neuron, streamed tensor by
  * tensor through the GGUF writer. Reordering (convert --reorder) and bundling
- * (convert --bundle, format in store/bundle.h) are one routine: a plan says
+ * (convert --bundle, format in gguf/bundle.h) are one routine: a plan says
  * for every output tensor where its bytes come from, and one permutation per
  * layer (new position k holds old neuron perm[k]; the identity when no
  * statistics are given) is applied to every neuron-indexed tensor, whether it
@@ -14,7 +14,7 @@
 #include "sparse/reorder.h"
 
 #include "model/model.h"
-#include "store/bundle.h"
+#include "gguf/bundle.h"
 
 #include <stdarg.h>
 #include <stdio.h>

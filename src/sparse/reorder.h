@@ -2,7 +2,7 @@
  * reorder.h — renumbering each layer's FFN neurons by activation frequency,
  * so that the hot set is a contiguous prefix (one sequential read loads it,
  * one dense kernel computes it; DESIGN.md §2), and writing a model as a
- * bundle file (store/bundle.h). Both stream the input (mapped) to the output
+ * bundle file (gguf/bundle.h). Both stream the input (mapped) to the output
  * one tensor, or one layer's bundles, at a time, and share one permutation
  * routine. Both are thread-safe (nothing shared is written).
  */
@@ -25,7 +25,7 @@
    (PI_ERR_UNSUPPORTED): pi_bundle_write reorders those. */
 pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *out_path);
 
-/* Write the model at in_path as a bundle file (format in store/bundle.h):
+/* Write the model at in_path as a bundle file (format in gguf/bundle.h):
    each dense layer's gate/up/down matrices become blk.N.ffn_bundle, one
    bundle per neuron, each starting on a multiple of `align` inside the
    tensor (a power of two in [512, 65536]; 0: packed), every tensor on a

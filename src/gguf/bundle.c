@@ -3,7 +3,7 @@
  * keys, and reading it back with every field checked before a loader trusts
  * an offset (format in bundle.h).
  */
-#include "store/bundle.h"
+#include "gguf/bundle.h"
 
 #include <stdio.h>
 #include <string.h>

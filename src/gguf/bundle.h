@@ -55,8 +55,8 @@
  * are compute types whose rows of n_embd elements have a size; when align is
  * not 0 it is a power of two and divides stride.
  */
-#ifndef PI_STORE_BUNDLE_H
-#define PI_STORE_BUNDLE_H
+#ifndef PI_GGUF_BUNDLE_H
+#define PI_GGUF_BUNDLE_H
 
 #include "base/status.h"
 #include "gguf/gguf.h"
