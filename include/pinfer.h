@@ -33,6 +33,14 @@ typedef enum pi_status {
     PI_ERR_NOT_FOUND   = -6, /* a key, tensor or file is missing */
 } pi_status;
 
+/* How decode computes the FFN (prompts always take the dense path). */
+typedef enum pi_ffn_mode {
+    PI_FFN_AUTO = 0,   /* sparse when the model has activation predictors, else dense */
+    PI_FFN_DENSE = 1,  /* every neuron */
+    PI_FFN_SPARSE = 2, /* a hot prefix plus the neurons the predictor selects */
+    PI_FFN_ORACLE = 3, /* exactly the active neurons (every gate computed): for tests */
+} pi_ffn_mode;
+
 /* Short constant name of a status ("ok", "io", "format", ...). */
 const char *pi_status_str(pi_status st);
 

@@ -21,6 +21,7 @@
 #include "model/genmodel.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "sparse/ffn_sparse.h"
 #include "sparse/reorder.h"
 #include "sparse/stats.h"
 #include "gguf/bundle.h"
@@ -237,8 +238,8 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
     CHECK(pi_state_create(bm, 64, 2, &bo) == PI_OK);
     CHECK(pi_state_create(full, 64, 2, &fd) == PI_OK);
     CHECK(pi_lm_make_down_t(bm) == PI_OK); /* a no-op: bundles carry down_t */
-    CHECK(pi_state_set_ffn_mode(ro, PI_FFN_ORACLE, 0) == PI_OK);
-    CHECKF(pi_state_set_ffn_mode(bo, PI_FFN_ORACLE, 0) == PI_OK, "%s", pi_last_error());
+    CHECK(pi_sparse_ffn_install(ro, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECKF(pi_sparse_ffn_install(bo, PI_FFN_ORACLE, 0) == PI_OK, "%s", pi_last_error());
     double e_dense = t_compare_decode(rd, bd, toks, n), e_oracle = t_compare_decode(ro, bo, toks, n), e_mix = t_compare_decode(rd, bo, toks, n);
     /* and the reference as stored (ffn_down, where it has one) */
     double e_full = t_compare_decode(fd, bd, toks, n);
@@ -265,7 +266,7 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
         pi_state *vd, *vo;
         CHECK(pi_state_create(fm, 64, 2, &vd) == PI_OK);
         CHECK(pi_state_create(fm, 64, 2, &vo) == PI_OK);
-        CHECK(pi_state_set_ffn_mode(vo, PI_FFN_ORACLE, 0) == PI_OK);
+        CHECK(pi_sparse_ffn_install(vo, PI_FFN_ORACLE, 0) == PI_OK);
         double e_vd = t_compare_decode(bd, vd, toks, n), e_vo = t_compare_decode(bo, vo, toks, n);
         pi_state_reset(vd);
         pi_state_reset(bd);

@@ -19,6 +19,7 @@
 #include "model/genmodel.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "sparse/ffn_sparse.h"
 #include "sparse/stats.h"
 #include "test_util.h"
 
@@ -224,8 +225,8 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
         CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
         CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
         CHECK(pi_state_create(m, 64, 2, &orc) == PI_OK);
-        CHECK(pi_state_set_ffn_mode(sp, PI_FFN_SPARSE, 0) == PI_OK);
-        CHECK(pi_state_set_ffn_mode(orc, PI_FFN_ORACLE, 0) == PI_OK);
+        CHECK(pi_sparse_ffn_install(sp, PI_FFN_SPARSE, 0) == PI_OK);
+        CHECK(pi_sparse_ffn_install(orc, PI_FFN_ORACLE, 0) == PI_OK);
         const int n = g_emulated ? 8 : 32;
         double e_oracle = 0.0, e_sparse = 0.0;
         for (int t = 0; t < n; t++) {
@@ -239,11 +240,11 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
         }
         uint64_t a_sp = 0, a_or = 0, pr = 0;
         for (int64_t l = 0; l < L; l++) {
-            const pi_sparse_stats *ss = &sp->sp_stats[l];
+            const pi_sparse_stats *ss = &pi_sparse_ffn_stats(sp)[l];
             CHECK(ss->tokens == (uint64_t)n && ss->active <= ss->computed && ss->computed == ss->predicted);
             a_sp += ss->active;
             pr += ss->predicted;
-            a_or += orc->sp_stats[l].active;
+            a_or += pi_sparse_ffn_stats(orc)[l].active;
         }
         double rec = (double)a_sp / (double)a_or;
         fprintf(stderr, "%s: sparse decode: %.1f%% of neurons predicted, recall vs oracle %.3f; logits vs dense: "

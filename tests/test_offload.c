@@ -1,6 +1,6 @@
 /*
  * test_offload.c — the FFN read from flash under a memory budget
- * (model/offload.h) against the same bundle file in memory.
+ * (sparse/offload.h) against the same bundle file in memory.
  *
  * On generated ReLU and dReLU models with planted sparsity and predictors,
  * converted to bundle files:
@@ -19,7 +19,7 @@
  */
 #include "model/genmodel.h"
 #include "model/model.h"
-#include "model/offload.h"
+#include "sparse/ffn_offload.h"
 #include "model/session.h"
 #include "sparse/reorder.h"
 #include "test_util.h"
@@ -117,7 +117,7 @@ static void check_file(const char *bundle, const char *what) {
         const split *sp = &splits[c];
         pi_state *s;
         CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
-        CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, sp->cluster) == PI_OK);
+        CHECK(pi_sparse_ffn_install(s, PI_FFN_SPARSE, sp->cluster) == PI_OK);
         CHECK(run(s, toks, ref) == PI_OK);
         pi_state_free(s);
 
@@ -129,8 +129,7 @@ static void check_file(const char *bundle, const char *what) {
         CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s %s: %s", what, sp->label, pi_last_error());
         if (!off) continue;
         CHECK(pi_state_create(om, 64, 2, &s) == PI_OK);
-        CHECK(pi_state_set_offload(s, off) == PI_OK);
-        CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, sp->cluster) == PI_OK);
+        CHECK(pi_offload_ffn_install(s, off, PI_FFN_SPARSE, sp->cluster) == PI_OK);
         CHECKF(run(s, toks, got) == PI_OK, "%s", pi_last_error());
         int64_t d = count_diff(got, ref, rows);
         CHECKF(d == 0, "%s, %s: %lld of %zu logits differ from the in-memory sparse session", what, sp->label,
@@ -173,8 +172,7 @@ static void check_fault(const char *bundle, pi_io_fault_kind kind, bool in_promp
     if (!off) return;
     pi_state *s;
     CHECK(pi_state_create(om, 64, 2, &s) == PI_OK);
-    CHECK(pi_state_set_offload(s, off) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, 0) == PI_OK);
+    CHECK(pi_offload_ffn_install(s, off, PI_FFN_SPARSE, 0) == PI_OK);
     int32_t toks[40];
     for (int i = 0; i < 40; i++) toks[i] = (int32_t)((i * 37 + 11) % 300);
     pi_status st = PI_OK;

@@ -14,7 +14,7 @@
  *    loads and the session gives the same logits as in memory.
  */
 #include "model/genmodel.h"
-#include "model/offload.h"
+#include "sparse/ffn_offload.h"
 #include "model/session.h"
 #include "plan/plan.h"
 #include "sparse/reorder.h"
@@ -237,8 +237,7 @@ static void test_real_file(void) {
     CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s", pi_last_error());
     pi_state *a, *b;
     CHECK(pi_state_create(m, 64, 2, &a) == PI_OK && pi_state_create(om, 64, 2, &b) == PI_OK);
-    CHECK(pi_state_set_offload(b, off) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(a, PI_FFN_SPARSE, 0) == PI_OK && pi_state_set_ffn_mode(b, PI_FFN_SPARSE, 0) == PI_OK);
+    CHECK(pi_sparse_ffn_install(a, PI_FFN_SPARSE, 0) == PI_OK && pi_offload_ffn_install(b, off, PI_FFN_SPARSE, 0) == PI_OK);
     int same = 0;
     for (int t = 0; t < 20; t++) {
         int32_t tok = (int32_t)((t * 37 + 5) % 300);

@@ -10,6 +10,7 @@
 #include "model/genmodel.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "sparse/ffn_sparse.h"
 #include "sparse/reorder.h"
 #include "sparse/stats.h"
 #include "test_util.h"
@@ -28,8 +29,8 @@ static void test_oracle(const char *path, const char *label, int n_tokens) {
     CHECK(pi_state_create(m, 256, 2, &dense) == PI_OK);
     CHECK(pi_state_create(m, 256, 1, &o1) == PI_OK);
     CHECK(pi_state_create(m, 256, 2, &o2) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(o1, PI_FFN_ORACLE, 0) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(o2, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECK(pi_sparse_ffn_install(o1, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECK(pi_sparse_ffn_install(o2, PI_FFN_ORACLE, 0) == PI_OK);
     int32_t toks[256];
     t_rng r = {7};
     toks[0] = 1;
@@ -45,8 +46,8 @@ static void test_oracle(const char *path, const char *label, int n_tokens) {
     }
     uint64_t act = 0, tok = 0;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        act += o2->sp_stats[il].active;
-        tok += o2->sp_stats[il].tokens;
+        act += pi_sparse_ffn_stats(o2)[il].active;
+        tok += pi_sparse_ffn_stats(o2)[il].tokens;
     }
     fprintf(stderr, "%s: oracle vs dense: logits relative error %.2e over %d tokens; %.1f%% of neurons active; "
             "1 vs 2 threads identical at %d/%d positions\n", label, e, n_tokens,
@@ -83,8 +84,8 @@ static void test_predictor_mode(void) {
     /* no predictor: SPARSE is refused, ORACLE needs down_t first */
     pi_state *s;
     CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(s, PI_FFN_SPARSE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "predictor"));
-    CHECK(pi_state_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "ffn_down_t"));
+    CHECK(pi_sparse_ffn_install(s, PI_FFN_SPARSE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "predictor"));
+    CHECK(pi_sparse_ffn_install(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "ffn_down_t"));
     CHECK(pi_lm_make_down_t(m) == PI_OK);
     /* a random rank-8 predictor in memory */
     const int64_t E = 128, F = 384, R = 8;
@@ -102,23 +103,23 @@ static void test_predictor_mode(void) {
     CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
     CHECK(pi_state_create(m, 64, 2, &all_hot) == PI_OK);
     CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(all_hot, PI_FFN_SPARSE, F) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(sp, PI_FFN_SPARSE, 32) == PI_OK);
-    pi_state_set_sparse_check(all_hot, true);
-    pi_state_set_sparse_check(sp, true);
+    CHECK(pi_sparse_ffn_install(all_hot, PI_FFN_SPARSE, F) == PI_OK);
+    CHECK(pi_sparse_ffn_install(sp, PI_FFN_SPARSE, 32) == PI_OK);
+    pi_sparse_ffn_of(all_hot)->check = true;
+    pi_sparse_ffn_of(sp)->check = true;
     int32_t toks[32];
     for (int i = 0; i < 32; i++) toks[i] = (int32_t)(t_next(&r) % 300);
     double e = t_compare_decode(dense, all_hot, toks, 32);
     CHECKF(e <= 1e-5, "all-hot sparse differs from dense by %.3g", e);
     t_compare_decode(dense, sp, toks, 32);
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        const pi_sparse_stats *st = &sp->sp_stats[il];
+        const pi_sparse_stats *st = &pi_sparse_ffn_stats(sp)[il];
         CHECK(st->tokens == 32 && st->predicted >= 32 * 32 && st->computed == st->predicted && st->active <= st->computed);
         CHECK(st->bytes > 0);
         /* recall against the exact set: every active neuron was computed, so the
            ones the selection missed are exactly oracle_active - active */
         CHECK(st->oracle_active >= st->active && st->missed == st->oracle_active - st->active);
-        CHECK(all_hot->sp_stats[il].missed == 0 && all_hot->sp_stats[il].oracle_active == all_hot->sp_stats[il].active);
+        CHECK(pi_sparse_ffn_stats(all_hot)[il].missed == 0 && pi_sparse_ffn_stats(all_hot)[il].oracle_active == pi_sparse_ffn_stats(all_hot)[il].active);
     }
     pi_state_free(dense);
     pi_state_free(all_hot);
@@ -182,7 +183,7 @@ static void test_reorder(const char *name, pi_type requant_type) {
     /* oracle on the reordered model equals dense on the original */
     CHECK(pi_lm_make_down_t(r) == PI_OK);
     pi_state_set_observer(rs, NULL, NULL);
-    CHECK(pi_state_set_ffn_mode(rs, PI_FFN_ORACLE, 0) == PI_OK);
+    CHECK(pi_sparse_ffn_install(rs, PI_FFN_ORACLE, 0) == PI_OK);
     e = t_compare_decode(s, rs, toks, 48);
     CHECKF(e <= 1e-5, "%s: reordered oracle differs from dense by %.3g", name, e);
     (void)requant_type;
@@ -240,8 +241,8 @@ static void test_refused(void) {
     pi_state *s;
     CHECK(pi_lm_load(p, PI_MAP_FILE, &m) == PI_OK);
     CHECK(pi_state_create(m, 16, 1, &s) == PI_OK);
-    CHECK(pi_state_set_ffn_mode(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "silu"));
-    CHECK(pi_state_set_ffn_mode(s, PI_FFN_DENSE, 0) == PI_OK);
+    CHECK(pi_sparse_ffn_install(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "silu"));
+    CHECK(pi_state_ffn(s, NULL) == NULL); /* refused: the state stays dense */
     pi_state_free(s);
     pi_lm_free(m);
     if (!t_fixture(p, sizeof p, "relu/moe-relu-stories.gguf")) return;

@@ -13,7 +13,7 @@
 #include "common.h"
 
 #include "base/timer.h"
-#include "model/offload.h"
+#include "sparse/ffn_offload.h"
 #include "plan/hwprobe.h"
 #include "plan/plan.h"
 #include "plot.h"
@@ -151,11 +151,12 @@ static void print_sparse_stats(const app *a, double bw, double tg) {
     const pi_lm *m = a->m;
     const double F = (double)m->hp.n_ff;
     double touched = 0.0, sum_pred = 0.0, sum_act = 0.0, sum_truth = 0.0, sum_missed = 0.0;
-    bool check = a->s->sp_check;
+    const pi_sparse_ffn *sf = pi_sparse_ffn_of(a->s);
+    bool check = sf->check;
     printf("sparse FFN per token (%s), neurons of %lld per layer (fraction):\n", app_ffn_mode(a), (long long)m->hp.n_ff);
     printf("%-6s %16s %16s %16s %8s %11s\n", "layer", "predicted", "computed", "active", "recall", "MB touched");
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        const pi_sparse_stats *st = &a->s->sp_stats[il];
+        const pi_sparse_stats *st = &sf->stats[il];
         double t = st->tokens ? (double)st->tokens : 1.0;
         char rec[16] = "-";
         if (check && st->oracle_active)
@@ -402,14 +403,15 @@ int cmd_bench(int argc, char **argv) {
         printf("tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, m, 100.0 * m / bound, med);
     }
     if (n_gen > 0) app_print_offload(&a, stdout); /* the last round's decoding, with --mem-budget */
-    if (n_gen > 0 && a.s->ffn_mode != PI_FFN_DENSE && !a.off) {
+    if (n_gen > 0 && a.mode != PI_FFN_DENSE && !a.off) {
         /* a separate, untimed pass: the recall check computes every gate */
-        memset(a.s->sp_stats, 0, (size_t)a.m->hp.n_layer * sizeof *a.s->sp_stats);
-        pi_state_set_sparse_check(a.s, a.s->ffn_mode == PI_FFN_SPARSE);
+        pi_sparse_ffn *sf = pi_sparse_ffn_of(a.s);
+        memset(sf->stats, 0, (size_t)a.m->hp.n_layer * sizeof *sf->stats);
+        sf->check = a.mode == PI_FFN_SPARSE;
         double once;
         if (!measure_tg(&a, n_gen, 1, &once)) goto out;
         print_sparse_stats(&a, bw, pi_median(tg, (int)rounds));
-        pi_state_set_sparse_check(a.s, false);
+        sf->check = false;
     }
     if (peer) {
         printf("peer (%s):\n", peer);

@@ -18,6 +18,7 @@
 #include "common.h"
 
 #include "base/timer.h"
+#include "sparse/ffn_sparse.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,9 +42,9 @@ static int64_t argmax(const float *v, int64_t n) {
 
 /* The logits of every token of one window: batched on the dense path, one
    token at a time otherwise (the sparse FFN is a decode-path kernel). */
-static pi_status eval_window(pi_state *s, const int32_t *tok, int64_t n, float *logits) {
+static pi_status eval_window(pi_state *s, bool dense, const int32_t *tok, int64_t n, float *logits) {
     pi_state_reset(s);
-    if (s->ffn_mode == PI_FFN_DENSE) return pi_state_decode_all(s, tok, n, logits);
+    if (dense) return pi_state_decode_all(s, tok, n, logits);
     const int64_t V = s->m->hp.n_vocab;
     for (int64_t j = 0; j < n; j++) {
         pi_status st = pi_state_decode(s, tok + j, 1);
@@ -125,7 +126,7 @@ int cmd_perplexity(int argc, char **argv) {
     const int32_t bos = pi_tokenizer_add_bos(a.tok) ? pi_tokenizer_bos(a.tok) : -1;
     const int64_t first = n_ctx / 2;
     bool tty = isatty(2);
-    if (compare && a.s->ffn_mode == PI_FFN_DENSE) {
+    if (compare && a.mode == PI_FFN_DENSE) {
         fprintf(stderr, "pinfer: %s: --compare-dense needs the sparse path (a model with predictors, or --predictor)\n",
                 cmd);
         goto out;
@@ -145,12 +146,13 @@ int cmd_perplexity(int argc, char **argv) {
             (long long)n_chunks, (long long)n_ctx, (long long)(n_ctx - 1 - first), app_ffn_mode(&a));
     double sum = 0.0, dsum = 0.0, t0 = pi_time_s();
     int64_t count = 0, agree = 0, compared = 0;
-    memset(a.s->sp_stats, 0, (size_t)a.m->hp.n_layer * sizeof *a.s->sp_stats);
+    pi_sparse_stats *sps = pi_sparse_ffn_stats(a.s);
+    if (sps) memset(sps, 0, (size_t)a.m->hp.n_layer * sizeof *sps);
     for (int64_t c = 0; c < n_chunks; c++) {
         const int32_t *win = ids + c * n_ctx;
         memcpy(wtok, win, (size_t)(n_ctx - 1) * sizeof *wtok);
         if (bos >= 0) wtok[0] = bos;
-        if (eval_window(a.s, wtok, n_ctx - 1, logits) || (compare && eval_window(dense, wtok, n_ctx - 1, dlogits))) {
+        if (eval_window(a.s, a.mode == PI_FFN_DENSE, wtok, n_ctx - 1, logits) || (compare && eval_window(dense, true, wtok, n_ctx - 1, dlogits))) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -174,8 +176,8 @@ int cmd_perplexity(int argc, char **argv) {
     if (compare) {
         uint64_t pred = 0, tokens = 0;
         for (int64_t il = 0; il < a.m->hp.n_layer; il++) {
-            pred += a.s->sp_stats[il].predicted;
-            tokens += a.s->sp_stats[il].tokens;
+            pred += sps[il].predicted;
+            tokens += sps[il].tokens;
         }
         double ppl = exp(sum / (double)count), dppl = exp(dsum / (double)count);
         printf("dense perplexity: %.4f; sparse/dense - 1 = %+.3f%%\n", dppl, 100.0 * (ppl / dppl - 1.0));

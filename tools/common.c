@@ -5,7 +5,7 @@
 
 #include "args.h"
 #include "base/timer.h"
-#include "model/offload.h"
+#include "sparse/ffn_offload.h"
 #include "plan/plan.h"
 
 #include <sys/stat.h>
@@ -220,7 +220,7 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
         return false;
     }
     if (!n_ctx) n_ctx = a->m->hp.n_ctx_train < 4096 ? a->m->hp.n_ctx_train : 4096;
-    if (pi_state_create(a->m, n_ctx, (int)o->threads, &a->s) || pi_state_set_offload(a->s, a->off)) {
+    if (pi_state_create(a->m, n_ctx, (int)o->threads, &a->s)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         app_free(a);
         return false;
@@ -236,14 +236,27 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
             sparse = false; /* predictors on a model the sparse path cannot serve: run densely */
         }
     }
-    if (sparse && (pi_lm_make_down_t(a->m) ||
-                   pi_state_set_ffn_mode(a->s, o->oracle ? PI_FFN_ORACLE : PI_FFN_SPARSE, o->hot))) {
+    a->mode = !sparse ? PI_FFN_DENSE : o->oracle ? PI_FFN_ORACLE : PI_FFN_SPARSE;
+    a->hot = o->hot;
+    if (sparse && pi_lm_make_down_t(a->m)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        app_free(a);
+        return false;
+    }
+    if (!app_install_ffn(cmd, a, a->s)) {
         app_free(a);
         return false;
     }
     a->load_s = pi_time_s() - t0;
     return true;
+}
+
+bool app_install_ffn(const char *cmd, app *a, pi_state *s) {
+    pi_status st = PI_OK;
+    if (a->off) st = pi_offload_ffn_install(s, a->off, a->mode, a->hot);
+    else if (a->mode != PI_FFN_DENSE) st = pi_sparse_ffn_install(s, a->mode, a->hot);
+    if (st) fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+    return st == PI_OK;
 }
 
 bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a) {
@@ -254,14 +267,12 @@ bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a) {
         return false;
     }
     if (!user_ctx && hp->n_ctx_train > 0 && hp->n_ctx_train < a->s->n_ctx) {
-        const pi_ffn_mode mode = a->s->ffn_mode;
         pi_state_free(a->s);
-        if (pi_state_create(a->m, hp->n_ctx_train, (int)o->threads, &a->s) ||
-            pi_state_set_offload(a->s, a->off) ||
-            pi_state_set_ffn_mode(a->s, mode, o->hot)) {
+        if (pi_state_create(a->m, hp->n_ctx_train, (int)o->threads, &a->s)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             return false;
         }
+        if (!app_install_ffn(cmd, a, a->s)) return false;
     }
     return true;
 }
@@ -344,10 +355,11 @@ bool app_tokenize(const char *cmd, const app *a, const char *text, bool special,
 
 const char *app_ffn_mode(const app *a) {
     static _Thread_local char buf[64];
-    switch (a->s->ffn_mode) {
+    switch (a->mode) {
+    case PI_FFN_AUTO:
     case PI_FFN_DENSE: return "dense";
     case PI_FFN_ORACLE: return "sparse (oracle mask)";
-    case PI_FFN_SPARSE: snprintf(buf, sizeof buf, "sparse (predictor, hot %lld)", (long long)a->s->hot); return buf;
+    case PI_FFN_SPARSE: snprintf(buf, sizeof buf, "sparse (predictor, hot %lld)", (long long)a->hot); return buf;
     }
     return "?";
 }

@@ -45,6 +45,8 @@ typedef struct app {
     pi_tokenizer *tok;
     pi_state *s;
     struct pi_offload *off; /* with --mem-budget */
+    pi_ffn_mode mode;       /* DENSE, SPARSE or ORACLE */
+    int64_t hot;
     double load_s;
 } app;
 
@@ -63,6 +65,10 @@ void app_usage_common(FILE *f);
    with --predictor oracle on a ReLU model) unless --dense. */
 bool app_load(const char *cmd, const app_opts *o, app *a);
 void app_free(app *a);
+
+/* Install a's FFN (mode, hot; through a->off when it has one) in a fresh
+   state s; prints and returns false on error. */
+bool app_install_ffn(const char *cmd, app *a, pi_state *s);
 
 /* For tools that run text in windows of -c tokens: refuse a -c the user
    gave beyond the model's context; shrink the default window to that

@@ -123,7 +123,7 @@ pi_status pi_lm_load(const char *path, pi_map_mode mode, pi_lm **out);
 /* pi_lm_load with flags. PI_LOAD_FFN_ON_FLASH (bundle files, with
    PI_MAP_FILE): ffn_gate/ffn_up/ffn_down_t are strided views of the bundles
    in the mapping instead of de-interleaved copies, so loading reads none of
-   the FFN; model/offload.h reads it from flash instead. */
+   the FFN; sparse/offload.h reads it from flash instead. */
 #define PI_LOAD_FFN_ON_FLASH 1u
 pi_status pi_lm_load_ex(const char *path, pi_map_mode mode, unsigned flags, pi_lm **out);
 

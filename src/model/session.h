@@ -12,37 +12,14 @@
 #define PI_MODEL_SESSION_H
 
 #include "base/pool.h"
+#include "ffn.h"
 #include "model.h"
 
 /* Called once per token and dense FFN layer with the FFN input (after
    ffn_norm, n_embd floats) and the FFN hidden activation act(gate)*up
-   (n_ff floats), in token order, on the thread driving the session. Used by
+   (n_ff floats), in token order, on the thread driving the state. Used by
    the profiler and predictor training; MoE layers are not reported. */
 typedef void (*pi_ffn_observer)(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
-
-/* How decode computes the FFN (prefill always takes the dense path). */
-typedef enum pi_ffn_mode {
-    PI_FFN_DENSE = 0,  /* every neuron */
-    PI_FFN_SPARSE = 1, /* the hot prefix plus the neurons the predictor selects */
-    PI_FFN_ORACLE = 2, /* exactly the active neurons (gates computed densely): for tests */
-} pi_ffn_mode;
-
-/* Per-layer counters of the sparse FFN, summed over decoded tokens. */
-typedef struct pi_sparse_stats {
-    uint64_t tokens;     /* tokens decoded by the sparse path (per layer) */
-    uint64_t predicted;  /* neurons selected (hot prefix + predicted cold) */
-    uint64_t computed;   /* neurons whose gate row was read */
-    uint64_t active;     /* neurons with a non-zero activation */
-    uint64_t bytes;      /* weight bytes read by the FFN and the predictor */
-    /* with pi_state_set_sparse_check on: the exact active set, for recall */
-    uint64_t oracle_active; /* neurons truly active */
-    uint64_t missed;        /* truly active but not selected (recall = 1 - missed / oracle_active) */
-} pi_sparse_stats;
-
-/* Weight types of the three parts of an FFN neuron. */
-typedef struct pi_ffn_types {
-    pi_type gate, up, down;
-} pi_ffn_types;
 
 #define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */
 
@@ -68,29 +45,19 @@ typedef struct pi_state {
     int64_t xq_blocks;     /* blocks per row of xq */
     const float *xq_src;   /* which float rows xq holds, so each input is quantized once */
     int64_t xq_nb;
-    /* sparse FFN */
-    pi_ffn_mode ffn_mode;
-    int64_t hot;           /* neurons in each layer's hot prefix (computed densely) */
-    int32_t *sp_idx;       /* (n_ff) neurons to compute / with non-zero activation */
-    float *sp_val;         /* (max(n_ff, rank)) their activations; the predictor's hidden layer before */
-    float *sp_pred;        /* (n_ff) predictor logits */
-    const uint8_t **sp_row; /* (3 * n_ff) gate, up and down_t rows of each list entry */
-    pi_ffn_types sp_types; /* of the current layer */
-    bool sp_check;         /* also compute the exact active set, for recall in sp_stats */
-    pi_sparse_stats *sp_stats; /* (n_layer) */
-    pi_block_q8_0 *sp_xq;  /* (n_embd / 32) Q8_0 form of the sparse FFN's input */
     pi_ffn_observer observer;
     void *observer_ctx;
     int64_t cur_layer, cur_pos0; /* where the forward pass is, for the observer */
+    /* the FFN implementation installed (ffn.h), or NULL: dense, in memory */
+    const struct pi_ffn_ops *ffn_ops;
+    void *ffn_impl;        /* owned */
     /* MoE scratch */
     float *router;         /* (n_expert) */
     float *moe_out;        /* (2, n_embd): the mix, and one expert's output */
-    float *reduce_scratch; /* (64, n_embd): partial sums of the down_t reduction */
-    float *stream_acc;     /* (2, PI_MAX_BATCH, n_embd): prompt FFN streamed from flash: chunk partials, sums */
-    struct pi_offload *off; /* FFN read from flash under a memory budget, or NULL */
+    float *reduce_scratch; /* (PI_DOWN_T_CHUNKS, n_embd): partial sums of the down reductions */
 } pi_state;
 
-/* A session with a KV cache of n_ctx positions (n_ctx <= 0: the model's
+/* A state with a KV cache of n_ctx positions (n_ctx <= 0: the model's
    training context) and n_threads threads (<= 0: one per CPU). */
 pi_status pi_state_create(const pi_lm *m, int64_t n_ctx, int n_threads, pi_state **out);
 void pi_state_free(pi_state *s); /* accepts NULL */
@@ -98,27 +65,17 @@ void pi_state_free(pi_state *s); /* accepts NULL */
 /* Install (or with fn NULL, remove) the FFN observer. */
 void pi_state_set_observer(pi_state *s, pi_ffn_observer fn, void *ctx);
 
-/* Bytes of every buffer a session allocates (KV cache included), and of
+/* Bytes of every buffer a state allocates (KV cache included), and of
    its KV cache alone: what a memory budget must hold for it. */
 uint64_t pi_state_bytes(const pi_lm *m, int64_t n_ctx);
 uint64_t pi_state_kv_bytes(const pi_lm *m, int64_t n_ctx);
 
-/* Read the FFN from flash through off (model/offload.h), which must come
-   from loading this session's model; the session does not own it. Decode
-   steps then fail with PI_ERR_IO (and stop) when a read fails. */
-pi_status pi_state_set_offload(pi_state *s, struct pi_offload *off);
+/* Install an FFN implementation (ffn.h), taking ownership of impl; ops
+   NULL goes back to the dense FFN. The one held before is freed. */
+void pi_state_set_ffn(pi_state *s, const struct pi_ffn_ops *ops, void *impl);
 
-/* Choose how decode computes the FFN. SPARSE needs a model with predictors;
-   SPARSE and ORACLE need a dense ReLU or dReLU model whose layers all have an
-   ffn_down_t (call pi_lm_make_down_t first); PI_ERR_INVALID otherwise.
-   hot: neurons [0, hot) of every layer are always computed as one dense
-   cluster (after reordering by activation frequency they are the hottest). */
-pi_status pi_state_set_ffn_mode(pi_state *s, pi_ffn_mode mode, int64_t hot);
-
-/* Sparse mode: also compute every gate to measure the predictor's recall
-   (sp_stats oracle_active, missed). Costs a dense gate pass per layer; the
-   output does not change. */
-void pi_state_set_sparse_check(pi_state *s, bool on);
+/* The implementation installed (NULL: dense), and its impl. */
+const struct pi_ffn_ops *pi_state_ffn(const pi_state *s, void **impl);
 
 /* Forget the conversation (positions restart at 0). */
 void pi_state_reset(pi_state *s);
@@ -135,5 +92,16 @@ pi_status pi_state_decode_all(pi_state *s, const int32_t *tokens, int64_t n, flo
 
 /* Logits (n_vocab) of the last token decoded; borrowed until the next call. */
 const float *pi_state_logits(const pi_state *s);
+
+/* For FFN implementations (ffn.h): Y[b][0..rows) = W[row0 .. row0+rows) X[b]
+   for nb rows of X (x_stride floats apart) into rows of Y (y_stride apart),
+   split across the state's pool by rows; quantized weights take the Q8_0
+   form of X, made once per distinct input. */
+void pi_state_matmul(pi_state *s, const pi_weight *w, int64_t row0, int64_t rows, const float *X, int64_t x_stride,
+                     int64_t nb, float *Y, int64_t y_stride);
+
+/* Float rows that pi_state_matmul read were rewritten in place: their Q8_0
+   copies are stale. */
+void pi_state_input_changed(pi_state *s);
 
 #endif

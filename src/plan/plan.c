@@ -5,7 +5,7 @@
 #include "plan.h"
 
 #include "gguf/gguf.h"
-#include "model/offload.h"
+#include "sparse/offload.h"
 #include "gguf/bundle.h"
 #include "store/cache.h"
 

@@ -1,5 +1,7 @@
 /*
- * offload.h — running a bundle file under a memory budget (DESIGN.md §2–4).
+ * offload.h — running a bundle file under a memory budget (DESIGN.md §2–4):
+ * the state a budget holds, prepared at load. The FFN that reads through it
+ * at each step is ffn_offload.h.
  *
  * The fixed region (attention, norms, predictors, output head) is read into
  * memory; each layer's FFN stays on flash as neuron bundles. The first
@@ -15,10 +17,10 @@
  * session's selection: predictor plus its hot prefix); the budget only moves
  * rows between memory and flash, so the output is the same at every budget.
  */
-#ifndef PI_MODEL_OFFLOAD_H
-#define PI_MODEL_OFFLOAD_H
+#ifndef PI_SPARSE_OFFLOAD_H
+#define PI_SPARSE_OFFLOAD_H
 
-#include "model.h"
+#include "model/model.h"
 #include "store/budget.h"
 #include "store/cache.h"
 #include "store/io.h"
@@ -75,6 +77,8 @@ typedef struct pi_offload {
     /* prompt batches: the FFN streamed through two aligned buffers */
     uint8_t *stream_buf[2];
     int64_t stream_rows;     /* bundles per buffer */
+    float *stream_acc;       /* (2, PI_MAX_BATCH, n_embd): the streamed down projection's chunk partials
+                                and sums (charged as the session's scratch) */
     /* per-step scratch */
     int64_t *miss;           /* (n_ff) list entries waiting for a read */
     int64_t *ready;          /* (n_ff) list entries ready to compute */
@@ -92,7 +96,8 @@ typedef struct pi_offload_sizes {
     uint64_t fixed;          /* resident weights: attention, norms, predictors, output head */
     uint64_t fixed_by_type[PI_TYPE_COUNT]; /* the matrices among them read every token, by type (no predictors) */
     uint64_t pred_by_type[PI_TYPE_COUNT];  /* predictor matrices, by type */
-    uint64_t session, kv;    /* session buffers (KV cache included) at n_ctx; the KV cache alone */
+    uint64_t session, kv;    /* a session's buffers at n_ctx (KV cache, scratch, the sparse FFN's lists,
+                                the streamed FFN's sums); the KV cache alone */
     uint64_t io;             /* I/O buffers and per-step tables */
     uint64_t min_cold;       /* the smallest neuron cache */
     int64_t min_slots;

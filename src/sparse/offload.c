@@ -7,7 +7,8 @@
 
 #include "base/log.h"
 #include "base/mapfile.h"
-#include "session.h"
+#include "ffn_sparse.h"
+#include "model/session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,8 @@ static int fixed_weights(pi_lm *m, pi_weight **ws, int max) {
     return n;
 }
 
+static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
+
 pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *z) {
     memset(z, 0, sizeof *z);
     if (!m->bundled || !m->layers[0].bundle.present)
@@ -83,7 +86,7 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     const size_t tables = (size_t)F * (3 * sizeof(int64_t) + sizeof(int32_t) + sizeof(pi_io_req) +
                                        sizeof(struct iovec) + sizeof(uint64_t));
     z->io = embd_buf + 2 * (size_t)stream_rows * z->stride + tables;
-    z->session = pi_state_bytes(m, n_ctx);
+    z->session = pi_state_bytes(m, n_ctx) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
     z->min_slots = 2 * ((F + 63) / 64) + max_merge;
     z->min_cold = pi_ncache_footprint(hp->n_layer, F, z->stride, z->min_slots);
@@ -103,6 +106,7 @@ void pi_offload_free(pi_offload *o) {
     free(o->embd_buf);
     free(o->stream_buf[0]);
     free(o->stream_buf[1]);
+    free(o->stream_acc);
     free(o->miss);
     free(o->ready);
     free(o->run_first);
@@ -282,6 +286,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->embd_buf = aligned(align, o->embd_buf_bytes);
     o->stream_buf[0] = aligned(align, stream_bytes);
     o->stream_buf[1] = aligned(align, stream_bytes);
+    o->stream_acc = aligned(64, stream_acc_bytes(m));
     o->miss = malloc((size_t)F * sizeof *o->miss);
     o->ready = malloc((size_t)F * sizeof *o->ready);
     o->run_first = malloc((size_t)F * sizeof *o->run_first);
@@ -290,7 +295,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->iov = malloc((size_t)F * sizeof *o->iov);
     o->tags = malloc((size_t)F * sizeof *o->tags);
     if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || !o->embd_buf || !o->stream_buf[0] ||
-        !o->stream_buf[1] || !o->miss || !o->ready || !o->run_first || !o->run_len || !o->reqs || !o->iov ||
+        !o->stream_buf[1] || !o->stream_acc || !o->miss || !o->ready || !o->run_first || !o->run_len || !o->reqs || !o->iov ||
         !o->tags) {
         st = pi_error(PI_ERR_NOMEM, "cannot allocate the %.0f MiB the budget allows",
                       (double)pi_budget_used(&o->budget) / (1 << 20));

@@ -1,0 +1,288 @@
+/*
+ * ffn_offload.c — one step of the FFN read from flash: the sparse FFN with
+ * its rows in the hot region, the neuron cache or on flash; the dense FFN
+ * streamed for prompts; embedding rows read one at a time (ffn_offload.h).
+ */
+#include "ffn_offload.h"
+
+#include "base/timer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define REAP_BATCH 16 /* reads to wait for at once: one wake-up per batch, not per read */
+
+typedef struct {
+    pi_sparse_ffn *sp; /* NULL: dense, every step streams the FFN */
+    pi_offload *off;   /* not owned */
+} offload_ffn;
+
+/* The cache slot list entry k's rows were placed in. */
+static int64_t miss_slot(const pi_sparse_ffn *f, const pi_offload *o, int64_t k) {
+    return (int64_t)((size_t)(f->row[3 * k] - o->part_off[0] - pi_ncache_slot(o->cache, 0)) / o->stride);
+}
+
+/* Issue the reads of the wave's misses o->miss[0, n_miss): neighbouring
+   neurons go in one read (up to max_merge bundles), each bundle into its
+   own slot. Returns the number of reads. */
+static pi_status issue_reads(const pi_sparse_ffn *f, pi_offload *o, int64_t il, int64_t n_miss, int64_t *n_runs) {
+    int64_t r = 0;
+    for (int64_t m = 0; m < n_miss; m++) {
+        int64_t k = o->miss[m];
+        if (m > 0 && f->idx[k] == f->idx[o->miss[m - 1]] + 1 && o->run_len[r - 1] < o->max_merge) {
+            o->run_len[r - 1]++;
+        } else {
+            o->run_first[r] = m;
+            o->run_len[r++] = 1;
+        }
+        o->iov[m] = (struct iovec){(void *)(f->row[3 * k] - o->part_off[0]), o->stride};
+    }
+    for (int64_t i = 0; i < r; i++) {
+        int64_t k = o->miss[o->run_first[i]];
+        o->reqs[i] = (pi_io_req){o->bundle_off[il] + (int64_t)f->idx[k] * (int64_t)o->stride,
+                                 &o->iov[o->run_first[i]], o->run_len[i], (uint64_t)i};
+        o->st.merged += o->run_len[i] > 1;
+    }
+    o->st.reads += (uint64_t)r;
+    o->st.bytes += (uint64_t)n_miss * o->stride;
+    *n_runs = r;
+    return r ? pi_io_submit(o->io, o->reqs, (int)r) : PI_OK;
+}
+
+/* The sparse FFN of one token with the rows in the hot region, the neuron
+   cache, or on flash. The list is processed in waves of whole down chunks
+   (one wave unless the cache cannot hold a layer's misses at once): pin what
+   is cached, read the misses, compute the resident and cached neurons while
+   the reads run, then each read's neurons as it completes, then the wave's
+   chunk partials. The result equals ffn_sparse's bit for bit. */
+static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il) {
+    const pi_hparams *hp = &s->m->hp;
+    const int64_t E = hp->n_embd, Hres = o->hot[il];
+    const pi_weight *hw = &o->hot_w[3 * il];
+    uint64_t t0 = pi_time_ns();
+    f->types = (pi_ffn_types){o->part_type[0], o->part_type[1], o->part_type[2]};
+    const int64_t n = pi_sparse_select(f, s, il);
+    pi_sparse_hot_cluster(f, s, &hw[0], &hw[1]);
+    for (int64_t k = 0; k < f->hot; k++)
+        pi_sparse_set_rows(f, k, NULL, NULL, (const uint8_t *)hw[2].data + (size_t)k * hw[2].row_bytes);
+    pi_sparse_job cj = pi_sparse_input(f, s, 0);
+    const int64_t q = n > 0 ? (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS : 1, n_chunks = (n + q - 1) / q;
+    pi_sparse_down dj = {f, E, s->k->axpy[f->types.down]};
+    for (int64_t c0 = 0; c0 < n_chunks;) {
+        int64_t n_ready = 0, n_miss = 0, c1 = c0;
+        for (; c1 < n_chunks; c1++) {
+            const int64_t mark_m = n_miss, mark_r = n_ready;
+            uint64_t resident = 0, hits = 0;
+            int64_t k = c1 * q > f->hot ? c1 * q : f->hot, k_end = (c1 + 1) * q < n ? (c1 + 1) * q : n;
+            bool fits = true;
+            for (; k < k_end; k++) {
+                const int64_t i = f->idx[k];
+                if (i < Hres) {
+                    pi_sparse_set_rows(f, k, (const uint8_t *)hw[0].data + (size_t)i * hw[0].row_bytes,
+                             (const uint8_t *)hw[1].data + (size_t)i * hw[1].row_bytes,
+                             (const uint8_t *)hw[2].data + (size_t)i * hw[2].row_bytes);
+                    o->ready[n_ready++] = k;
+                    resident++;
+                    continue;
+                }
+                int64_t slot = pi_ncache_get(o->cache, il, i);
+                const bool hit = slot >= 0;
+                if (!hit && (slot = pi_ncache_alloc(o->cache, il, i)) < 0) {
+                    fits = false;
+                    break;
+                }
+                const uint8_t *b = pi_ncache_slot(o->cache, slot);
+                pi_sparse_set_rows(f, k, b + o->part_off[0], b + o->part_off[1], b + o->part_off[2]);
+                if (hit) o->ready[n_ready++] = k; /* computed while the misses are read */
+                else o->miss[n_miss++] = k;
+                hits += hit;
+            }
+            if (!fits) { /* this chunk does not fit beside the wave: undo its misses */
+                for (int64_t m = mark_m; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(f, o, o->miss[m]));
+                n_miss = mark_m;
+                n_ready = mark_r;
+                break;
+            }
+            o->st.resident += resident;
+            o->st.hits += hits;
+            o->st.misses += (uint64_t)(n_miss - mark_m);
+        }
+        if (c1 == c0)
+            return pi_error(PI_ERR_NOMEM, "%s: the neuron cache (%lld slots) cannot hold one chunk of layer %lld's "
+                            "neurons", o->path, (long long)pi_ncache_slots(o->cache), (long long)il);
+        int64_t n_runs = 0;
+        pi_status err = issue_reads(f, o, il, n_miss, &n_runs);
+        const uint64_t t_issue = pi_time_ns();
+        pi_sparse_compute_list(&cj, o->ready, n_ready);
+        for (int64_t done = 0; !err && done < n_runs;) {
+            const uint64_t t_wait = pi_time_ns();
+            int got = pi_io_reap_min(o->io, o->tags, (int)(n_runs - done), REAP_BATCH);
+            o->st.io_wait_ns += pi_time_ns() - t_wait;
+            if (got < 0) {
+                err = PI_ERR_IO;
+                break;
+            }
+            int64_t nr = 0;
+            for (int g = 0; g < got; g++)
+                for (int32_t b = 0; b < o->run_len[o->tags[g]]; b++) o->ready[nr++] = o->miss[o->run_first[o->tags[g]] + b];
+            pi_sparse_compute_list(&cj, o->ready, nr);
+            done += got;
+        }
+        if (n_runs > 0) o->st.io_busy_ns += pi_time_ns() - t_issue; /* until the last read's neurons are computed */
+        if (err) { /* the slots of this wave's reads hold nothing usable */
+            for (int64_t m = 0; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(f, o, o->miss[m]));
+            pi_ncache_next_epoch(o->cache);
+            return err;
+        }
+        pi_pool_reduce_f32_chunks(s->pool, n, q, c0, c1, pi_sparse_down_chunk, &dj, E, s->reduce_scratch);
+        pi_ncache_next_epoch(o->cache);
+        if (c0 > 0 || c1 < n_chunks) o->st.waves++;
+        c0 = c1;
+    }
+    pi_pool_reduce_f32_sum(s->pool, n, q, s->xb2, E, s->reduce_scratch);
+    pi_sparse_count_list(f, il, n);
+    o->st.ffn_ns += pi_time_ns() - t0;
+    return PI_OK;
+}
+
+typedef struct {
+    pi_state *s;
+    const pi_offload *o;
+    const uint8_t *down; /* the piece's first bundle's down row */
+    size_t stride;
+    int64_t i0, rows, q, F, E;
+} stream_down_job;
+
+/* For tokens [b0, b1): add the piece's neurons to the running chunk
+   partial, closing a chunk (sum += partial) at each chunk boundary: the
+   order of matmul_down_t's reduction, neuron by neuron. */
+static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
+    (void)tid;
+    stream_down_job *j = ctx;
+    pi_state *s = j->s;
+    pi_axpy_fn axpy = s->k->axpy[j->o->part_type[2]];
+    for (int64_t b = b0; b < b1; b++) {
+        float *part = j->o->stream_acc + b * j->E, *sum = j->o->stream_acc + (PI_MAX_BATCH + b) * j->E;
+        const float *h = s->hb + b * j->F;
+        for (int64_t r = 0; r < j->rows; r++) {
+            int64_t i = j->i0 + r;
+            if (i % j->q == 0 && i > 0) {
+                for (int64_t d = 0; d < j->E; d++) sum[d] += part[d];
+                memset(part, 0, (size_t)j->E * sizeof *part);
+            }
+            if (h[i] != 0.0f) axpy(j->E, h[i], j->down + (size_t)r * j->stride, part);
+        }
+    }
+}
+
+/* The dense FFN of a prompt batch with the FFN on flash: each layer's
+   bundles stream through two buffers (the next piece is read while this
+   one is computed), giving exactly the in-memory dense result. */
+static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) {
+    const pi_hparams *hp = &s->m->hp;
+    const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows;
+    const int64_t q = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+    memset(o->stream_acc, 0, 2 * PI_MAX_BATCH * (size_t)E * sizeof(float));
+    struct iovec iov[2];
+    pi_status err = PI_OK;
+    for (int64_t i0 = 0, p = 0; i0 < F; i0 += R, p ^= 1) {
+        const int64_t rows = F - i0 < R ? F - i0 : R;
+        if (i0 == 0) { /* the first piece; later ones were issued one piece ahead */
+            iov[0] = (struct iovec){o->stream_buf[0], (size_t)rows * o->stride};
+            pi_io_req rq = {o->bundle_off[il], &iov[0], 1, 0};
+            if ((err = pi_io_submit(o->io, &rq, 1))) return err;
+        }
+        uint64_t tag;
+        if (pi_io_reap(o->io, &tag, 1, true) != 1) return PI_ERR_IO;
+        if (i0 + R < F) {
+            const int64_t next = F - i0 - R < R ? F - i0 - R : R;
+            iov[p ^ 1] = (struct iovec){o->stream_buf[p ^ 1], (size_t)next * o->stride};
+            pi_io_req rq = {o->bundle_off[il] + (i0 + R) * (int64_t)o->stride, &iov[p ^ 1], 1, 0};
+            if ((err = pi_io_submit(o->io, &rq, 1))) return err;
+        }
+        o->st.prefill_bytes += (uint64_t)rows * o->stride;
+        const uint8_t *buf = o->stream_buf[p];
+        pi_weight g = {buf + o->part_off[0], o->part_type[0], {E, rows, 1, 1}, o->stride, {0, NULL}};
+        pi_weight u = {buf + o->part_off[1], o->part_type[1], {E, rows, 1, 1}, o->stride, {0, NULL}};
+        pi_state_matmul(s, &g, 0, rows, s->xb, s->xb_dim, nb, s->hb + i0, F);
+        pi_state_matmul(s, &u, 0, rows, s->xb, s->xb_dim, nb, s->hb2 + i0, F);
+        for (int64_t b = 0; b < nb; b++) pi_ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
+        stream_down_job dj = {s, o, buf + o->part_off[2], o->stride, i0, rows, q, F, E};
+        pi_pool_for(s->pool, nb, 1, stream_down, &dj);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        float *part = o->stream_acc + b * E, *sum = o->stream_acc + (PI_MAX_BATCH + b) * E;
+        for (int64_t d = 0; d < E; d++) s->xb2[b * E + d] = sum[d] + part[d];
+    }
+    pi_state_input_changed(s);
+    return PI_OK;
+}
+
+/* Row `tok` of the token embedding, from flash when it is not resident. */
+static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *out) {
+    const pi_weight *w = &s->m->tok_embd;
+    if (!o->embd_on_flash) {
+        pi_weight_row_f32(w, tok, out);
+        return PI_OK;
+    }
+    /* the row's covering aligned range straight into the aligned buffer
+       (pi_io_read would otherwise bounce through a buffer of its own) */
+    const int64_t a = (int64_t)pi_io_align(o->io), off = o->embd_off + (int64_t)tok * (int64_t)w->row_bytes;
+    const int64_t at = off / a * a, skip = off - at;
+    int64_t want = (skip + (int64_t)w->row_bytes + a - 1) / a * a;
+    if (at + want > pi_io_file_size(o->io)) want = pi_io_file_size(o->io) - at; /* a row at the end of the file */
+    pi_status st = pi_io_read(o->io, at, o->embd_buf, (size_t)want);
+    if (st) return st;
+    o->st.bytes += (uint64_t)want;
+    pi_weight row = *w;
+    row.data = o->embd_buf + skip;
+    pi_weight_row_f32(&row, 0, out);
+    return PI_OK;
+}
+
+static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
+    offload_ffn *x = impl;
+    return x->sp ? ffn_offload(x->sp, x->off, s, il) : ffn_stream(x->off, s, il, 1);
+}
+
+static pi_status offload_batch(void *impl, pi_state *s, int64_t il, int64_t nb) {
+    return ffn_stream(((offload_ffn *)impl)->off, s, il, nb);
+}
+
+static pi_status offload_embed(void *impl, pi_state *s, int32_t tok, float *out) {
+    return embedding_row(((offload_ffn *)impl)->off, s, tok, out);
+}
+
+static void offload_token_done(void *impl) { ((offload_ffn *)impl)->off->st.tokens++; }
+
+static void offload_free(void *impl) {
+    offload_ffn *x = impl;
+    if (!x) return;
+    pi_sparse_ffn_free(x->sp);
+    free(x);
+}
+
+const pi_ffn_ops pi_offload_ffn_ops = {"offload", offload_token, offload_batch, offload_embed, offload_token_done,
+                                       offload_free};
+
+pi_sparse_ffn *pi_offload_ffn_sparse(void *impl) { return ((offload_ffn *)impl)->sp; }
+
+pi_status pi_offload_ffn_install(pi_state *s, pi_offload *off, pi_ffn_mode mode, int64_t hot) {
+    if (!off || off->n_layer != s->m->hp.n_layer || off->n_ff != s->m->hp.n_ff)
+        return pi_error(PI_ERR_INVALID, "the offload state belongs to another model");
+    if (mode != PI_FFN_SPARSE && mode != PI_FFN_DENSE)
+        return pi_error(PI_ERR_INVALID, "the FFN read from flash computes in SPARSE or DENSE mode, not mode %d",
+                        (int)mode);
+    offload_ffn *x = calloc(1, sizeof *x);
+    if (!x) return pi_error(PI_ERR_NOMEM, "out of memory");
+    x->off = off;
+    if (mode == PI_FFN_SPARSE) {
+        pi_status st = pi_sparse_ffn_create(s->m, mode, hot, &x->sp);
+        if (st) {
+            free(x);
+            return st;
+        }
+    }
+    pi_state_set_ffn(s, &pi_offload_ffn_ops, x);
+    return PI_OK;
+}

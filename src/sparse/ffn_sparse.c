@@ -1,0 +1,315 @@
+/*
+ * ffn_sparse.c — the sparse FFN over the weights in memory, and the pieces
+ * of it the FFN read from flash reuses (see ffn_sparse.h).
+ */
+#include "ffn_sparse.h"
+
+#include "ffn_offload.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ROWS_BATCH 64        /* rows per gathered dot-product call (fewer than ~8 gain nothing) */
+#define LIST_PARALLEL_MIN 48 /* fewer entries run on the calling thread: a pool wake-up costs more */
+
+static int64_t predictor_rank(const pi_lm *m) {
+    int64_t rank = 0;
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].fc1.data && m->layers[il].fc1.ne[1] > rank) rank = m->layers[il].fc1.ne[1];
+    return rank;
+}
+
+/* The buffer sizes, in the order they are allocated. */
+static void buffer_sizes(const pi_lm *m, size_t sz[6]) {
+    const int64_t F = m->hp.n_ff, R = predictor_rank(m);
+    sz[0] = (size_t)F * sizeof(int32_t);
+    sz[1] = (size_t)(F > R ? F : R) * sizeof(float);
+    sz[2] = (size_t)F * sizeof(float);
+    sz[3] = (size_t)m->hp.n_layer * sizeof(pi_sparse_stats);
+    sz[4] = (size_t)(m->hp.n_embd / 32 + 1) * sizeof(pi_block_q8_0);
+    sz[5] = 3 * (size_t)F * sizeof(const uint8_t *);
+}
+
+uint64_t pi_sparse_ffn_bytes(const pi_lm *m) {
+    size_t sz[6];
+    buffer_sizes(m, sz);
+    uint64_t total = 0;
+    for (int i = 0; i < 6; i++) total += sz[i];
+    return total;
+}
+
+void pi_sparse_ffn_free(pi_sparse_ffn *f) {
+    if (!f) return;
+    free(f->idx);
+    free(f->val);
+    free(f->pred);
+    free(f->stats);
+    free(f->xq);
+    free(f->row);
+    free(f);
+}
+
+static void *zalloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 1)) return NULL;
+    memset(p, 0, n ? n : 1);
+    return p;
+}
+
+pi_status pi_sparse_ffn_create(const pi_lm *m, pi_ffn_mode mode, int64_t hot, pi_sparse_ffn **out) {
+    *out = NULL;
+    if (mode != PI_FFN_SPARSE && mode != PI_FFN_ORACLE)
+        return pi_error(PI_ERR_INVALID, "a sparse FFN computes in SPARSE or ORACLE mode, not mode %d", (int)mode);
+    if (m->hp.n_expert || m->hp.act == PI_ACT_SILU)
+        return pi_error(PI_ERR_INVALID, "%s: the sparse FFN needs a dense ReLU or dReLU model (this one is %s%s)",
+                        m->path, m->hp.n_expert ? "mixture-of-experts, " : "", pi_ffn_act_name(m->hp.act));
+    if (mode == PI_FFN_SPARSE && !m->has_predictor)
+        return pi_error(PI_ERR_INVALID, "%s: no activation predictors (blk.N.fc1/fc2): train them with "
+                        "pinfer train-predictor, or use the dense path", m->path);
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        if (!m->layers[il].ffn_down_t.data)
+            return pi_error(PI_ERR_INVALID, "layer %lld has no ffn_down_t (pi_lm_make_down_t)", (long long)il);
+    pi_sparse_ffn *f = calloc(1, sizeof *f);
+    if (!f) return pi_error(PI_ERR_NOMEM, "sparse FFN: out of memory");
+    size_t sz[6];
+    buffer_sizes(m, sz);
+    f->m = m;
+    f->mode = mode;
+    f->hot = hot < 0 ? 0 : hot > m->hp.n_ff ? m->hp.n_ff : hot;
+    f->idx = zalloc(sz[0]);
+    f->val = zalloc(sz[1]);
+    f->pred = zalloc(sz[2]);
+    f->stats = zalloc(sz[3]);
+    f->xq = zalloc(sz[4]);
+    f->row = zalloc(sz[5]);
+    if (!f->idx || !f->val || !f->pred || !f->stats || !f->xq || !f->row) {
+        pi_sparse_ffn_free(f);
+        return pi_error(PI_ERR_NOMEM, "sparse FFN: cannot allocate %.1f MiB of lists",
+                        (double)pi_sparse_ffn_bytes(m) / (1 << 20));
+    }
+    *out = f;
+    return PI_OK;
+}
+
+/* ---- building blocks ---- */
+
+/* val[k] = act(gate . x, up . x) for the n list entries ks[0..n): the gate
+   rows in gathered batches, then the up rows of the entries whose gate
+   fired (the up row is skipped when the gate is silent). */
+static void compute_entries(const pi_sparse_job *j, const int64_t *ks, int64_t n) {
+    const pi_state *s = j->s;
+    pi_sparse_ffn *f = j->f;
+    const pi_ffn_types *t = &f->types;
+    const int64_t E = s->m->hp.n_embd;
+    const void *rows[ROWS_BATCH];
+    float g[ROWS_BATCH], u[ROWS_BATCH];
+    int idx[ROWS_BATCH];
+    for (int64_t b0 = 0; b0 < n; b0 += ROWS_BATCH) {
+        const int nb = (int)(n - b0 < ROWS_BATCH ? n - b0 : ROWS_BATCH);
+        if (j->gate) {
+            for (int r = 0; r < nb; r++) g[r] = j->gate[f->idx[ks[b0 + r]]];
+        } else {
+            for (int r = 0; r < nb; r++) rows[r] = f->row[3 * ks[b0 + r]];
+            s->k->vec_dot_rows[t->gate](E, rows, nb, j->xg, g);
+        }
+        int m = 0;
+        for (int r = 0; r < nb; r++) {
+            f->val[ks[b0 + r]] = 0.0f;
+            if (g[r] > 0.0f) idx[m++] = r;
+        }
+        if (j->up) {
+            for (int q = 0; q < m; q++) u[q] = j->up[f->idx[ks[b0 + idx[q]]]];
+        } else {
+            for (int q = 0; q < m; q++) rows[q] = f->row[3 * ks[b0 + idx[q]] + 1];
+            s->k->vec_dot_rows[t->up](E, rows, m, j->xu, u);
+        }
+        for (int q = 0; q < m; q++) f->val[ks[b0 + idx[q]]] = pi_ffn_act1(s->m->hp.act, g[idx[q]], u[q]);
+    }
+}
+
+/* compute_entries for the list entries first + [k0, k1). */
+static void cold_rows(void *ctx, int64_t k0, int64_t k1, int tid) {
+    (void)tid;
+    const pi_sparse_job *j = ctx;
+    int64_t ks[ROWS_BATCH];
+    for (int64_t b0 = j->first + k0; b0 < j->first + k1; b0 += ROWS_BATCH) {
+        int64_t nb = j->first + k1 - b0 < ROWS_BATCH ? j->first + k1 - b0 : ROWS_BATCH;
+        for (int64_t r = 0; r < nb; r++) ks[r] = b0 + r;
+        compute_entries(j, ks, nb);
+    }
+}
+
+typedef struct {
+    pi_sparse_job c;
+    const int64_t *list; /* list entries to compute */
+} list_job;
+
+static void list_rows(void *ctx, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    list_job *j = ctx;
+    compute_entries(&j->c, j->list + i0, i1 - i0);
+}
+
+void pi_sparse_compute_list(const pi_sparse_job *cj, const int64_t *list, int64_t n) {
+    if (n <= 0) return;
+    list_job j = {*cj, list};
+    j.c.first = 0;
+    if (n < LIST_PARALLEL_MIN) list_rows(&j, 0, n, 0);
+    else pi_pool_for_dynamic(cj->s->pool, n, ROWS_BATCH, list_rows, &j);
+}
+
+void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
+    (void)tid;
+    pi_sparse_down *j = ctx;
+    for (int64_t k = k0; k < k1; k++)
+        if (j->f->val[k] != 0.0f) j->axpy(j->n_embd, j->f->val[k], j->f->row[3 * k + 2], acc);
+}
+
+int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il) {
+    const pi_layer *l = &f->m->layers[il];
+    const int64_t R = l->fc1.ne[1], F = f->m->hp.n_ff;
+    float *u = f->val, *z = f->pred; /* val is free until the activations */
+    pi_state_matmul(s, &l->fc1, 0, R, s->xb, s->xb_dim, 1, u, R);
+    for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
+    pi_state_matmul(s, &l->fc2, 0, F, u, R, 1, z, F);
+    f->stats[il].bytes += l->fc1.row_bytes * (uint64_t)R + l->fc2.row_bytes * (uint64_t)F;
+    const float thr = f->m->layer_threshold ? f->m->layer_threshold[il] : f->m->sparse_threshold;
+    int64_t n = 0;
+    for (int64_t i = 0; i < f->hot; i++) f->idx[n++] = (int32_t)i;
+    for (int64_t i = f->hot; i < F; i++)
+        if (z[i] >= thr) f->idx[n++] = (int32_t)i;
+    return n;
+}
+
+/* With the check on: the exact active set of row 0 of xb (every gate, and
+   for dReLU every up, computed into hb/hb2), counted against the selection. */
+static void sparse_check(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n) {
+    const pi_layer *l = &f->m->layers[il];
+    const int64_t F = f->m->hp.n_ff;
+    const bool drelu = f->m->hp.act == PI_ACT_DRELU;
+    pi_state_matmul(s, &l->ffn_gate, 0, F, s->xb, s->xb_dim, 1, s->hb, F);
+    if (drelu) pi_state_matmul(s, &l->ffn_up, 0, F, s->xb, s->xb_dim, 1, s->hb2, F);
+    uint64_t truth = 0, missed = 0;
+    for (int64_t i = 0, k = 0; i < F; i++) {
+        while (k < n && f->idx[k] < i) k++;
+        bool on = s->hb[i] > 0.0f && (!drelu || s->hb2[i] > 0.0f);
+        truth += on;
+        missed += on && !(k < n && f->idx[k] == i);
+    }
+    f->stats[il].oracle_active += truth;
+    f->stats[il].missed += missed;
+}
+
+int64_t pi_sparse_count_list(pi_sparse_ffn *f, int64_t il, int64_t n) {
+    pi_sparse_stats *st = &f->stats[il];
+    int64_t a = 0;
+    for (int64_t k = 0; k < n; k++) a += f->val[k] != 0.0f;
+    st->tokens++;
+    st->predicted += (uint64_t)n;
+    st->computed += (uint64_t)n;
+    st->active += (uint64_t)a;
+    return a;
+}
+
+void pi_sparse_hot_cluster(pi_sparse_ffn *f, pi_state *s, const pi_weight *gate, const pi_weight *up) {
+    if (f->hot <= 0) return;
+    pi_state_matmul(s, gate, 0, f->hot, s->xb, s->xb_dim, 1, s->hb, f->hot);
+    pi_state_matmul(s, up, 0, f->hot, s->xb, s->xb_dim, 1, s->hb2, f->hot);
+    for (int64_t i = 0; i < f->hot; i++) f->val[i] = pi_ffn_act1(f->m->hp.act, s->hb[i], s->hb2[i]);
+}
+
+pi_sparse_job pi_sparse_input(pi_sparse_ffn *f, pi_state *s, int64_t first) {
+    const void *xq = s->xb;
+    bool qg = pi_vec_dot_type(f->types.gate) == PI_TYPE_Q8_0, qu = pi_vec_dot_type(f->types.up) == PI_TYPE_Q8_0;
+    if (qg || qu) {
+        s->k->quantize_q8_0(s->xb, f->xq, f->m->hp.n_embd);
+        xq = f->xq;
+    }
+    return (pi_sparse_job){s, f, qg ? xq : s->xb, qu ? xq : s->xb, NULL, NULL, first};
+}
+
+/* ---- the in-memory implementation ---- */
+
+/* Down projection and bookkeeping once val[0, n) is known: xb2 row 0 = sum
+   of val * down row, in fixed chunks of the list. */
+static void sparse_finish(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n) {
+    const pi_layer *l = &f->m->layers[il];
+    const int64_t a = pi_sparse_count_list(f, il, n);
+    f->stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
+    pi_sparse_down dj = {f, f->m->hp.n_embd, s->k->axpy[f->types.down]};
+    int64_t chunk = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+    pi_pool_reduce_f32(s->pool, n, chunk ? chunk : 1, pi_sparse_down_chunk, &dj, s->xb2, f->m->hp.n_embd,
+                       s->reduce_scratch);
+}
+
+/* The FFN of one token on the sparse path: out = sum over active neurons i
+   of act_i * down_t[i], computing only the neurons that are (predicted)
+   active. The input is row 0 of xb; the result goes to row 0 of xb2. */
+static pi_status ffn_sparse_token(void *impl, pi_state *s, int64_t il) {
+    pi_sparse_ffn *f = impl;
+    const pi_hparams *hp = &f->m->hp;
+    const pi_layer *l = &f->m->layers[il];
+    const int64_t F = hp->n_ff;
+    pi_sparse_stats *st = &f->stats[il];
+    int64_t n = 0, first = 0;
+    pi_sparse_job cj;
+    f->types = (pi_ffn_types){l->ffn_gate.type, l->ffn_up.type, l->ffn_down_t.type};
+
+    if (f->mode == PI_FFN_ORACLE) {
+        /* the exact mask: every gate (and for dReLU every up) computed */
+        pi_state_matmul(s, &l->ffn_gate, 0, F, s->xb, s->xb_dim, 1, s->hb, F);
+        if (hp->act == PI_ACT_DRELU) pi_state_matmul(s, &l->ffn_up, 0, F, s->xb, s->xb_dim, 1, s->hb2, F);
+        for (int64_t i = 0; i < F; i++)
+            if (s->hb[i] > 0.0f && (hp->act != PI_ACT_DRELU || s->hb2[i] > 0.0f)) f->idx[n++] = (int32_t)i;
+        st->bytes += l->ffn_gate.row_bytes * (uint64_t)F + (hp->act == PI_ACT_DRELU ? l->ffn_up.row_bytes * (uint64_t)F : 0);
+        cj = pi_sparse_input(f, s, 0);
+        cj.gate = s->hb;
+        cj.up = hp->act == PI_ACT_DRELU ? s->hb2 : NULL;
+    } else {
+        n = pi_sparse_select(f, s, il);
+        if (f->check) sparse_check(f, s, il, n);
+        first = f->hot;
+        pi_sparse_hot_cluster(f, s, &l->ffn_gate, &l->ffn_up);
+        st->bytes += (l->ffn_gate.row_bytes + l->ffn_up.row_bytes) * (uint64_t)f->hot;
+        cj = pi_sparse_input(f, s, first);
+    }
+    for (int64_t k = 0; k < n; k++) {
+        size_t i = (size_t)f->idx[k];
+        pi_sparse_set_rows(f, k, (const uint8_t *)l->ffn_gate.data + i * l->ffn_gate.row_bytes,
+                           (const uint8_t *)l->ffn_up.data + i * l->ffn_up.row_bytes,
+                           (const uint8_t *)l->ffn_down_t.data + i * l->ffn_down_t.row_bytes);
+    }
+    if (n > first) pi_pool_for(s->pool, n - first, 16, cold_rows, &cj);
+    if (f->mode != PI_FFN_ORACLE) {
+        uint64_t computed_up = 0;
+        for (int64_t k = first; k < n; k++) computed_up += f->val[k] != 0.0f;
+        st->bytes += l->ffn_gate.row_bytes * (uint64_t)(n - first) + l->ffn_up.row_bytes * computed_up;
+    }
+    sparse_finish(f, s, il, n);
+    return PI_OK;
+}
+
+static void ffn_sparse_free(void *impl) { pi_sparse_ffn_free(impl); }
+
+const pi_ffn_ops pi_sparse_ffn_ops = {"sparse", ffn_sparse_token, NULL, NULL, NULL, ffn_sparse_free};
+
+pi_status pi_sparse_ffn_install(pi_state *s, pi_ffn_mode mode, int64_t hot) {
+    pi_sparse_ffn *f;
+    pi_status st = pi_sparse_ffn_create(s->m, mode, hot, &f);
+    if (st) return st;
+    pi_state_set_ffn(s, &pi_sparse_ffn_ops, f);
+    return PI_OK;
+}
+
+pi_sparse_ffn *pi_sparse_ffn_of(const pi_state *s) {
+    void *impl;
+    const pi_ffn_ops *ops = pi_state_ffn(s, &impl);
+    if (ops == &pi_sparse_ffn_ops) return impl;
+    if (ops == &pi_offload_ffn_ops) return pi_offload_ffn_sparse(impl);
+    return NULL;
+}
+
+pi_sparse_stats *pi_sparse_ffn_stats(const pi_state *s) {
+    pi_sparse_ffn *f = pi_sparse_ffn_of(s);
+    return f ? f->stats : NULL;
+}
