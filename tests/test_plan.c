@@ -14,6 +14,7 @@
  *    loads and the session gives the same logits as in memory.
  */
 #include "model/genmodel.h"
+#include "api/engine.h"
 #include "sparse/ffn_offload.h"
 #include "model/session.h"
 #include "plan/plan.h"
@@ -215,7 +216,7 @@ static void test_real_file(void) {
     CHECK(pi_bundle_write(plain, st, 4096, bundle) == PI_OK);
     pi_stats_free(st);
     pi_mprofile *mp = NULL;
-    CHECK(pi_mprofile_load(bundle, 64, &mp) == PI_OK);
+    CHECK(pi_engine_profile(bundle, 64, &mp) == PI_OK);
     if (!mp) return;
     CHECK(mp->have_stats && mp->tokens == 1000.0 && strstr(mp->source, "gen-model"));
     for (int64_t l = 0; l < 3; l++) {

@@ -15,7 +15,7 @@
 #include "base/timer.h"
 #include "sparse/ffn_offload.h"
 #include "plan/hwprobe.h"
-#include "plan/plan.h"
+#include "api/engine.h"
 #include "plot.h"
 
 #include <math.h>
@@ -241,7 +241,7 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
     }
     const int64_t n_ctx = n_gen + 1;
     pi_mprofile *mp;
-    if (pi_mprofile_load(o->model, n_ctx, &mp)) {
+    if (pi_engine_profile(o->model, n_ctx, &mp)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }

@@ -6,7 +6,7 @@
 #include "args.h"
 #include "base/timer.h"
 #include "sparse/ffn_offload.h"
-#include "plan/plan.h"
+#include "api/engine.h"
 
 #include <sys/stat.h>
 #include "tokenizer/unicode.h"
@@ -402,47 +402,14 @@ void app_reset_offload_stats(app *a) {
 
 int app_plan(const char *cmd, const char *model, const char *hw_path, int64_t n_ctx, const pi_plan_limits *lim,
              bool verbose, pi_plan *out) {
-    pi_mprofile *mp = NULL;
-    if (pi_mprofile_load(model, n_ctx, &mp)) {
-        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-        return 2;
-    }
-    if (verbose && !mp->have_stats)
-        fprintf(stderr, "%s: %s has no activation counts (convert with --reorder STATS): assuming uniform activity\n",
-                cmd, model);
-    pi_hw hw;
-    char path[1024];
-    if (hw_path) {
-        if (pi_hw_load(hw_path, &hw)) {
-            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-            pi_mprofile_free(mp);
-            return 2;
-        }
-    } else {
-        struct stat sb;
-        uint64_t dev = stat(model, &sb) == 0 ? (uint64_t)sb.st_dev : 0;
-        if (!pi_hw_default_path(path, sizeof path, dev)) path[0] = '\0';
-        if (!path[0] || pi_hw_load(path, &hw)) {
-            fprintf(stderr, "%s: no hardware figures cached (%s): measuring them now (pinfer hwprobe --quick)\n", cmd,
-                    path);
-            pi_hwprobe_opts po = {.file = model, .quick = true};
-            if (pi_hwprobe_run(&po, &hw)) {
-                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-                pi_mprofile_free(mp);
-                return 2;
-            }
-            if (path[0] && pi_hw_save(&hw, path)) fprintf(stderr, "%s: warning: %s\n", cmd, pi_last_error());
-        }
-    }
-    pi_status st = pi_plan_solve(mp, &hw, lim, out);
-    pi_mprofile_free(mp);
+    pi_status st = pi_engine_plan(model, hw_path, n_ctx, lim, out);
     if (st && st != PI_ERR_INVALID) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 2;
     }
-    snprintf(out->model, sizeof out->model, "%s", model);
-    struct stat sb;
-    out->model_size = stat(model, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    if (verbose && !out->have_stats)
+        fprintf(stderr, "%s: %s has no activation counts (convert with --reorder STATS): assuming uniform activity\n",
+                cmd, model);
     if (st) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;

@@ -1,12 +1,12 @@
 /*
  * plan.c — model profile, cost model, solver and plan file (see plan.h for
- * the equations).
+ * the equations). Nothing here loads a model: the profile is read from the
+ * file's metadata and the budget figures its loader measured.
  */
 #include "plan.h"
 
-#include "gguf/gguf.h"
-#include "sparse/offload.h"
 #include "gguf/bundle.h"
+#include "gguf/gguf.h"
 #include "store/cache.h"
 
 #include <ctype.h>
@@ -38,50 +38,37 @@ static bool f32_array(const pi_gguf *g, const char *key, int64_t n, float *out) 
     return true;
 }
 
-pi_status pi_mprofile_load(const char *path, int64_t n_ctx, pi_mprofile **out) {
+pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_needs *z, pi_mprofile **out) {
     *out = NULL;
-    pi_lm *m;
-    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
-    if (st) return st;
-    if (!m->bundled) {
-        pi_lm_free(m);
-        return pi_error(PI_ERR_INVALID, "%s: the planner needs a bundle file (pinfer convert --bundle)", path);
-    }
-    const int64_t L = m->hp.n_layer, F = m->hp.n_ff;
-    if (L > PI_PLAN_MAX_LAYERS) {
-        pi_lm_free(m);
+    const int64_t L = z->n_layer, F = z->n_ff;
+    if (L > PI_PLAN_MAX_LAYERS)
         return pi_error(PI_ERR_UNSUPPORTED, "%s: %lld layers exceed the planner's %d", path, (long long)L,
                         PI_PLAN_MAX_LAYERS);
-    }
+    if (L <= 0 || F <= 0) return pi_error(PI_ERR_INVALID, "%s: a model profile needs layers and neurons", path);
     pi_mprofile *p = calloc(1, sizeof *p);
     if (!p || !(p->act = malloc((size_t)(L * F) * sizeof *p->act)) ||
         !(p->sel = malloc((size_t)(L * F) * sizeof *p->sel))) {
         pi_mprofile_free(p);
-        pi_lm_free(m);
         return pi_error(PI_ERR_NOMEM, "out of memory");
     }
     p->n_layer = L;
     p->n_ff = F;
-    p->n_embd = m->hp.n_embd;
-    if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
-    p->n_ctx = n_ctx;
-    pi_offload_sizes z;
-    if ((st = pi_offload_measure(m, n_ctx, 0, 4096, &z))) goto fail;
-    p->fixed = z.fixed;
-    p->session = z.session;
-    p->io = z.io;
-    p->min_cold = z.min_cold;
-    p->min_slots = z.min_slots;
-    p->stride = z.stride;
-    p->bundle_mem = z.bundle_mem;
-    memcpy(p->part_bytes, z.part_bytes, sizeof p->part_bytes);
-    memcpy(p->part_type, z.part_type, sizeof p->part_type);
-    memcpy(p->fixed_by_type, z.fixed_by_type, sizeof p->fixed_by_type);
-    memcpy(p->pred_by_type, z.pred_by_type, sizeof p->pred_by_type);
-    p->file_size = pi_gguf_file_size(m->gguf);
+    p->n_embd = z->n_embd;
+    p->n_ctx = z->n_ctx;
+    p->fixed = z->fixed;
+    p->session = z->session;
+    p->io = z->io;
+    p->min_cold = z->min_cold;
+    p->min_slots = z->min_slots;
+    p->stride = z->stride;
+    p->bundle_mem = z->bundle_mem;
+    memcpy(p->part_bytes, z->part_bytes, sizeof p->part_bytes);
+    memcpy(p->part_type, z->part_type, sizeof p->part_type);
+    memcpy(p->fixed_by_type, z->fixed_by_type, sizeof p->fixed_by_type);
+    memcpy(p->pred_by_type, z->pred_by_type, sizeof p->pred_by_type);
+    p->file_size = pi_gguf_file_size(g);
 
     /* activation probabilities: the stored counts, else a uniform guess */
-    const pi_gguf *g = m->gguf;
     int64_t tokens = 0;
     p->have_stats = !pi_gguf_get_i64(g, PI_BUNDLE_KEY_STATS_TOKENS, &tokens) && tokens > 0;
     p->tokens = (double)tokens;
@@ -134,13 +121,8 @@ pi_status pi_mprofile_load(const char *path, int64_t n_ctx, pi_mprofile **out) {
             p->sel[l * F + i] = sv > 1.0 ? 1.0 : sv;
         }
     }
-    pi_lm_free(m);
     *out = p;
     return PI_OK;
-fail:
-    pi_mprofile_free(p);
-    pi_lm_free(m);
-    return st;
 }
 
 double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k) {

@@ -54,8 +54,10 @@
 #define PI_PLAN_PLAN_H
 
 #include "base/status.h"
+#include "gguf/gguf.h"
 #include "kernels/types.h"
 #include "plan/hwprobe.h"
+#include "store/budget.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,7 +68,7 @@
 typedef struct pi_mprofile {
     int64_t n_layer, n_ff, n_embd;
     int64_t n_ctx;
-    uint64_t fixed, session, io, min_cold; /* bytes, as pi_offload_load charges them */
+    uint64_t fixed, session, io, min_cold; /* bytes, as the loader charges them (pi_budget_needs) */
     int64_t min_slots;
     size_t stride, bundle_mem;
     size_t part_bytes[3];
@@ -82,8 +84,13 @@ typedef struct pi_mprofile {
     char source[96];        /* where recall/precision came from */
 } pi_mprofile;
 
-/* n_ctx <= 0: the model's training context, at most 4096 (run's default). */
-pi_status pi_mprofile_load(const char *bundle_path, int64_t n_ctx, pi_mprofile **out);
+/* The profile of a bundle file from its metadata g (activation counts
+   blk.N.ffn_act_count and pinfer.stats.tokens; the predictor's held-out
+   recall and precision, or gen-model's planted ones) and the figures its
+   loader charges (z, from sparse/offload.h's pi_offload_measure). Without
+   counts activity is taken as uniform (have_stats false). path names the
+   file in messages. */
+pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_needs *z, pi_mprofile **out);
 void pi_mprofile_free(pi_mprofile *p);
 
 /* Fraction of layer l's activations covered by its first k neurons (the
@@ -109,6 +116,8 @@ typedef struct pi_plan {
     pi_cost cost;            /* predicted */
     char model[512];
     uint64_t model_size;
+    bool have_stats;         /* the profile had activation counts (else uniform activity was assumed);
+                                not part of the plan file */
 } pi_plan;
 
 typedef struct pi_plan_limits {

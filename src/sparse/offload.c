@@ -53,12 +53,16 @@ static int fixed_weights(pi_lm *m, pi_weight **ws, int max) {
 
 static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
 
-pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *z) {
+pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *z) {
     memset(z, 0, sizeof *z);
     if (!m->bundled || !m->layers[0].bundle.present)
         return pi_error(PI_ERR_INVALID, "%s: not a bundle file", m->path);
     const pi_hparams *hp = &m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd;
+    z->n_layer = hp->n_layer;
+    z->n_ff = F;
+    z->n_embd = E;
+    z->n_ctx = n_ctx;
     if (max_merge <= 0) max_merge = 16;
     if (align < 4096) align = 4096;
     pi_weight *ws[1024];
@@ -203,7 +207,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     }
 
     /* 1. fixed region, KV cache, scratch, I/O buffers and tables */
-    pi_offload_sizes z;
+    pi_budget_needs z;
     if ((st = pi_offload_measure(m, opt->n_ctx, o->max_merge, align, &z))) goto fail;
     pi_weight *ws[1024];
     int nw = fixed_weights(m, ws, 1024);

@@ -90,26 +90,10 @@ typedef struct pi_offload {
     pi_offload_stats st;
 } pi_offload;
 
-/* What a budget must hold for a bundle file, before any hot neuron: the
-   figures pi_offload_load charges, for the planner. */
-typedef struct pi_offload_sizes {
-    uint64_t fixed;          /* resident weights: attention, norms, predictors, output head */
-    uint64_t fixed_by_type[PI_TYPE_COUNT]; /* the matrices among them read every token, by type (no predictors) */
-    uint64_t pred_by_type[PI_TYPE_COUNT];  /* predictor matrices, by type */
-    uint64_t session, kv;    /* a session's buffers at n_ctx (KV cache, scratch, the sparse FFN's lists,
-                                the streamed FFN's sums); the KV cache alone */
-    uint64_t io;             /* I/O buffers and per-step tables */
-    uint64_t min_cold;       /* the smallest neuron cache */
-    int64_t min_slots;
-    uint64_t minimum;        /* the sum: the smallest budget accepted */
-    size_t stride;           /* bytes per bundle on flash and per cache slot */
-    size_t bundle_mem;       /* bytes of one resident neuron (gate + up + down_t rows) */
-    size_t part_bytes[3];
-    pi_type part_type[3];
-    bool embd_on_flash;
-} pi_offload_sizes;
-
-pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_offload_sizes *out);
+/* What a budget must hold for m (a bundle file loaded with
+   PI_LOAD_FFN_ON_FLASH) at n_ctx: the figures pi_offload_load charges.
+   PI_ERR_INVALID when m is not a bundle file. */
+pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *out);
 
 /* Load a bundle file (pinfer convert --bundle) under o->mem_budget: *model
    is the model (FFN views point into the file mapping and are not read),

@@ -8,6 +8,10 @@
 #define PI_STORE_BUDGET_H
 
 #include "base/status.h"
+#include "kernels/types.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 
 #include <stdint.h>
 
@@ -27,6 +31,28 @@ typedef struct pi_budget {
 } pi_budget;
 
 const char *pi_mem_region_name(pi_mem_region r);
+
+/* What a budget must hold for a bundle file before any hot neuron, as the
+   loader charges it: sparse/offload.h measures it from a model, the
+   planner (plan/plan.h) prices configurations with it. */
+typedef struct pi_budget_needs {
+    int64_t n_layer, n_ff, n_embd;
+    int64_t n_ctx;           /* the KV cache it holds */
+    uint64_t fixed;          /* resident weights: attention, norms, predictors, output head */
+    uint64_t fixed_by_type[PI_TYPE_COUNT]; /* the matrices among them read every token, by type (no predictors) */
+    uint64_t pred_by_type[PI_TYPE_COUNT];  /* predictor matrices, by type */
+    uint64_t session, kv;    /* a session's buffers at n_ctx (KV cache, scratch, the sparse FFN's lists,
+                                the streamed FFN's sums); the KV cache alone */
+    uint64_t io;             /* I/O buffers and per-step tables */
+    uint64_t min_cold;       /* the smallest neuron cache */
+    int64_t min_slots;
+    uint64_t minimum;        /* the sum: the smallest budget accepted */
+    size_t stride;           /* bytes per bundle on flash and per cache slot */
+    size_t bundle_mem;       /* bytes of one resident neuron (gate + up + down_t rows) */
+    size_t part_bytes[3];
+    pi_type part_type[3];
+    bool embd_on_flash;
+} pi_budget_needs;
 
 /* Charge bytes to region r; PI_ERR_NOMEM naming `what` when the total would
    exceed the limit (nothing is charged then). */

@@ -1,0 +1,64 @@
+/*
+ * engine.c — the planner's inputs from a bundle file and this machine, and
+ * the plan for a budget (engine.h).
+ */
+#include "engine.h"
+
+#include "base/log.h"
+#include "sparse/offload.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+
+pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out) {
+    *out = NULL;
+    pi_lm *m;
+    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
+    if (st) return st;
+    if (!m->bundled) {
+        pi_lm_free(m);
+        return pi_error(PI_ERR_INVALID, "%s: the planner needs a bundle file (pinfer convert --bundle)", path);
+    }
+    if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    pi_budget_needs z;
+    st = pi_offload_measure(m, n_ctx, 0, 4096, &z);
+    if (!st) st = pi_mprofile_make(m->gguf, path, &z, out);
+    pi_lm_free(m);
+    return st;
+}
+
+pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out) {
+    if (hw_path) return pi_hw_load(hw_path, out);
+    char path[1024];
+    struct stat sb;
+    uint64_t dev = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_dev : 0;
+    if (!pi_hw_default_path(path, sizeof path, dev)) path[0] = '\0';
+    if (path[0] && pi_hw_load(path, out) == PI_OK) return PI_OK;
+    PI_LOGW("no hardware figures cached (%s): measuring them now (pinfer hwprobe --quick)", path);
+    pi_hwprobe_opts po = {.file = model_path, .quick = true};
+    pi_status st = pi_hwprobe_run(&po, out);
+    if (st) return st;
+    if (path[0] && pi_hw_save(out, path)) PI_LOGW("%s", pi_last_error());
+    return PI_OK;
+}
+
+pi_status pi_engine_plan(const char *model_path, const char *hw_path, int64_t n_ctx, const pi_plan_limits *lim,
+                         pi_plan *out) {
+    pi_mprofile *mp = NULL;
+    pi_status st = pi_engine_profile(model_path, n_ctx, &mp);
+    if (st) return st;
+    pi_hw hw;
+    if ((st = pi_engine_hw(model_path, hw_path, &hw))) {
+        pi_mprofile_free(mp);
+        return st;
+    }
+    st = pi_plan_solve(mp, &hw, lim, out);
+    const bool have_stats = mp->have_stats;
+    pi_mprofile_free(mp);
+    if (st && st != PI_ERR_INVALID) return st;
+    out->have_stats = have_stats;
+    snprintf(out->model, sizeof out->model, "%s", model_path);
+    struct stat sb;
+    out->model_size = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    return st;
+}

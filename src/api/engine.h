@@ -1,0 +1,34 @@
+/*
+ * engine.h — the engine's policy for running a model file (internal to
+ * src/api; offline tools may use it): the planner's inputs gathered from a
+ * bundle file and this machine, and the plan for a budget.
+ *
+ * The model profile (plan/plan.h) is read from the file's metadata plus the
+ * figures its loader charges (sparse/offload.h); the hardware figures are
+ * pinfer hwprobe's, cached per filesystem, measured (quick) and cached the
+ * first time. Messages go through base/log.h.
+ */
+#ifndef PI_API_ENGINE_H
+#define PI_API_ENGINE_H
+
+#include "plan/plan.h"
+
+/* The planner's profile of a bundle file for a KV cache of n_ctx positions
+   (<= 0: the model's training context, at most 4096). PI_ERR_INVALID for a
+   file without bundles. */
+pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out);
+
+/* The hardware figures for running model_path: from hw_path when given,
+   else the cached probe of its filesystem, else measured now (hwprobe
+   --quick, ~12 s; a warning says so) and cached. */
+pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out);
+
+/* The fastest plan for the bundle file under lim (pi_plan_solve), with
+   out->model and model_size filled and out->have_stats telling whether the
+   file had activation counts. PI_ERR_INVALID when lim->min_speed cannot be
+   reached (the plan is still filled, the message says so); other errors
+   as pi_engine_profile, pi_engine_hw and pi_plan_solve. */
+pi_status pi_engine_plan(const char *model_path, const char *hw_path, int64_t n_ctx, const pi_plan_limits *lim,
+                         pi_plan *out);
+
+#endif
