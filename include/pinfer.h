@@ -31,6 +31,7 @@ typedef enum pi_status {
     PI_ERR_INVALID     = -4, /* a caller passed a bad argument */
     PI_ERR_UNSUPPORTED = -5, /* valid input this build cannot handle */
     PI_ERR_NOT_FOUND   = -6, /* a key, tensor or file is missing */
+    PI_ERR_FULL        = -7, /* a fixed-size queue is full: reap and retry */
 } pi_status;
 
 /* How decode computes the FFN (prompts always take the dense path). */

@@ -7,8 +7,10 @@
  * without waiting, pi_io_read at any offset/length/buffer, READ_FIXED into a
  * registered arena, the file on tmpfs, the buffered fallback when O_DIRECT is
  * refused, reads past the end of a file (short-read errors, never a hang),
- * injected EIO/short/delayed reads, and close with reads in flight or after
- * an error. An alarm turns a hang into a failure.
+ * injected EIO/short/delayed reads, close with reads in flight or after an
+ * error, and the fixed queue: a batch that does not fit beside the reads in
+ * flight is refused whole with PI_ERR_FULL and accepted after reaping, with
+ * no allocation on the submit/reap path. An alarm turns a hang into a failure.
  */
 #include "store/io.h"
 #include "base/timer.h"
@@ -16,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -402,6 +405,122 @@ static void test_faults(const char *path) {
     free(buf);
 }
 
+/* Bytes the C library has handed out and not taken back (glibc: every arena),
+   or -1 where that cannot be known (other libcs, sanitizers own malloc). */
+static int64_t heap_in_use(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33) && !defined(__SANITIZE_ADDRESS__)
+    struct mallinfo2 mi = mallinfo2();
+    return (int64_t)(mi.uordblks + mi.hblkhd);
+#else
+    return -1;
+#endif
+}
+
+/* Reap until `want` reads completed (into tags); returns how many did. */
+static int reap_n(pi_io *io, uint64_t *tags, int want) {
+    int got = 0;
+    while (got < want) {
+        int n = pi_io_reap(io, tags + got, want - got, true);
+        if (n <= 0) break;
+        got += n;
+    }
+    return got;
+}
+
+/* The fixed queue of one backend: queue depth 4 + max_pending 8 = 12 places.
+   A batch that does not fit beside the reads not yet reaped is refused whole
+   (PI_ERR_FULL, nothing queued) and the same batch fits after reaping; one
+   larger than 12 could never fit (PI_ERR_INVALID). Then the default 1024:
+   1028 reads fit, the 1029th does not, and none of it allocates. */
+static void test_full(const char *path, pi_io_backend b) {
+    enum { QD = 4, PEND = 8, CAP = QD + PEND, N = CAP + 1, DEF = 4 + 1024 };
+    const char *what = backend_str(b);
+    uint8_t *buf = aligned_alloc(4096, (size_t)N * 4096);
+    struct iovec v[N];
+    pi_io_req rq[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = (struct iovec){buf + (size_t)i * 4096, 4096};
+        rq[i] = (pi_io_req){.off = (int64_t)i * 12288, .iov = &v[i], .iovcnt = 1, .tag = (uint64_t)i};
+    }
+    memset(buf, SENTINEL, (size_t)N * 4096);
+    pi_io_req *many = calloc(DEF + 1, sizeof *many);
+    struct iovec *many_v = calloc(DEF + 1, sizeof *many_v);
+    uint8_t *many_buf = aligned_alloc(4096, (size_t)(DEF + 1) * 4096);
+    uint64_t *tags = calloc(DEF + 1, sizeof *tags);
+    pi_io *io = NULL;
+    pi_io_opts o = {.backend = b, .queue_depth = QD, .max_pending = PEND};
+    pi_status st = pi_io_open(path, &o, &io);
+    if (b == PI_IO_URING && st == PI_ERR_UNSUPPORTED) goto out;
+    CHECKF(st == PI_OK, "%s: open: %s", what, pi_last_error());
+    if (st != PI_OK) goto out;
+
+    st = pi_io_submit(io, rq, N);
+    CHECKF(st == PI_ERR_INVALID && strstr(pi_last_error(), "never fit") && pi_io_in_flight(io) == 0,
+           "%s: %d reads in a queue of %d: %d %s", what, N, CAP, st, pi_last_error());
+    CHECK(pi_io_submit(io, rq, 10) == PI_OK && pi_io_in_flight(io) == 10);
+    st = pi_io_submit(io, rq + 10, 3);
+    CHECKF(st == PI_ERR_FULL && strstr(pi_last_error(), "no room for 3 more reads") &&
+               strstr(pi_last_error(), "10 of 12 places") && strstr(pi_last_error(), path),
+           "%s: 3 beside 10 of 12: %d %s", what, st, pi_last_error());
+    CHECK(strcmp(pi_status_str(PI_ERR_FULL), "full") == 0);
+    CHECK(pi_io_in_flight(io) == 10);
+    int got = reap_n(io, tags, 3);
+    CHECKF(got == 3 && pi_io_in_flight(io) == 7, "%s: reaped %d, %lld in flight", what, got,
+           (long long)pi_io_in_flight(io));
+    CHECKF(pi_io_submit(io, rq + 10, 3) == PI_OK, "%s: the same 3 after reaping: %s", what, pi_last_error());
+    CHECK(pi_io_in_flight(io) == 10);
+    /* Two reaped reads again fill the queue exactly; then one more is full. */
+    pi_io_req again[3] = {rq[tags[0]], rq[tags[1]], rq[tags[2]]};
+    CHECK(pi_io_submit(io, again, 2) == PI_OK && pi_io_in_flight(io) == CAP);
+    st = pi_io_submit(io, again + 2, 1);
+    CHECKF(st == PI_ERR_FULL && strstr(pi_last_error(), "12 of 12") && pi_io_in_flight(io) == CAP,
+           "%s: one beside 12 of 12: %d %s", what, st, pi_last_error());
+    int seen[N] = {0};
+    for (int i = 0; i < 3; i++) seen[tags[i]]++;
+    got = reap_n(io, tags, CAP);
+    CHECKF(got == CAP && pi_io_in_flight(io) == 0, "%s: reaped %d of %d", what, got, CAP);
+    for (int i = 0; i < got; i++) seen[tags[i] < N ? tags[i] : 0] += tags[i] < N ? 1 : 100;
+    for (int i = 0; i < N; i++) {
+        int want = i == (int)again[0].tag || i == (int)again[1].tag ? 2 : 1;
+        CHECKF(seen[i] == want, "%s: read %d completed %d times, want %d", what, i, seen[i], want);
+        CHECKF(mismatch(buf + (size_t)i * 4096, (int64_t)i * 12288, 4096) < 0, "%s: read %d: wrong bytes", what, i);
+    }
+    pi_io_close(io);
+    io = NULL;
+
+    /* max_pending out of range. */
+    o.max_pending = -1;
+    CHECK(pi_io_open(path, &o, &io) == PI_ERR_INVALID && !io && strstr(pi_last_error(), "max_pending"));
+    o.max_pending = PI_IO_MAX_PENDING + 1;
+    CHECK(pi_io_open(path, &o, &io) == PI_ERR_INVALID && !io);
+
+    /* The default: 1024 waiting beyond the queue depth. */
+    o.max_pending = 0;
+    CHECK(pi_io_open(path, &o, &io) == PI_OK);
+    if (!io) goto out;
+    for (int i = 0; i <= DEF; i++) {
+        many_v[i] = (struct iovec){many_buf + (size_t)i * 4096, 4096};
+        many[i] = (pi_io_req){.off = (int64_t)(i % 1000) * 4096, .iov = &many_v[i], .iovcnt = 1, .tag = (uint64_t)i};
+    }
+    int64_t heap0 = heap_in_use();
+    st = pi_io_submit(io, many, DEF);
+    pi_status st_full = pi_io_submit(io, many + DEF, 1);
+    got = reap_n(io, tags, DEF);
+    int64_t heap1 = heap_in_use();
+    CHECKF(st == PI_OK && st_full == PI_ERR_FULL && got == DEF, "%s: default queue: %d %d, %d reaped: %s", what, st,
+           st_full, got, pi_last_error());
+    if (heap0 >= 0)
+        CHECKF(heap1 == heap0, "%s: submit and reap left %lld bytes allocated", what, (long long)(heap1 - heap0));
+    CHECK(pi_io_submit(io, many, DEF) == PI_OK); /* close with a full queue */
+    pi_io_close(io);
+out:
+    free(tags);
+    free(many_buf);
+    free(many_v);
+    free(many);
+    free(buf);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(60);
@@ -444,6 +563,7 @@ int main(void) {
     }
 
     for (int i = 0; i < 3; i++) test_eof(path, backends[i]);
+    for (int i = 0; i < 3; i++) test_full(path, backends[i]);
     test_faults(path);
 
     free(arena);

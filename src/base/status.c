@@ -19,6 +19,7 @@ const char *pi_status_str(pi_status st) {
     case PI_ERR_INVALID: return "invalid";
     case PI_ERR_UNSUPPORTED: return "unsupported";
     case PI_ERR_NOT_FOUND: return "not-found";
+    case PI_ERR_FULL: return "full";
     }
     return "unknown";
 }

@@ -198,7 +198,10 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     }
     for (int64_t il = 0; il < L; il++) o->bundle_off[il] = m->layers[il].bundle.file_off;
 
-    if ((st = pi_io_open(path, &opt->io, &o->io))) goto fail;
+    /* a layer's step issues at most one read per neuron at once */
+    pi_io_opts io = opt->io;
+    if (io.max_pending < F) io.max_pending = (int)F;
+    if ((st = pi_io_open(path, &io, &o->io))) goto fail;
     const size_t align = pi_io_align(o->io) > 4096 ? pi_io_align(o->io) : 4096;
     if (o->stride % pi_io_align(o->io) || (size_t)o->bundle_off[0] % pi_io_align(o->io)) {
         st = pi_error(PI_ERR_INVALID, "%s: bundles of %zu bytes are not aligned to the device's %zu-byte blocks",

@@ -1,27 +1,30 @@
 /*
- * io.c — the I/O engine behind io.h: a FIFO of requests, a fixed set of
- * in-flight slots (queue_depth), and three backends that complete them.
+ * io.c — the I/O engine behind io.h, without its backends: opening the file
+ * (O_DIRECT or the buffered fallback), request checks, a fixed FIFO of
+ * requests waiting for a slot, a fixed set of in-flight slots (queue_depth),
+ * statistics, the error state and pi_io_read. The backends (io_uring.c,
+ * io_pread.c, io_test.c) complete the slots behind a pi_io_ops table chosen
+ * at open (io_internal.h).
  *
  * Invariants:
  *   - Only the driving thread touches the FIFO, the free-slot stack, the
- *     statistics and the error state. pread workers see a slot only between
- *     its push on the work ring and its push on the done ring (both under mu).
+ *     statistics and the error state.
  *   - n_active slots are with the backend; a slot is freed when its completion
  *     is processed by the driver, so at most queue_depth reads are in flight
- *     and the rings and the io_uring SQ/CQ never overflow.
+ *     and the backends' fixed rings never overflow.
+ *   - n_active + fifo_n <= fifo_cap = queue_depth + max_pending: pi_io_submit
+ *     refuses a batch that does not fit (PI_ERR_FULL) instead of growing, so
+ *     nothing on the submit/reap path allocates.
  *   - A read is complete only when all its bytes arrived: partial results are
  *     re-issued for the rest unless the read reached the end of the file, which
  *     is a short-read error. After any error `failed` is set and stays set.
  */
-#include "store/io.h"
+#include "store/io_internal.h"
 
 #include "base/log.h"
-#include "base/timer.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,131 +32,23 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
-
-#ifdef PI_HAVE_LIBURING
-#include <liburing.h>
-#endif
 
 #ifndef BLKGETSIZE64
 #define BLKGETSIZE64 _IOR(0x12, 114, size_t)
 #endif
 
-#define REG_PIECE ((size_t)1 << 30)          /* io_uring caps one registered buffer at 1 GiB */
 #define READ_DIRECT_CHUNK ((size_t)64 << 20) /* pi_io_read: aligned reads straight into the caller's buffer */
 #define READ_BOUNCE ((size_t)4 << 20)        /* pi_io_read: bounce buffer for unaligned pieces */
-#define CLOSE_DRAIN_NS (10ull * 1000000000ull)
+#define DEFAULT_MAX_PENDING 1024
 
-typedef struct io_slot {
-    const struct iovec *iov; /* the caller's pieces */
-    int iovcnt;
-    int fixed;               /* registered buffer index for READ_FIXED, -1: READV */
-    int64_t off;
-    size_t len;              /* sum of the pieces */
-    size_t done;             /* io_uring: bytes arrived so far (partial results) */
-    int64_t res;             /* pread workers: bytes got in all, or -errno */
-    int64_t seq;             /* submission number (test faults) */
-    uint64_t tag;
-    uint64_t due_ns;         /* test backend: when it completes */
-    struct iovec rest[PI_IO_MAX_IOV]; /* io_uring: the pieces left after a partial result */
-} io_slot;
-
-typedef struct io_pending {
-    pi_io_req r;
-    size_t len;
-    int64_t seq;
-} io_pending;
-
-typedef struct int_ring { /* FIFO of slot indices; capacity queue_depth */
-    int *v;
-    int cap, head, n;
-} int_ring;
-
-struct pi_io {
-    char *path;
-    int fd;
-    pi_io_backend backend;
-    bool buffered;  /* page cache: asked for, or O_DIRECT refused */
-    bool dontneed;  /* O_DIRECT refused: drop what each read put in the page cache */
-    bool is_reg;
-    size_t align;
-    int64_t size;
-    int qd;
-    pi_io_fault fault;
-    pi_io_stats st;
-    int64_t seq; /* reads submitted so far, pi_io_read chunks included */
-
-    io_slot *slots;   /* (qd) */
-    int *free_slots;  /* (qd) stack */
-    int n_free;
-    int64_t n_active; /* slots with the backend, not yet reaped */
-    int reap_min;     /* pi_io_reap_min: completions to wait for (io_uring) */
-    int *batch;       /* (qd) slots started by one start_pending call */
-    int n_batch;
-
-    io_pending *fifo; /* ring of requests waiting for a slot */
-    int64_t fifo_cap, fifo_head, fifo_n;
-
-    bool failed;
-    char err[PI_ERRMSG_MAX];
-
-    bool reg_done;    /* pi_io_register was called */
-    char *reg_base;
-    size_t reg_len;
-    int n_reg;        /* registered pieces; 0: none */
-
-    /* pread backend */
-    pthread_t *workers;
-    int n_workers;
-    bool sync_ready;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_done;
-    int_ring work, done; /* under mu */
-    bool stop;           /* under mu */
-
-    /* test backend: started slots in start order */
-    int_ring order;
-
-#ifdef PI_HAVE_LIBURING
-    struct io_uring ring;
-    bool ring_ready;
-#endif
-};
-
-#ifdef PI_HAVE_LIBURING
-static atomic_flag g_logged_backend = ATOMIC_FLAG_INIT;
-#endif
-static atomic_flag g_logged_fallback = ATOMIC_FLAG_INIT;
 static atomic_flag g_warned_nodirect = ATOMIC_FLAG_INIT;
 
-/* ---- small helpers ---------------------------------------------------- */
-
-static void ring_push(int_ring *r, int x) {
-    PI_ASSERT(r->n < r->cap);
-    r->v[(r->head + r->n) % r->cap] = x;
-    r->n++;
-}
-
-static int ring_pop(int_ring *r) {
-    PI_ASSERT(r->n > 0);
-    int x = r->v[r->head];
-    r->head = (r->head + 1) % r->cap;
-    r->n--;
-    return x;
-}
-
-static bool ring_init(int_ring *r, int cap) {
-    r->v = malloc((size_t)cap * sizeof *r->v);
-    r->cap = cap;
-    return r->v != NULL;
-}
+/* ---- helpers shared with the backends --------------------------------- */
 
 static bool is_aligned(uint64_t x, size_t a) { return (x & (a - 1)) == 0; }
 
-/* The pieces of iov[0..cnt) that remain after skipping `skip` bytes, into out;
-   returns their count. */
-static int iov_advance(const struct iovec *iov, int cnt, size_t skip, struct iovec *out) {
+int pi_io_iov_advance(const struct iovec *iov, int cnt, size_t skip, struct iovec *out) {
     int n = 0;
     for (int i = 0; i < cnt; i++) {
         if (skip >= iov[i].iov_len) {
@@ -168,17 +63,17 @@ static int iov_advance(const struct iovec *iov, int cnt, size_t skip, struct iov
     return n;
 }
 
-/* Whether pos is at or past the end of the file (re-read: it may have shrunk). */
-static bool at_eof(const pi_io *io, int64_t pos) {
+bool pi_io_at_eof(const pi_io *io, int64_t pos) {
     struct stat sb;
     if (io->is_reg && fstat(io->fd, &sb) == 0) return pos >= (int64_t)sb.st_size;
     return pos >= io->size;
 }
 
-/* Read len bytes at off into iov with preadv, continuing after partial results
-   until done or the end of the file. Returns the bytes read (< len only at the
-   end of the file) or -errno. Thread-safe. */
-static int64_t read_fully(const pi_io *io, int64_t off, const struct iovec *iov, int iovcnt, size_t len) {
+void pi_io_dontneed(const pi_io *io, int64_t off, size_t len) {
+    if (io->dontneed && len > 0) posix_fadvise(io->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+}
+
+int64_t pi_io_read_fully(const pi_io *io, int64_t off, const struct iovec *iov, int iovcnt, size_t len) {
     struct iovec rest[PI_IO_MAX_IOV];
     const struct iovec *cur = iov;
     int cnt = iovcnt;
@@ -193,28 +88,13 @@ static int64_t read_fully(const pi_io *io, int64_t off, const struct iovec *iov,
         if (r == 0) break;
         done += (size_t)r;
         if (done < len) {
-            if (at_eof(io, off + (int64_t)done)) break;
-            cnt = iov_advance(iov, iovcnt, done, rest);
+            if (pi_io_at_eof(io, off + (int64_t)done)) break;
+            cnt = pi_io_iov_advance(iov, iovcnt, done, rest);
             cur = rest;
         }
     }
-    if (io->dontneed && done > 0) posix_fadvise(io->fd, (off_t)off, (off_t)done, POSIX_FADV_DONTNEED);
+    pi_io_dontneed(io, off, done);
     return (int64_t)done;
-}
-
-static void sleep_ns(uint64_t ns) {
-    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-/* Test backend: one read with the configured fault applied. */
-static int64_t test_read(const pi_io *io, int64_t seq, int64_t off, const struct iovec *iov, int iovcnt, size_t len) {
-    const pi_io_fault *f = &io->fault;
-    bool hit = f->nth >= 0 ? seq == f->nth : (f->off >= off && f->off < off + (int64_t)len);
-    if (f->kind == PI_FAULT_EIO && hit) return -EIO;
-    int64_t got = read_fully(io, off, iov, iovcnt, len);
-    if (f->kind == PI_FAULT_SHORT && hit && got > (int64_t)(len / 2)) got = (int64_t)(len / 2);
-    return got;
 }
 
 /* The message of a failed read into io->err. got: bytes in all, or -errno. */
@@ -227,9 +107,9 @@ static void format_read_error(pi_io *io, int64_t off, size_t len, int64_t got) {
                  io->path, (long long)got, len, (long long)off);
 }
 
-static void fail_read(pi_io *io, int64_t off, size_t len, int64_t got) {
+void pi_io_fail(pi_io *io, const char *what, int err) {
     io->failed = true;
-    format_read_error(io, off, len, got);
+    snprintf(io->err, sizeof io->err, "%s: %s: %s", io->path, what, strerror(err));
 }
 
 static int reap_error(const pi_io *io) {
@@ -237,14 +117,13 @@ static int reap_error(const pi_io *io) {
     return -1;
 }
 
-/* A read finished with got bytes in all (or -errno): free its slot and hand
-   out its tag, or fail the engine. */
-static bool slot_finish(pi_io *io, int si, int64_t got, uint64_t *tag) {
+bool pi_io_slot_finish(pi_io *io, int si, int64_t got, uint64_t *tag) {
     io_slot *s = &io->slots[si];
     io->free_slots[io->n_free++] = si;
     io->n_active--;
     if (got < 0 || (size_t)got < s->len) {
-        fail_read(io, s->off, s->len, got);
+        io->failed = true;
+        format_read_error(io, s->off, s->len, got);
         return false;
     }
     io->st.reads++;
@@ -254,233 +133,13 @@ static bool slot_finish(pi_io *io, int si, int64_t got, uint64_t *tag) {
     return true;
 }
 
-/* ---- io_uring --------------------------------------------------------- */
-
-#ifdef PI_HAVE_LIBURING
-static void fail_msg(pi_io *io, const char *what, int err) {
-    io->failed = true;
-    snprintf(io->err, sizeof io->err, "%s: %s: %s", io->path, what, strerror(err));
-}
-
-static void uring_flush(pi_io *io) {
-    int stalls = 0;
-    while (io_uring_sq_ready(&io->ring) > 0) {
-        int r = io_uring_submit(&io->ring);
-        io->st.submit_calls++;
-        if (r > 0) continue;
-        if ((r == 0 || r == -EAGAIN || r == -EINTR || r == -EBUSY) && ++stalls < 10000) {
-            sched_yield();
-            continue;
-        }
-        fail_msg(io, "io_uring_submit failed", r < 0 ? -r : EAGAIN);
-        return;
-    }
-}
-
-/* Queue an SQE for what remains of slot si. */
-static void uring_prep(pi_io *io, int si) {
-    io_slot *s = &io->slots[si];
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-    if (!sqe) { /* cannot happen with <= qd in flight; be safe */
-        uring_flush(io);
-        sqe = io_uring_get_sqe(&io->ring);
-        PI_ASSERT(sqe);
-    }
-    int64_t off = s->off + (int64_t)s->done;
-    if (s->fixed >= 0) {
-        io_uring_prep_read_fixed(sqe, io->fd, (char *)s->iov[0].iov_base + s->done, (unsigned)(s->len - s->done),
-                                 (uint64_t)off, s->fixed);
-    } else if (s->done == 0) {
-        io_uring_prep_readv(sqe, io->fd, s->iov, (unsigned)s->iovcnt, (uint64_t)off);
-    } else {
-        int n = iov_advance(s->iov, s->iovcnt, s->done, s->rest);
-        io_uring_prep_readv(sqe, io->fd, s->rest, (unsigned)n, (uint64_t)off);
-    }
-    io_uring_sqe_set_data64(sqe, (uint64_t)si);
-}
-
-static int uring_collect(pi_io *io, uint64_t *tags, int max, bool block) {
-    int n = 0;
-    bool reissued = false;
-    while (n < max && !io->failed) {
-        struct io_uring_cqe *cqe;
-        int r;
-        if (block && n == 0) {
-            if (reissued) {
-                uring_flush(io);
-                reissued = false;
-                if (io->failed) break;
-            }
-            uint64_t t0 = pi_time_ns();
-            unsigned want = io->reap_min > 1 ? (unsigned)io->reap_min : 1;
-            if (want > (unsigned)io->n_active) want = io->n_active > 0 ? (unsigned)io->n_active : 1;
-            r = want > 1 ? io_uring_wait_cqe_nr(&io->ring, &cqe, want) : io_uring_wait_cqe(&io->ring, &cqe);
-            io->st.wait_ns += pi_time_ns() - t0;
-        } else {
-            r = io_uring_peek_cqe(&io->ring, &cqe);
-            if (r == -EAGAIN) break;
-        }
-        if (r == -EINTR) continue;
-        if (r < 0) {
-            fail_msg(io, "io_uring_wait_cqe failed", -r);
-            break;
-        }
-        int si = (int)io_uring_cqe_get_data64(cqe);
-        int res = cqe->res;
-        io_uring_cqe_seen(&io->ring, cqe);
-        PI_ASSERT(si >= 0 && si < io->qd);
-        io_slot *s = &io->slots[si];
-        if (res == -EAGAIN || res == -EINTR) {
-            io->st.retries++;
-            uring_prep(io, si);
-            reissued = true;
-            continue;
-        }
-        if (res < 0) {
-            slot_finish(io, si, res, &tags[n]);
-            break;
-        }
-        s->done += (size_t)res;
-        if (s->done < s->len && res > 0 && !at_eof(io, s->off + (int64_t)s->done)) {
-            io->st.retries++;
-            uring_prep(io, si);
-            reissued = true;
-            continue;
-        }
-        if (io->dontneed && s->done > 0)
-            posix_fadvise(io->fd, (off_t)s->off, (off_t)s->done, POSIX_FADV_DONTNEED);
-        if (!slot_finish(io, si, (int64_t)s->done, &tags[n])) break;
-        n++;
-    }
-    if (reissued) uring_flush(io); /* even after an error: close drains what is in flight */
-    return n;
-}
-
-static void uring_close(pi_io *io) {
-    io_uring_submit(&io->ring);
-    uint64_t deadline = pi_time_ns() + CLOSE_DRAIN_NS;
-    while (io->n_active > 0) {
-        uint64_t now = pi_time_ns();
-        if (now >= deadline) {
-            PI_LOGW("%s: %lld reads still in flight at close", io->path, (long long)io->n_active);
-            break;
-        }
-        struct __kernel_timespec ts = {(long long)((deadline - now) / 1000000000ull),
-                                       (long long)((deadline - now) % 1000000000ull)};
-        struct io_uring_cqe *cqe;
-        int r = io_uring_wait_cqe_timeout(&io->ring, &cqe, &ts);
-        if (r == -EINTR) continue;
-        if (r < 0) break;
-        io_uring_cqe_seen(&io->ring, cqe);
-        io->n_active--;
-    }
-    io_uring_queue_exit(&io->ring);
-}
-#endif
-
-/* ---- pread workers ---------------------------------------------------- */
-
-static void *worker_main(void *arg) {
-    pi_io *io = arg;
-    pthread_mutex_lock(&io->mu);
-    for (;;) {
-        while (!io->stop && io->work.n == 0) pthread_cond_wait(&io->cv_work, &io->mu);
-        if (io->stop) break;
-        int si = ring_pop(&io->work);
-        pthread_mutex_unlock(&io->mu);
-        io_slot *s = &io->slots[si];
-        int64_t got = read_fully(io, s->off, s->iov, s->iovcnt, s->len);
-        pthread_mutex_lock(&io->mu);
-        s->res = got;
-        ring_push(&io->done, si);
-        pthread_cond_signal(&io->cv_done);
-    }
-    pthread_mutex_unlock(&io->mu);
-    return NULL;
-}
-
-static int pread_collect(pi_io *io, uint64_t *tags, int max, bool block) {
-    int n = 0;
-    pthread_mutex_lock(&io->mu);
-    if (block && io->done.n == 0) {
-        uint64_t t0 = pi_time_ns();
-        while (io->done.n == 0) pthread_cond_wait(&io->cv_done, &io->mu);
-        io->st.wait_ns += pi_time_ns() - t0;
-    }
-    while (n < max && io->done.n > 0) {
-        int si = ring_pop(&io->done);
-        if (!slot_finish(io, si, io->slots[si].res, &tags[n])) break;
-        n++;
-    }
-    pthread_mutex_unlock(&io->mu);
-    return n;
-}
-
-static pi_status pread_start(pi_io *io, int n_workers) {
-    if (!ring_init(&io->work, io->qd) || !ring_init(&io->done, io->qd) ||
-        !(io->workers = calloc((size_t)n_workers, sizeof *io->workers)))
-        return pi_error(PI_ERR_NOMEM, "%s: out of memory for the I/O queues", io->path);
-    pthread_mutex_init(&io->mu, NULL);
-    pthread_cond_init(&io->cv_work, NULL);
-    pthread_cond_init(&io->cv_done, NULL);
-    io->sync_ready = true;
-    for (int i = 0; i < n_workers; i++) {
-        int rc = pthread_create(&io->workers[i], NULL, worker_main, io);
-        if (rc) return pi_error(PI_ERR_NOMEM, "%s: cannot start I/O thread %d: %s", io->path, i, strerror(rc));
-        io->n_workers++;
-    }
-    return PI_OK;
-}
-
-static void pread_stop(pi_io *io) {
-    if (!io->sync_ready) return;
-    pthread_mutex_lock(&io->mu);
-    io->stop = true;
-    pthread_cond_broadcast(&io->cv_work);
-    pthread_mutex_unlock(&io->mu);
-    for (int i = 0; i < io->n_workers; i++) pthread_join(io->workers[i], NULL);
-    pthread_cond_destroy(&io->cv_work);
-    pthread_cond_destroy(&io->cv_done);
-    pthread_mutex_destroy(&io->mu);
-}
-
-/* ---- test backend ----------------------------------------------------- */
-
-static int test_collect(pi_io *io, uint64_t *tags, int max, bool block) {
-    int n = 0;
-    while (n < max && io->order.n > 0) {
-        io_slot *s = &io->slots[io->order.v[io->order.head]];
-        uint64_t now = pi_time_ns();
-        if (s->due_ns > now) {
-            if (!block || n > 0) break;
-            sleep_ns(s->due_ns - now);
-            io->st.wait_ns += pi_time_ns() - now;
-        }
-        int si = ring_pop(&io->order);
-        int64_t got = test_read(io, s->seq, s->off, s->iov, s->iovcnt, s->len);
-        if (!slot_finish(io, si, got, &tags[n])) break;
-        n++;
-    }
-    return n;
-}
-
 /* ---- the queue -------------------------------------------------------- */
 
-static int registered_index(const pi_io *io, const struct iovec *iov, int iovcnt) {
-    if (!io->n_reg || iovcnt != 1) return -1;
-    const char *p = iov[0].iov_base;
-    if (p < io->reg_base || iov[0].iov_len > io->reg_len || (size_t)(p - io->reg_base) > io->reg_len - iov[0].iov_len)
-        return -1;
-    size_t first = (size_t)(p - io->reg_base) / REG_PIECE;
-    size_t last = ((size_t)(p - io->reg_base) + iov[0].iov_len - 1) / REG_PIECE;
-    return first == last ? (int)first : -1;
-}
-
-/* Move queued requests into free slots and hand them to the backend. */
+/* Move queued requests into free slots and hand them to the backend in one
+   batch. Only while the engine has not failed. */
 static void start_pending(pi_io *io) {
-    io->n_batch = 0;
-    uint64_t now = io->backend == PI_IO_TEST ? pi_time_ns() : 0;
-    while (io->fifo_n > 0 && io->n_free > 0 && !io->failed) {
+    int n = 0;
+    while (io->fifo_n > 0 && io->n_free > 0) {
         io_pending *p = &io->fifo[io->fifo_head];
         io->fifo_head = (io->fifo_head + 1) % io->fifo_cap;
         io->fifo_n--;
@@ -495,36 +154,10 @@ static void start_pending(pi_io *io) {
         s->res = 0;
         s->seq = p->seq;
         s->tag = p->r.tag;
-        s->fixed = io->backend == PI_IO_URING ? registered_index(io, s->iov, s->iovcnt) : -1;
-        switch (io->backend) {
-        case PI_IO_URING:
-#ifdef PI_HAVE_LIBURING
-            uring_prep(io, si);
-#endif
-            break;
-        case PI_IO_TEST:
-            s->due_ns = now + (io->fault.kind == PI_FAULT_DELAY && io->fault.delay_us > 0
-                                   ? (uint64_t)io->fault.delay_us * 1000u
-                                   : 0);
-            ring_push(&io->order, si);
-            break;
-        default: io->batch[io->n_batch++] = si; break;
-        }
+        s->fixed = -1;
+        io->batch[n++] = si;
     }
-    if (io->backend == PI_IO_URING) {
-#ifdef PI_HAVE_LIBURING
-        uring_flush(io);
-#endif
-    } else if (io->backend == PI_IO_PREAD && io->n_batch > 0) {
-        pthread_mutex_lock(&io->mu);
-        for (int i = 0; i < io->n_batch; i++) ring_push(&io->work, io->batch[i]);
-        if (io->n_batch == 1) pthread_cond_signal(&io->cv_work);
-        else pthread_cond_broadcast(&io->cv_work);
-        pthread_mutex_unlock(&io->mu);
-        io->st.submit_calls++;
-    } else if (io->backend == PI_IO_TEST) {
-        io->st.submit_calls++;
-    }
+    if (n > 0) io->ops->submit(io, io->batch, n);
 }
 
 pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n) {
@@ -548,17 +181,16 @@ pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n) {
         }
         if (len == 0) return pi_error(PI_ERR_INVALID, "%s: read at offset %lld: no bytes", io->path, (long long)r->off);
     }
-    if (io->fifo_n + n > io->fifo_cap) {
-        int64_t cap = io->fifo_cap;
-        while (cap < io->fifo_n + n) cap *= 2;
-        io_pending *f = malloc((size_t)cap * sizeof *f);
-        if (!f) return pi_error(PI_ERR_NOMEM, "%s: out of memory for %lld queued reads", io->path, (long long)cap);
-        for (int64_t i = 0; i < io->fifo_n; i++) f[i] = io->fifo[(io->fifo_head + i) % io->fifo_cap];
-        free(io->fifo);
-        io->fifo = f;
-        io->fifo_cap = cap;
-        io->fifo_head = 0;
-    }
+    int64_t used = io->n_active + io->fifo_n;
+    if (n > io->fifo_cap)
+        return pi_error(PI_ERR_INVALID, "%s: a batch of %d reads can never fit: queue depth %d + max_pending %lld",
+                        io->path, n, io->qd, (long long)(io->fifo_cap - io->qd));
+    if (n > io->fifo_cap - used)
+        return pi_error(PI_ERR_FULL,
+                        "%s: no room for %d more reads: %lld of %lld places taken (queue depth %d + max_pending "
+                        "%lld); reap and retry",
+                        io->path, n, (long long)used, (long long)io->fifo_cap, io->qd,
+                        (long long)(io->fifo_cap - io->qd));
     for (int i = 0; i < n; i++) {
         io_pending *p = &io->fifo[(io->fifo_head + io->fifo_n) % io->fifo_cap];
         p->r = reqs[i];
@@ -586,13 +218,7 @@ int pi_io_reap(pi_io *io, uint64_t *tags, int max, bool wait) {
     int n = 0;
     for (;;) {
         bool block = wait && n == 0 && io->n_active > 0;
-        switch (io->backend) {
-#ifdef PI_HAVE_LIBURING
-        case PI_IO_URING: n += uring_collect(io, tags + n, max - n, block); break;
-#endif
-        case PI_IO_TEST: n += test_collect(io, tags + n, max - n, block); break;
-        default: n += pread_collect(io, tags + n, max - n, block); break;
-        }
+        n += io->ops->reap(io, tags + n, max - n, block);
         if (!io->failed) start_pending(io);
         if (io->failed) return n > 0 ? n : reap_error(io); /* the error comes with the next call */
         if (n > 0 || !wait || io->n_active == 0) break;
@@ -606,12 +232,8 @@ int64_t pi_io_in_flight(const pi_io *io) { return io ? io->n_active + io->fifo_n
 
 static int64_t sync_read(pi_io *io, int64_t off, void *buf, size_t len) {
     struct iovec v = {buf, len};
-    if (io->backend == PI_IO_TEST) {
-        if (io->fault.kind == PI_FAULT_DELAY && io->fault.delay_us > 0) sleep_ns((uint64_t)io->fault.delay_us * 1000u);
-        return test_read(io, io->seq++, off, &v, 1, len);
-    }
-    io->seq++;
-    return read_fully(io, off, &v, 1, len);
+    int64_t seq = io->seq++;
+    return io->ops->read ? io->ops->read(io, seq, off, &v, 1, len) : pi_io_read_fully(io, off, &v, 1, len);
 }
 
 pi_status pi_io_read(pi_io *io, int64_t off, void *buf, size_t len) {
@@ -736,35 +358,37 @@ static pi_status open_file(pi_io *io, bool want_buffered, bool refuse_direct) {
     return PI_OK;
 }
 
-static pi_status backend_start(pi_io *io, pi_io_backend want, int n_workers) {
-    if (want == PI_IO_TEST) {
-        io->backend = PI_IO_TEST;
-        return ring_init(&io->order, io->qd) ? PI_OK : pi_error(PI_ERR_NOMEM, "%s: out of memory", io->path);
+static pi_status backend_open(pi_io *io, const pi_io_ops *ops, const pi_io_opts *o) {
+    io->ops = ops;
+    if (ops->state_size && !(io->be = calloc(1, ops->state_size)))
+        return pi_error(PI_ERR_NOMEM, "%s: out of memory for the %s backend", io->path, ops->name);
+    return ops->open(io, o);
+}
+
+static void backend_close(pi_io *io) {
+    if (io->ops && (io->be || !io->ops->state_size)) io->ops->close(io);
+    free(io->be);
+    io->be = NULL;
+    io->ops = NULL;
+}
+
+/* The backend asked for; AUTO: io_uring, else (it said why) pread. */
+static pi_status backend_start(pi_io *io, const pi_io_opts *o) {
+    static const pi_io_ops *const by_kind[] = {
+        [PI_IO_AUTO] = &pi_io_uring_ops,
+        [PI_IO_URING] = &pi_io_uring_ops,
+        [PI_IO_PREAD] = &pi_io_pread_ops,
+        [PI_IO_TEST] = &pi_io_test_ops,
+    };
+    pi_error_saved e;
+    pi_error_save(&e);
+    pi_status st = backend_open(io, by_kind[o->backend], o);
+    if (st == PI_ERR_UNSUPPORTED && o->backend == PI_IO_AUTO) {
+        pi_error_restore(&e);
+        backend_close(io);
+        st = backend_open(io, &pi_io_pread_ops, o);
     }
-    if (want == PI_IO_URING || want == PI_IO_AUTO) {
-#ifdef PI_HAVE_LIBURING
-        int r = io_uring_queue_init((unsigned)io->qd, &io->ring, 0);
-        if (r == 0) {
-            io->ring_ready = true;
-            io->backend = PI_IO_URING;
-            if (!atomic_flag_test_and_set(&g_logged_backend)) PI_LOGD("I/O: io_uring, queue depth %d", io->qd);
-            return PI_OK;
-        }
-        if (want == PI_IO_URING)
-            return pi_error(PI_ERR_UNSUPPORTED, "%s: io_uring is unavailable (io_uring_queue_init: %s)", io->path,
-                            strerror(-r));
-        if (!atomic_flag_test_and_set(&g_logged_fallback))
-            PI_LOGI("I/O: io_uring is unavailable (%s); using %d pread threads", strerror(-r), n_workers);
-#else
-        if (want == PI_IO_URING)
-            return pi_error(PI_ERR_UNSUPPORTED, "%s: pinfer was built without io_uring (liburing); use the pread "
-                                                "backend", io->path);
-        if (!atomic_flag_test_and_set(&g_logged_fallback))
-            PI_LOGD("I/O: built without io_uring; using %d pread threads", n_workers);
-#endif
-    }
-    io->backend = PI_IO_PREAD;
-    return pread_start(io, n_workers);
+    return st;
 }
 
 pi_status pi_io_open(const char *path, const pi_io_opts *o, pi_io **out) {
@@ -782,6 +406,10 @@ pi_status pi_io_open(const char *path, const pi_io_opts *o, pi_io **out) {
     if (d.n_workers == 0) d.n_workers = d.queue_depth < 16 ? d.queue_depth : 16;
     if (d.n_workers < 1 || d.n_workers > 1024)
         return pi_error(PI_ERR_INVALID, "%s: %d I/O threads (1..1024)", path, d.n_workers);
+    if (d.max_pending == 0) d.max_pending = DEFAULT_MAX_PENDING;
+    if (d.max_pending < 1 || d.max_pending > PI_IO_MAX_PENDING)
+        return pi_error(PI_ERR_INVALID, "%s: max_pending %d is not in 1..%d", path, d.max_pending,
+                        PI_IO_MAX_PENDING);
 
     pi_io *io = calloc(1, sizeof *io);
     if (!io || !(io->path = strdup(path))) {
@@ -792,21 +420,21 @@ pi_status pi_io_open(const char *path, const pi_io_opts *o, pi_io **out) {
     io->qd = d.queue_depth;
     io->fault = d.fault;
     if (d.backend != PI_IO_TEST && d.fault.kind != PI_FAULT_NODIRECT) io->fault.kind = PI_FAULT_NONE;
-    io->backend = PI_IO_PREAD; /* until the backend starts: what pi_io_close tears down */
     pi_status st = open_file(io, d.buffered, d.fault.kind == PI_FAULT_NODIRECT);
     if (st == PI_OK) {
-        io->fifo_cap = 2 * (int64_t)io->qd;
+        io->fifo_cap = (int64_t)io->qd + d.max_pending;
         io->slots = calloc((size_t)io->qd, sizeof *io->slots);
         io->free_slots = malloc((size_t)io->qd * sizeof *io->free_slots);
         io->batch = malloc((size_t)io->qd * sizeof *io->batch);
         io->fifo = malloc((size_t)io->fifo_cap * sizeof *io->fifo);
         if (!io->slots || !io->free_slots || !io->batch || !io->fifo)
-            st = pi_error(PI_ERR_NOMEM, "%s: out of memory for %d I/O slots", path, io->qd);
+            st = pi_error(PI_ERR_NOMEM, "%s: out of memory for %d I/O slots and %d pending reads", path, io->qd,
+                          d.max_pending);
     }
     if (st == PI_OK) {
         for (int i = 0; i < io->qd; i++) io->free_slots[i] = io->qd - 1 - i;
         io->n_free = io->qd;
-        st = backend_start(io, d.backend, d.n_workers);
+        st = backend_start(io, &d);
     }
     if (st != PI_OK) {
         pi_error_saved e;
@@ -821,20 +449,8 @@ pi_status pi_io_open(const char *path, const pi_io_opts *o, pi_io **out) {
 
 void pi_io_close(pi_io *io) {
     if (!io) return;
-    switch (io->backend) {
-#ifdef PI_HAVE_LIBURING
-    case PI_IO_URING:
-        if (io->ring_ready) uring_close(io);
-        break;
-#endif
-    case PI_IO_PREAD: pread_stop(io); break;
-    default: break;
-    }
+    backend_close(io);
     if (io->fd >= 0) close(io->fd);
-    free(io->workers);
-    free(io->work.v);
-    free(io->done.v);
-    free(io->order.v);
     free(io->slots);
     free(io->free_slots);
     free(io->batch);
@@ -848,38 +464,10 @@ pi_status pi_io_register(pi_io *io, void *base, size_t len) {
     if (io->reg_done || pi_io_in_flight(io) > 0)
         return pi_error(PI_ERR_INVALID, "%s: buffers are registered once, before reads are queued", io->path);
     io->reg_done = true;
-#ifdef PI_HAVE_LIBURING
-    if (io->backend != PI_IO_URING) return PI_OK;
-    size_t n = (len + REG_PIECE - 1) / REG_PIECE;
-    if (n > 16384) return pi_error(PI_ERR_INVALID, "%s: %zu GiB of buffers is too many to register", io->path, n);
-    struct iovec *v = malloc(n * sizeof *v);
-    if (!v) return pi_error(PI_ERR_NOMEM, "%s: out of memory", io->path);
-    for (size_t i = 0; i < n; i++) {
-        v[i].iov_base = (char *)base + i * REG_PIECE;
-        v[i].iov_len = i + 1 < n ? REG_PIECE : len - i * REG_PIECE;
-    }
-    int r = io_uring_register_buffers(&io->ring, v, (unsigned)n);
-    free(v);
-    if (r < 0) {
-        PI_LOGW("%s: io_uring cannot register %zu MiB of buffers (%s%s); reads use READV", io->path, len >> 20,
-                strerror(-r), r == -ENOMEM ? ": raise the locked-memory limit, ulimit -l" : "");
-        return PI_OK;
-    }
-    io->reg_base = base;
-    io->reg_len = len;
-    io->n_reg = (int)n;
-#endif
-    return PI_OK;
+    return io->ops->register_buffers ? io->ops->register_buffers(io, base, len) : PI_OK;
 }
 
-const char *pi_io_backend_name(const pi_io *io) {
-    if (!io) return "none";
-    switch (io->backend) {
-    case PI_IO_URING: return "io_uring";
-    case PI_IO_TEST: return "test";
-    default: return "pread";
-    }
-}
+const char *pi_io_backend_name(const pi_io *io) { return io ? io->ops->name : "none"; }
 
 int64_t pi_io_file_size(const pi_io *io) { return io ? io->size : 0; }
 size_t pi_io_align(const pi_io *io) { return io ? io->align : 1; }

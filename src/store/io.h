@@ -13,6 +13,9 @@
  * addresses must then be multiples of pi_io_align(). A filesystem that refuses
  * O_DIRECT gets buffered reads followed by posix_fadvise(DONTNEED).
  *
+ * Memory: everything the engine needs is allocated at open; submitting and
+ * reaping never allocate. A full queue is reported (PI_ERR_FULL), never grown.
+ *
  * Threads: one thread drives a pi_io (submit, reap, read, register); different
  * pi_io objects are independent. Errors: a read that fails or comes back short
  * puts the engine in a failed state: pi_io_reap returns -1 with a message
@@ -31,6 +34,7 @@
 
 #define PI_IO_MAX_IOV 64         /* iovec pieces per read */
 #define PI_IO_MAX_QUEUE_DEPTH 4096
+#define PI_IO_MAX_PENDING (1 << 20)
 
 typedef enum pi_io_backend { PI_IO_AUTO = 0, PI_IO_URING, PI_IO_PREAD, PI_IO_TEST } pi_io_backend;
 
@@ -54,6 +58,9 @@ typedef struct pi_io_opts {
     pi_io_backend backend;   /* AUTO: io_uring when the kernel allows it, else pread */
     int queue_depth;         /* reads in flight at most (default 32 when 0; at most PI_IO_MAX_QUEUE_DEPTH) */
     int n_workers;           /* pread backend threads (default: min(queue_depth, 16)) */
+    int max_pending;         /* reads that may wait beyond those in flight (submitted and not yet reaped,
+                                in all); 0: 1024; allocated at open. So pi_io_in_flight never exceeds
+                                queue_depth + max_pending; at most PI_IO_MAX_PENDING */
     bool buffered;           /* false (default): O_DIRECT; true: page cache (for filesystems without
                                 O_DIRECT). When opening with O_DIRECT fails with EINVAL the engine
                                 falls back to buffered reads + posix_fadvise(DONTNEED), with a warning. */
@@ -79,8 +86,9 @@ typedef struct pi_io_stats {
 typedef struct pi_io pi_io;
 
 /* Open path for reading. o NULL: defaults. Errors: PI_ERR_IO (open, stat),
-   PI_ERR_INVALID (options), PI_ERR_UNSUPPORTED (PI_IO_URING unavailable),
-   PI_ERR_NOMEM. *out is NULL on error. */
+   PI_ERR_NOT_FOUND (no such file), PI_ERR_INVALID (options),
+   PI_ERR_UNSUPPORTED (PI_IO_URING unavailable), PI_ERR_NOMEM. *out is NULL
+   on error. */
 pi_status pi_io_open(const char *path, const pi_io_opts *o, pi_io **out);
 void pi_io_close(pi_io *io);                /* accepts NULL; waits for reads in flight */
 const char *pi_io_backend_name(const pi_io *io);   /* "io_uring", "pread", "test" */
@@ -98,11 +106,14 @@ bool pi_io_buffered(const pi_io *io);
    (else PI_ERR_INVALID). The memory must stay mapped until pi_io_close. */
 pi_status pi_io_register(pi_io *io, void *base, size_t len);
 
-/* Queue n reads. Never blocks on the device beyond submitting; reads beyond
-   queue_depth wait in an internal FIFO and are submitted as earlier ones
-   complete (during pi_io_reap). The FIFO allocates only when it holds more
-   reads than ever before. Invalid requests (alignment, iovcnt, empty) give
-   PI_ERR_INVALID and none of the n is queued. */
+/* Queue n reads, all or none. Never blocks on the device beyond submitting
+   and never allocates; reads beyond queue_depth wait in a fixed FIFO of
+   max_pending and are submitted as earlier ones complete (during
+   pi_io_reap). Errors, with none of the n queued: PI_ERR_INVALID for an
+   invalid request (alignment, iovcnt, empty) or a batch larger than
+   queue_depth + max_pending, which could never fit; PI_ERR_FULL when the n
+   do not fit beside the pi_io_in_flight reads already queued (the message
+   names the numbers): reap and retry; PI_ERR_IO once the engine failed. */
 pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n);
 
 /* Completed reads' tags into tags[0..max) in completion order; returns the
