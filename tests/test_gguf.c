@@ -16,6 +16,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -559,6 +560,117 @@ static void test_writer_misuse(void) {
     }
 }
 
+/* pi_gguf_get_i64_range: every integer type, both ends of a range, values
+   beyond i64, the wrong type and a missing key; each message names the key. */
+static void test_int_range(void) {
+    char path[512];
+    t_tmp_path(path, sizeof path, "range.gguf");
+    pi_gguf_writer *w = NULL;
+    static const struct { const char *key; pi_gguf_vtype t; bool neg; uint64_t u; int64_t i; } vals[] = {
+        {"u8", PI_GGUF_UINT8, false, 200, 0},           {"i8", PI_GGUF_INT8, true, 0, -100},
+        {"u16", PI_GGUF_UINT16, false, 60000, 0},       {"i16", PI_GGUF_INT16, true, 0, -30000},
+        {"u32", PI_GGUF_UINT32, false, 4000000000u, 0}, {"i32", PI_GGUF_INT32, true, 0, -2000000000},
+        {"u64", PI_GGUF_UINT64, false, UINT64_MAX, 0},  {"i64", PI_GGUF_INT64, true, 0, INT64_MIN},
+        {"i64+", PI_GGUF_INT64, true, 0, 5},
+    };
+    const size_t n = sizeof vals / sizeof vals[0];
+    pi_status st = pi_gguf_writer_create(path, false, &w);
+    for (size_t k = 0; k < n && !st; k++) {
+        pi_gguf_kv kv = vals[k].neg ? mk_i(vals[k].key, vals[k].t, vals[k].i) : mk_u(vals[k].key, vals[k].t, vals[k].u);
+        st = pi_gguf_set_kv(w, &kv);
+    }
+    if (!st) st = pi_gguf_set_f32(w, "f", 1.0f);
+    if (!st) st = pi_gguf_set_str(w, "s", "7");
+    if (!st) st = pi_gguf_writer_begin_data(w);
+    CHECKF(pi_gguf_writer_finish(w, st) == PI_OK, "%s", pi_last_error());
+    pi_gguf *g = NULL;
+    CHECKF(pi_gguf_open(path, &g) == PI_OK, "%s", pi_last_error());
+    for (size_t k = 0; g && k < n; k++) {
+        const char *key = vals[k].key;
+        int64_t v = 0, want = vals[k].neg ? vals[k].i : (int64_t)(vals[k].u > INT64_MAX ? INT64_MAX : vals[k].u);
+        if (!vals[k].neg && vals[k].u > INT64_MAX) { /* beyond i64: out of any range, printed exactly */
+            CHECK(pi_gguf_get_i64_range(g, key, 0, INT64_MAX, &v) == PI_ERR_FORMAT);
+            CHECKF(strstr(pi_last_error(), key) && strstr(pi_last_error(), "18446744073709551615"), "%s",
+                   pi_last_error());
+            continue;
+        }
+        /* the exact range, then one step short at either end */
+        CHECKF(pi_gguf_get_i64_range(g, key, want, want, &v) == PI_OK && v == want, "%s: %s", key, pi_last_error());
+        v = 12345;
+        if (want > INT64_MIN) {
+            CHECK(pi_gguf_get_i64_range(g, key, INT64_MIN, want - 1, &v) == PI_ERR_FORMAT && v == 12345);
+            CHECKF(strstr(pi_last_error(), key) && strstr(pi_last_error(), "out of range"), "%s", pi_last_error());
+        }
+        CHECK(pi_gguf_get_i64_range(g, key, want + 1, INT64_MAX, &v) == PI_ERR_FORMAT && v == 12345);
+        CHECKF(strstr(pi_last_error(), key) && strstr(pi_last_error(), path), "%s", pi_last_error());
+    }
+    int64_t v = 0;
+    CHECK(g && pi_gguf_get_i64_range(g, "f", 0, 10, &v) == PI_ERR_FORMAT && strstr(pi_last_error(), "'f'"));
+    CHECK(g && pi_gguf_get_i64_range(g, "s", 0, 10, &v) == PI_ERR_FORMAT && strstr(pi_last_error(), "'s'"));
+    CHECK(g && pi_gguf_get_i64_range(g, "none", 0, 10, &v) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "'none'"));
+    /* a u8 against a range that is wholly negative, an i8 against one wholly positive */
+    CHECK(g && pi_gguf_get_i64_range(g, "u8", -10, -1, &v) == PI_ERR_FORMAT);
+    CHECK(g && pi_gguf_get_i64_range(g, "i8", 1, 10, &v) == PI_ERR_FORMAT);
+    pi_gguf_close(g);
+    remove(path);
+}
+
+/* pi_gguf_writer_finish keeps the caller's error over closing's own. */
+static void test_writer_finish(void) {
+    char path[512];
+    t_tmp_path(path, sizeof path, "finish.gguf");
+    pi_gguf_writer *w = NULL;
+    CHECK(pi_gguf_writer_finish(NULL, PI_OK) == PI_OK);
+    CHECK(pi_gguf_writer_finish(NULL, pi_error(PI_ERR_NOMEM, "first")) == PI_ERR_NOMEM);
+    CHECK(pi_gguf_writer_create(path, false, &w) == PI_OK);
+    /* an error before begin_data: closing would complain too; the first stays */
+    CHECK(pi_gguf_writer_finish(w, pi_error(PI_ERR_NOMEM, "the first error")) == PI_ERR_NOMEM);
+    CHECKF(!strcmp(pi_last_error(), "the first error"), "%s", pi_last_error());
+    CHECK(!exists(path));
+    /* no error of its own: closing's is the result */
+    CHECK(pi_gguf_writer_create(path, false, &w) == PI_OK);
+    CHECK(pi_gguf_writer_finish(w, PI_OK) == PI_ERR_INVALID && strstr(pi_last_error(), "begin_data"));
+    CHECK(!exists(path));
+    CHECK(pi_gguf_writer_create(path, false, &w) == PI_OK);
+    CHECK(pi_gguf_writer_begin_data(w) == PI_OK);
+    CHECK(pi_gguf_writer_finish(w, PI_OK) == PI_OK && exists(path));
+    remove(path);
+}
+
+/* The names table: per-layer formats read back by pi_tensor_layer. */
+static void test_names(void) {
+    char nm[PI_NAME_MAX];
+    snprintf(nm, sizeof nm, PI_TN_ATTN_Q, 12);
+    CHECK(!strcmp(nm, "blk.12.attn_q.weight"));
+    const pi_gguf_str s = {strlen(nm), nm};
+    CHECK(pi_tensor_layer(s, PI_TN_ATTN_Q) == 12);
+    CHECK(pi_tensor_layer(s, PI_TN_ATTN_K) == -1);
+    CHECK(pi_tensor_layer(s, PI_TN_FFN_UP_EXPS) == -1);
+    static const struct { const char *name; const char *fmt; int64_t layer; } cases[] = {
+        {"blk.0.fc2.weight", PI_TN_FC2, 0},
+        {"blk.007.fc1.weight", PI_TN_FC1, 7},
+        {"blk.99999999999999999999.act_count", PI_TN_ACT_COUNT, INT64_MAX},
+        {"blk..fc1.weight", PI_TN_FC1, -1},
+        {"blk.-1.fc1.weight", PI_TN_FC1, -1},
+        {"blk.1x.fc1.weight", PI_TN_FC1, -1},
+        {"blk.1.fc1.weight.", PI_TN_FC1, -1},
+        {"blk.1.ffn_act_count", PI_TN_ACT_COUNT, -1},
+        {"blk.3.ffn_act_count", PI_TN_FFN_ACT_COUNT, 3},
+        {"blk.3.ffn_bundle", PI_TN_FFN_BUNDLE, 3},
+        {"token_embd.weight", PI_TN_FFN_GATE, -1},
+        {"", PI_TN_FFN_GATE, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const pi_gguf_str c = {strlen(cases[i].name), cases[i].name};
+        CHECKF(pi_tensor_layer(c, cases[i].fmt) == cases[i].layer, "%s", cases[i].name);
+    }
+    const pi_gguf_str key = {strlen(PI_KEY_BUNDLE_STRIDE), PI_KEY_BUNDLE_STRIDE};
+    CHECK(!strcmp(PI_LLAMA_KEY(PI_AKEY_CONTEXT_LENGTH), "llama.context_length"));
+    CHECK(pi_gguf_str_has_prefix(key, PI_KEY_BUNDLE_PREFIX) && pi_gguf_str_has_prefix(key, ""));
+    CHECK(!pi_gguf_str_has_prefix(key, PI_KEY_STATS_PREFIX));
+    CHECK(!pi_gguf_str_has_prefix((pi_gguf_str){3, "pin"}, "pinfer."));
+}
+
 /* ---- 3. malformed files ---- */
 
 static int g_cases;
@@ -1048,6 +1160,9 @@ int main(int argc, char **argv) {
     copy_kvs("stories260K.gguf");
     copy_kvs("vocab/ggml-vocab-gpt-2.gguf");
     test_writer_misuse();
+    test_writer_finish();
+    test_int_range();
+    test_names();
     test_malformed();
     fprintf(stderr, "test_gguf: %.2f s\n", now_s() - t0);
     return t_done("test_gguf");

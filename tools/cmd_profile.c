@@ -19,6 +19,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "common.h"
+#include "window.h"
 
 #include "base/timer.h"
 #include "sparse/stats.h"
@@ -58,7 +59,8 @@ typedef struct {
     int last_tenth;
 } progress;
 
-static void progress_show(progress *p, int64_t done) {
+static void progress_show(void *ctx, int64_t done) {
+    progress *p = ctx;
     double now = pi_time_s(), el = now - p->t0;
     double rate = el > 0 ? (double)done / el : 0.0, eta = rate > 0 ? (double)(p->total - done) / rate : 0.0;
     double frac = p->total ? (double)done / (double)p->total : 1.0;
@@ -81,53 +83,21 @@ static void progress_show(progress *p, int64_t done) {
             (long long)p->total, frac * 100.0, rate, eta);
 }
 
-/* Evaluate toks[0..n) in batch-sized pieces (so progress moves within a long
-   window); the observer counts them. */
-static bool eval(const char *cmd, pi_state *s, const int32_t *toks, int64_t n, int64_t *done, progress *p) {
-    for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
-        int64_t b = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
-        if (pi_state_decode(s, toks + i, b)) {
-            if (p->tty) fputc('\n', stderr);
-            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-            return false;
-        }
-        *done += b;
-        progress_show(p, *done);
-    }
-    return true;
+/* A decode failed: end the progress line and say why. */
+static bool failed(const char *cmd, const progress *p) {
+    if (p->tty) fputc('\n', stderr);
+    fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+    return false;
 }
 
 /* Profile the text's tokens (ids, starting with BOS when bos >= 0) in
    windows of n_ctx, at most max_tokens of them; *n_win counts windows. */
 static bool profile_text(const char *cmd, app *a, const int32_t *ids, int64_t n_ids, int32_t bos, int64_t max_tokens,
                          int64_t *n_win) {
-    const int64_t n_ctx = a->s->n_ctx, head = bos >= 0 ? 1 : 0, per = n_ctx - head;
-    const int32_t *body = ids + head;
-    const int64_t n_body = n_ids - head, windows = (n_body + per - 1) / per;
-    int64_t total = n_body + windows * head;
-    if (max_tokens > 0 && total > max_tokens) total = max_tokens;
-    int32_t *win = malloc((size_t)n_ctx * sizeof *win);
-    if (!win) {
-        fprintf(stderr, "pinfer: %s: out of memory\n", cmd);
-        return false;
-    }
-    progress p = {isatty(2), total, pi_time_s(), 0.0, -1};
-    int64_t done = 0, pos = 0;
-    bool ok = true;
-    *n_win = 0;
-    while (ok && done < total) {
-        int64_t take = n_body - pos < per ? n_body - pos : per;
-        if (head) win[0] = bos;
-        memcpy(win + head, body + pos, (size_t)take * sizeof *win);
-        pos += take;
-        int64_t n = head + take;
-        if (n > total - done) n = total - done;
-        pi_state_reset(a->s);
-        ok = eval(cmd, a->s, win, n, &done, &p);
-        ++*n_win;
-    }
-    free(win);
-    return ok;
+    progress p = {isatty(2), window_total(a->s->n_ctx, n_ids, bos, max_tokens), pi_time_s(), 0.0, -1};
+    int64_t done;
+    if (window_feed(a->s, ids, n_ids, bos, max_tokens, progress_show, &p, n_win, &done)) return failed(cmd, &p);
+    return true;
 }
 
 /* Sample max_tokens tokens from the model, window by window, and profile
@@ -154,8 +124,8 @@ static bool profile_sampled(const char *cmd, app *a, int32_t bos, uint64_t seed,
         ++*n_win;
         int32_t tok = bos;
         for (;;) {
-            if (!(ok = eval(cmd, a->s, &tok, 1, &done, &p)) || done == max_tokens || a->s->n_past == a->s->n_ctx)
-                break;
+            if (window_decode(a->s, &tok, 1, &done, progress_show, &p)) ok = failed(cmd, &p);
+            if (!ok || done == max_tokens || a->s->n_past == a->s->n_ctx) break;
             tok = pi_sampler_sample(smp, pi_state_logits(a->s));
             if (pi_tokenizer_is_eog(a->tok, tok)) break;
         }

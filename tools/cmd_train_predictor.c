@@ -21,6 +21,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "common.h"
+#include "window.h"
 
 #include "base/timer.h"
 #include "sparse/predictor.h"
@@ -81,7 +82,8 @@ static void progress_init(progress *p, const char *what, const char *unit, int64
     *p = (progress){what, unit, isatty(2), total, pi_time_s(), 0.0, -1, false};
 }
 
-static void progress_show(progress *p, int64_t done) {
+static void progress_show(void *ctx, int64_t done) {
+    progress *p = ctx;
     double now = pi_time_s(), el = now - p->t0;
     double rate = el > 0 ? (double)done / el : 0.0, eta = rate > 0 ? (double)(p->total - done) / rate : 0.0;
     double frac = p->total ? (double)done / (double)p->total : 1.0;
@@ -119,43 +121,13 @@ static void train_progress(void *ctx, int64_t done, int64_t total) {
    whatever observer is installed; *n_win counts windows, *n_done tokens. */
 static bool run_windows(const char *cmd, app *a, const char *what, const int32_t *ids, int64_t n_ids, int32_t bos,
                         int64_t max_tokens, int64_t *n_win, int64_t *n_done) {
-    const int64_t n_ctx = a->s->n_ctx, head = bos >= 0 ? 1 : 0, per = n_ctx - head;
-    const int32_t *body = ids + head;
-    const int64_t n_body = n_ids - head, windows = (n_body + per - 1) / per;
-    int64_t total = n_body + windows * head;
-    if (max_tokens > 0 && total > max_tokens) total = max_tokens;
-    int32_t *win = malloc((size_t)n_ctx * sizeof *win);
-    if (!win) {
-        fprintf(stderr, "pinfer: %s: out of memory\n", cmd);
+    progress p;
+    progress_init(&p, what, "tokens", window_total(a->s->n_ctx, n_ids, bos, max_tokens));
+    if (window_feed(a->s, ids, n_ids, bos, max_tokens, progress_show, &p, n_win, n_done)) {
+        if (p.tty) fputc('\n', stderr);
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return false;
     }
-    progress p;
-    progress_init(&p, what, "tokens", total);
-    int64_t done = 0, pos = 0;
-    *n_win = 0;
-    while (done < total) {
-        int64_t take = n_body - pos < per ? n_body - pos : per;
-        if (head) win[0] = bos;
-        memcpy(win + head, body + pos, (size_t)take * sizeof *win);
-        pos += take;
-        int64_t n = head + take;
-        if (n > total - done) n = total - done;
-        pi_state_reset(a->s);
-        ++*n_win;
-        for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
-            int64_t b = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
-            if (pi_state_decode(a->s, win + i, b)) {
-                if (p.tty) fputc('\n', stderr);
-                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-                free(win);
-                return false;
-            }
-            done += b;
-            progress_show(&p, done);
-        }
-    }
-    free(win);
-    *n_done = done;
     return true;
 }
 

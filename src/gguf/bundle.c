@@ -51,55 +51,51 @@ pi_status pi_bundle_layout_make(pi_type gate, pi_type up, pi_type down, int64_t 
 
 pi_status pi_bundle_layout_set(pi_gguf_writer *w, const pi_bundle_layout *b) {
     pi_status st;
-    if ((st = pi_gguf_set_u32(w, PI_BUNDLE_KEY_VERSION, PI_BUNDLE_VERSION)) ||
-        (st = pi_gguf_set_u32(w, PI_BUNDLE_KEY_ALIGN, b->align)) ||
-        (st = pi_gguf_set_u64(w, PI_BUNDLE_KEY_STRIDE, b->stride)) ||
-        (st = pi_gguf_set_u32(w, PI_BUNDLE_KEY_GATE_TYPE, (uint32_t)b->gate_type)) ||
-        (st = pi_gguf_set_u32(w, PI_BUNDLE_KEY_UP_TYPE, (uint32_t)b->up_type)) ||
-        (st = pi_gguf_set_u32(w, PI_BUNDLE_KEY_DOWN_TYPE, (uint32_t)b->down_type)) ||
-        (st = pi_gguf_set_u64(w, PI_BUNDLE_KEY_GATE_OFFSET, b->gate_off)) ||
-        (st = pi_gguf_set_u64(w, PI_BUNDLE_KEY_UP_OFFSET, b->up_off)) ||
-        (st = pi_gguf_set_u64(w, PI_BUNDLE_KEY_DOWN_OFFSET, b->down_off)) ||
-        (st = pi_gguf_set_u64(w, PI_BUNDLE_KEY_N_FF, (uint64_t)b->n_ff)) ||
-        (st = pi_gguf_set_u64(w, PI_BUNDLE_KEY_N_EMBD, (uint64_t)b->n_embd)))
+    if ((st = pi_gguf_set_u32(w, PI_KEY_BUNDLE_VERSION, PI_BUNDLE_VERSION)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_BUNDLE_ALIGN, b->align)) ||
+        (st = pi_gguf_set_u64(w, PI_KEY_BUNDLE_STRIDE, b->stride)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_BUNDLE_GATE_TYPE, (uint32_t)b->gate_type)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_BUNDLE_UP_TYPE, (uint32_t)b->up_type)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_BUNDLE_DOWN_TYPE, (uint32_t)b->down_type)) ||
+        (st = pi_gguf_set_u64(w, PI_KEY_BUNDLE_GATE_OFFSET, b->gate_off)) ||
+        (st = pi_gguf_set_u64(w, PI_KEY_BUNDLE_UP_OFFSET, b->up_off)) ||
+        (st = pi_gguf_set_u64(w, PI_KEY_BUNDLE_DOWN_OFFSET, b->down_off)) ||
+        (st = pi_gguf_set_u64(w, PI_KEY_BUNDLE_N_FF, (uint64_t)b->n_ff)) ||
+        (st = pi_gguf_set_u64(w, PI_KEY_BUNDLE_N_EMBD, (uint64_t)b->n_embd)))
         return st;
     return PI_OK;
 }
 
-bool pi_bundle_present(const pi_gguf *g) { return pi_gguf_find_kv(g, PI_BUNDLE_KEY_VERSION) != NULL; }
+bool pi_bundle_present(const pi_gguf *g) { return pi_gguf_find_kv(g, PI_KEY_BUNDLE_VERSION) != NULL; }
 
-/* An integer key in [lo, hi]. */
+/* An integer key in [lo, hi]; a missing one says what the file lacks. */
 static pi_status get_key(const pi_gguf *g, const char *path, const char *key, int64_t lo, int64_t hi, int64_t *out) {
-    pi_status st = pi_gguf_get_i64(g, key, out);
+    pi_status st = pi_gguf_get_i64_range(g, key, lo, hi, out);
     if (st == PI_ERR_NOT_FOUND) return pi_error(st, "%s: bundle file without the key '%s'", path, key);
-    if (st) return pi_error_prefix(st, "%s", path);
-    if (*out < lo || *out > hi)
-        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is out of range [%lld, %lld]", path, key, (long long)*out,
-                        (long long)lo, (long long)hi);
-    return PI_OK;
+    return st;
 }
 
 pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, pi_bundle_layout *out) {
     memset(out, 0, sizeof *out);
     pi_status st;
     int64_t version, align, stride, n_ff, n_embd, type[3], off[3];
-    if ((st = get_key(g, path, PI_BUNDLE_KEY_VERSION, 0, UINT32_MAX, &version))) return st;
+    if ((st = get_key(g, path, PI_KEY_BUNDLE_VERSION, 0, UINT32_MAX, &version))) return st;
     if (version != PI_BUNDLE_VERSION)
         return pi_error(PI_ERR_UNSUPPORTED, "%s: %s = %lld is not supported (this build reads %d)", path,
-                        PI_BUNDLE_KEY_VERSION, (long long)version, PI_BUNDLE_VERSION);
-    if ((st = get_key(g, path, PI_BUNDLE_KEY_ALIGN, 0, (int64_t)1 << 30, &align)) ||
-        (st = get_key(g, path, PI_BUNDLE_KEY_STRIDE, 1, (int64_t)MAX_STRIDE, &stride)) ||
-        (st = get_key(g, path, PI_BUNDLE_KEY_N_FF, 1, INT32_MAX, &n_ff)) ||
-        (st = get_key(g, path, PI_BUNDLE_KEY_N_EMBD, 1, (int64_t)1 << 24, &n_embd)))
+                        PI_KEY_BUNDLE_VERSION, (long long)version, PI_BUNDLE_VERSION);
+    if ((st = get_key(g, path, PI_KEY_BUNDLE_ALIGN, 0, (int64_t)1 << 30, &align)) ||
+        (st = get_key(g, path, PI_KEY_BUNDLE_STRIDE, 1, (int64_t)MAX_STRIDE, &stride)) ||
+        (st = get_key(g, path, PI_KEY_BUNDLE_N_FF, 1, INT32_MAX, &n_ff)) ||
+        (st = get_key(g, path, PI_KEY_BUNDLE_N_EMBD, 1, (int64_t)1 << 24, &n_embd)))
         return st;
     if (align && !is_pow2((uint64_t)align))
-        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is not 0 (packed) or a power of two", path, PI_BUNDLE_KEY_ALIGN,
+        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is not 0 (packed) or a power of two", path, PI_KEY_BUNDLE_ALIGN,
                         (long long)align);
     if (align && stride % align)
-        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is not a multiple of %s = %lld", path, PI_BUNDLE_KEY_STRIDE,
-                        (long long)stride, PI_BUNDLE_KEY_ALIGN, (long long)align);
-    static const char *const tkey[3] = {PI_BUNDLE_KEY_GATE_TYPE, PI_BUNDLE_KEY_UP_TYPE, PI_BUNDLE_KEY_DOWN_TYPE};
-    static const char *const okey[3] = {PI_BUNDLE_KEY_GATE_OFFSET, PI_BUNDLE_KEY_UP_OFFSET, PI_BUNDLE_KEY_DOWN_OFFSET};
+        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is not a multiple of %s = %lld", path, PI_KEY_BUNDLE_STRIDE,
+                        (long long)stride, PI_KEY_BUNDLE_ALIGN, (long long)align);
+    static const char *const tkey[3] = {PI_KEY_BUNDLE_GATE_TYPE, PI_KEY_BUNDLE_UP_TYPE, PI_KEY_BUNDLE_DOWN_TYPE};
+    static const char *const okey[3] = {PI_KEY_BUNDLE_GATE_OFFSET, PI_KEY_BUNDLE_UP_OFFSET, PI_KEY_BUNDLE_DOWN_OFFSET};
     size_t rb[3], total = 0;
     for (int i = 0; i < 3; i++) {
         if ((st = get_key(g, path, tkey[i], 0, PI_TYPE_COUNT - 1, &type[i])) ||
@@ -107,16 +103,16 @@ pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, pi_bundle_la
             return st;
         if (!(rb[i] = part_bytes((uint32_t)type[i], n_embd)))
             return pi_error(PI_ERR_FORMAT, "%s: %s = %s: not a type with kernels whose rows of %s = %lld elements have a size",
-                            path, tkey[i], pi_type_name((pi_type)type[i]), PI_BUNDLE_KEY_N_EMBD, (long long)n_embd);
+                            path, tkey[i], pi_type_name((pi_type)type[i]), PI_KEY_BUNDLE_N_EMBD, (long long)n_embd);
         total += rb[i];
         /* both operands are below 2^32: no overflow */
         if ((uint64_t)off[i] + rb[i] > (uint64_t)stride)
             return pi_error(PI_ERR_FORMAT, "%s: %s = %lld plus the part's %zu bytes exceeds %s = %lld", path, okey[i],
-                            (long long)off[i], rb[i], PI_BUNDLE_KEY_STRIDE, (long long)stride);
+                            (long long)off[i], rb[i], PI_KEY_BUNDLE_STRIDE, (long long)stride);
     }
     if (total > (uint64_t)stride)
         return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is smaller than a bundle's parts (%zu bytes)", path,
-                        PI_BUNDLE_KEY_STRIDE, (long long)stride, total);
+                        PI_KEY_BUNDLE_STRIDE, (long long)stride, total);
     for (int i = 0; i < 3; i++)
         for (int j = i + 1; j < 3; j++)
             if ((uint64_t)off[i] < (uint64_t)off[j] + rb[j] && (uint64_t)off[j] < (uint64_t)off[i] + rb[i])
@@ -135,8 +131,8 @@ pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, pi_bundle_la
 pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_layout *b, int layer,
                            const pi_gguf_tensor **out) {
     *out = NULL;
-    char name[64];
-    snprintf(name, sizeof name, PI_BUNDLE_TENSOR, layer);
+    char name[PI_NAME_MAX];
+    snprintf(name, sizeof name, PI_TN_FFN_BUNDLE, layer);
     const pi_gguf_tensor *t = pi_gguf_find_tensor(g, name);
     if (!t) return pi_error(PI_ERR_NOT_FOUND, "%s: bundle file without the tensor '%s'", path, name);
     if (t->type != PI_TYPE_I8)
@@ -147,7 +143,7 @@ pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_l
     if (ne[0] != (int64_t)b->stride || ne[1] != b->n_ff || ne[2] != 1 || ne[3] != 1)
         return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%lld x %lld x %lld x %lld]; it should be [%s x %s] = [%zu x %lld]",
                         path, name, (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3],
-                        PI_BUNDLE_KEY_STRIDE, PI_BUNDLE_KEY_N_FF, b->stride, (long long)b->n_ff);
+                        PI_KEY_BUNDLE_STRIDE, PI_KEY_BUNDLE_N_FF, b->stride, (long long)b->n_ff);
     *out = t;
     return PI_OK;
 }

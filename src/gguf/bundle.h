@@ -60,6 +60,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 #include "kernels/types.h"
 
 #include <stdbool.h>
@@ -72,25 +73,28 @@
 #define PI_BUNDLE_MIN_ALIGN 512      /* the range convert accepts for a non-zero align */
 #define PI_BUNDLE_MAX_ALIGN 65536
 
-#define PI_BUNDLE_KEY_VERSION "pinfer.bundle.version"
-#define PI_BUNDLE_KEY_ALIGN "pinfer.bundle.align"
-#define PI_BUNDLE_KEY_STRIDE "pinfer.bundle.stride"
-#define PI_BUNDLE_KEY_GATE_TYPE "pinfer.bundle.gate_type"
-#define PI_BUNDLE_KEY_UP_TYPE "pinfer.bundle.up_type"
-#define PI_BUNDLE_KEY_DOWN_TYPE "pinfer.bundle.down_type"
-#define PI_BUNDLE_KEY_GATE_OFFSET "pinfer.bundle.gate_offset"
-#define PI_BUNDLE_KEY_UP_OFFSET "pinfer.bundle.up_offset"
-#define PI_BUNDLE_KEY_DOWN_OFFSET "pinfer.bundle.down_offset"
-#define PI_BUNDLE_KEY_N_FF "pinfer.bundle.n_ff"
-#define PI_BUNDLE_KEY_N_EMBD "pinfer.bundle.n_embd"
-#define PI_BUNDLE_KEY_PREFIX "pinfer.bundle."
+/* The keys and tensor names are in gguf/names.h (PI_KEY_BUNDLE_*,
+   PI_KEY_STATS_*, PI_TN_FFN_BUNDLE, PI_TN_FFN_ACT_COUNT); these older
+   spellings stay for the code that still uses them. */
+#define PI_BUNDLE_KEY_VERSION PI_KEY_BUNDLE_VERSION
+#define PI_BUNDLE_KEY_ALIGN PI_KEY_BUNDLE_ALIGN
+#define PI_BUNDLE_KEY_STRIDE PI_KEY_BUNDLE_STRIDE
+#define PI_BUNDLE_KEY_GATE_TYPE PI_KEY_BUNDLE_GATE_TYPE
+#define PI_BUNDLE_KEY_UP_TYPE PI_KEY_BUNDLE_UP_TYPE
+#define PI_BUNDLE_KEY_DOWN_TYPE PI_KEY_BUNDLE_DOWN_TYPE
+#define PI_BUNDLE_KEY_GATE_OFFSET PI_KEY_BUNDLE_GATE_OFFSET
+#define PI_BUNDLE_KEY_UP_OFFSET PI_KEY_BUNDLE_UP_OFFSET
+#define PI_BUNDLE_KEY_DOWN_OFFSET PI_KEY_BUNDLE_DOWN_OFFSET
+#define PI_BUNDLE_KEY_N_FF PI_KEY_BUNDLE_N_FF
+#define PI_BUNDLE_KEY_N_EMBD PI_KEY_BUNDLE_N_EMBD
+#define PI_BUNDLE_KEY_PREFIX PI_KEY_BUNDLE_PREFIX
 
-#define PI_BUNDLE_TENSOR "blk.%d.ffn_bundle"       /* printf format, layer index */
-#define PI_BUNDLE_ACT_COUNT "blk.%d.ffn_act_count" /* printf format, layer index */
-#define PI_BUNDLE_KEY_STATS_TOKENS "pinfer.stats.tokens"
-#define PI_BUNDLE_KEY_STATS_THRESHOLD "pinfer.stats.threshold"
-#define PI_BUNDLE_KEY_STATS_MODEL "pinfer.stats.model"
-#define PI_BUNDLE_KEY_STATS_PREFIX "pinfer.stats."
+#define PI_BUNDLE_TENSOR PI_TN_FFN_BUNDLE       /* printf format, layer index */
+#define PI_BUNDLE_ACT_COUNT PI_TN_FFN_ACT_COUNT /* printf format, layer index */
+#define PI_BUNDLE_KEY_STATS_TOKENS PI_KEY_STATS_TOKENS
+#define PI_BUNDLE_KEY_STATS_THRESHOLD PI_KEY_STATS_THRESHOLD
+#define PI_BUNDLE_KEY_STATS_MODEL PI_KEY_STATS_MODEL
+#define PI_BUNDLE_KEY_STATS_PREFIX PI_KEY_STATS_PREFIX
 
 /* Where the parts of a bundle are (the same for every layer of a file). */
 typedef struct pi_bundle_layout {

@@ -129,6 +129,10 @@ uint64_t pi_gguf_tensor_file_offset(const pi_gguf *g, const pi_gguf_tensor *t);
    value does not fit. */
 pi_status pi_gguf_get_u32(const pi_gguf *g, const char *key, uint32_t *out);
 pi_status pi_gguf_get_i64(const pi_gguf *g, const char *key, int64_t *out);
+/* An integer key of any integer type whose value lies in [lo, hi]:
+   PI_ERR_NOT_FOUND when absent, PI_ERR_FORMAT when not an integer or out of
+   the range; every message names the key (and g's path). */
+pi_status pi_gguf_get_i64_range(const pi_gguf *g, const char *key, int64_t lo, int64_t hi, int64_t *out);
 pi_status pi_gguf_get_f32(const pi_gguf *g, const char *key, float *out);
 pi_status pi_gguf_get_bool(const pi_gguf *g, const char *key, bool *out);
 pi_status pi_gguf_get_str(const pi_gguf *g, const char *key, pi_gguf_str *out);
@@ -141,6 +145,8 @@ const char *pi_gguf_vtype_name(uint32_t t);
 size_t pi_gguf_vtype_size(uint32_t t);
 /* Compare a view with a C string. */
 bool pi_gguf_str_eq(pi_gguf_str s, const char *c);
+/* Whether a view starts with a C string (e.g. a key with a family's prefix). */
+bool pi_gguf_str_has_prefix(pi_gguf_str s, const char *prefix);
 
 /* ---- writer ---- */
 
@@ -152,6 +158,11 @@ pi_status pi_gguf_writer_create(const char *path, bool pwri, pi_gguf_writer **ou
 /* Abandon or finish: closing before all data is written removes the file
    and returns PI_ERR_INVALID. Accepts NULL. */
 pi_status pi_gguf_writer_close(pi_gguf_writer *w);
+/* The end of every write: st is how the caller's work went. When st is an
+   error, close w (removing the partial file) and return st with its message
+   kept (closing's own complaint is dropped); otherwise return what closing
+   returns. Accepts NULL (then returns st). */
+pi_status pi_gguf_writer_finish(pi_gguf_writer *w, pi_status st);
 
 /* Metadata. Keys must be unique (PI_ERR_INVALID otherwise). Setting
    "general.alignment" (u32, power of two) changes the data alignment. Values

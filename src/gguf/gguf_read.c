@@ -24,6 +24,7 @@
  * reader does not depend on the host's byte order or on alignment.
  */
 #include "gguf.h"
+#include "names.h"
 
 #include <float.h>
 #include <limits.h>
@@ -76,6 +77,11 @@ size_t pi_gguf_vtype_size(uint32_t t) { return t < PI_GGUF_VTYPE_COUNT ? k_vtype
 bool pi_gguf_str_eq(pi_gguf_str s, const char *c) {
     size_t n = strlen(c);
     return s.len == n && (n == 0 || memcmp(s.data, c, n) == 0);
+}
+
+bool pi_gguf_str_has_prefix(pi_gguf_str s, const char *prefix) {
+    size_t n = strlen(prefix);
+    return s.len >= n && (n == 0 || memcmp(s.data, prefix, n) == 0);
 }
 
 static bool vtype_is_int(uint32_t t) {
@@ -516,17 +522,17 @@ static pi_status parse(pi_gguf *g) {
 
     g->alignment = PI_GGUF_DEFAULT_ALIGNMENT;
     int64_t ai =
-        hash_find(g->kv_hash, g->kv_mask, g->kv, sizeof *g->kv, offsetof(pi_gguf_kv, key), "general.alignment");
+        hash_find(g->kv_hash, g->kv_mask, g->kv, sizeof *g->kv, offsetof(pi_gguf_kv, key), PI_KEY_GENERAL_ALIGNMENT);
     if (ai >= 0) {
         const pi_gguf_kv *kv = &g->kv[ai];
         uint64_t at = kv->offset + 8 + kv->key.len;
         if (kv->type != PI_GGUF_UINT32)
-            return perr(c, at, "kv %lld 'general.alignment' value type: must be u32, found %s", (long long)ai,
-                        pi_gguf_vtype_name(kv->type));
+            return perr(c, at, "kv %lld '" PI_KEY_GENERAL_ALIGNMENT "' value type: must be u32, found %s",
+                        (long long)ai, pi_gguf_vtype_name(kv->type));
         uint64_t a = kv->val.u64;
         if (a == 0 || (a & (a - 1)))
-            return perr(c, at + 4, "kv %lld 'general.alignment' value: %llu is not a power of two", (long long)ai,
-                        (unsigned long long)a);
+            return perr(c, at + 4, "kv %lld '" PI_KEY_GENERAL_ALIGNMENT "' value: %llu is not a power of two",
+                        (long long)ai, (unsigned long long)a);
         g->alignment = a;
     }
 
@@ -729,6 +735,26 @@ pi_status pi_gguf_get_i64(const pi_gguf *g, const char *key, int64_t *out) {
     if (v > (uint64_t)INT64_MAX)
         return pi_error(PI_ERR_FORMAT, "%s: key '%s': %llu does not fit i64", gpath(g), key, (unsigned long long)v);
     *out = (int64_t)v;
+    return PI_OK;
+}
+
+pi_status pi_gguf_get_i64_range(const pi_gguf *g, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    const pi_gguf_kv *kv;
+    bool neg;
+    uint64_t v;
+    pi_status st = get_int(g, key, "an integer", &kv, &neg, &v);
+    if (st) return st;
+    /* compared in the value's own sign, so a u64 above INT64_MAX stays exact */
+    const bool in = neg ? kv->val.i64 >= lo && kv->val.i64 <= hi
+                        : hi >= 0 && v <= (uint64_t)hi && (lo <= 0 || v >= (uint64_t)lo);
+    if (!in) {
+        if (neg)
+            return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is out of range [%lld, %lld]", gpath(g), key,
+                            (long long)kv->val.i64, (long long)lo, (long long)hi);
+        return pi_error(PI_ERR_FORMAT, "%s: %s = %llu is out of range [%lld, %lld]", gpath(g), key,
+                        (unsigned long long)v, (long long)lo, (long long)hi);
+    }
+    *out = neg ? kv->val.i64 : (int64_t)v;
     return PI_OK;
 }
 

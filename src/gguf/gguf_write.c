@@ -19,6 +19,7 @@
  * requires) before they are recorded.
  */
 #include "gguf.h"
+#include "names.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -209,7 +210,7 @@ static pi_status kv_end(pi_gguf_writer *w, size_t mark, size_t klen, pi_status s
 }
 
 static bool is_alignment_key(const char *key, size_t klen) {
-    return klen == 17 && !memcmp(key, "general.alignment", 17);
+    return klen == strlen(PI_KEY_GENERAL_ALIGNMENT) && !memcmp(key, PI_KEY_GENERAL_ALIGNMENT, klen);
 }
 
 /* general.alignment is special: it must be a u32 power of two, and it sets
@@ -217,9 +218,10 @@ static bool is_alignment_key(const char *key, size_t klen) {
 static pi_status check_alignment_kv(pi_gguf_writer *w, const char *key, size_t klen, uint32_t type, uint64_t v) {
     if (!key || !is_alignment_key(key, klen)) return PI_OK;
     if (type != PI_GGUF_UINT32)
-        return pi_error(PI_ERR_INVALID, "%s: general.alignment must be u32, not %s", w->path, pi_gguf_vtype_name(type));
+        return pi_error(PI_ERR_INVALID, "%s: " PI_KEY_GENERAL_ALIGNMENT " must be u32, not %s", w->path,
+                        pi_gguf_vtype_name(type));
     if (v == 0 || (v & (v - 1)) || v > UINT32_MAX)
-        return pi_error(PI_ERR_INVALID, "%s: general.alignment %llu is not a power of two", w->path,
+        return pi_error(PI_ERR_INVALID, "%s: " PI_KEY_GENERAL_ALIGNMENT " %llu is not a power of two", w->path,
                         (unsigned long long)v);
     return PI_OK;
 }
@@ -604,4 +606,13 @@ pi_status pi_gguf_writer_close(pi_gguf_writer *w) {
     if (fclose(f) != 0) return abandon(w, io_fail(w));
     writer_free(w);
     return PI_OK;
+}
+
+pi_status pi_gguf_writer_finish(pi_gguf_writer *w, pi_status st) {
+    if (!st) return pi_gguf_writer_close(w);
+    pi_error_saved saved;
+    pi_error_save(&saved);
+    pi_gguf_writer_close(w);
+    pi_error_restore(&saved);
+    return st;
 }

@@ -68,6 +68,7 @@
 #include "genmodel.h"
 
 #include "base/pool.h"
+#include "gguf/names.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -581,13 +582,13 @@ static pi_status synthetic_vocab(pi_gguf_writer *w, int64_t n_vocab) {
         else snprintf(s, 32, "\xe2\x96\x81t%lld", (long long)(i - 259)), types[i] = 1, scores[i] = -(float)(i - 259);
         strs[i] = s;
     }
-    if ((st = pi_gguf_set_str(w, "tokenizer.ggml.model", "llama")) ||
-        (st = pi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)strs, NULL, (uint64_t)n_vocab)) ||
-        (st = pi_gguf_set_arr(w, "tokenizer.ggml.scores", PI_GGUF_FLOAT32, scores, (uint64_t)n_vocab)) ||
-        (st = pi_gguf_set_arr(w, "tokenizer.ggml.token_type", PI_GGUF_INT32, types, (uint64_t)n_vocab)) ||
-        (st = pi_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
-        (st = pi_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) ||
-        (st = pi_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2)))
+    if ((st = pi_gguf_set_str(w, PI_KEY_TOKENIZER_MODEL, "llama")) ||
+        (st = pi_gguf_set_arr_str(w, PI_KEY_TOKENIZER_TOKENS, (const char *const *)strs, NULL, (uint64_t)n_vocab)) ||
+        (st = pi_gguf_set_arr(w, PI_KEY_TOKENIZER_SCORES, PI_GGUF_FLOAT32, scores, (uint64_t)n_vocab)) ||
+        (st = pi_gguf_set_arr(w, PI_KEY_TOKENIZER_TOKEN_TYPE, PI_GGUF_INT32, types, (uint64_t)n_vocab)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_TOKENIZER_UNK_ID, 0)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_TOKENIZER_BOS_ID, 1)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_TOKENIZER_EOS_ID, 2)))
         goto done;
 done:
     free(strs);
@@ -603,7 +604,7 @@ static pi_status copy_vocab(pi_gguf_writer *w, const char *path, int64_t *n_voca
     pi_status st = pi_gguf_open(path, &g);
     if (st) return st;
     const pi_gguf_kv *tokens;
-    if ((st = pi_gguf_get_arr(g, "tokenizer.ggml.tokens", PI_GGUF_STRING, &tokens))) {
+    if ((st = pi_gguf_get_arr(g, PI_KEY_TOKENIZER_TOKENS, PI_GGUF_STRING, &tokens))) {
         pi_error_prefix(st, "vocabulary %s", path);
         pi_gguf_close(g);
         return st;
@@ -611,7 +612,8 @@ static pi_status copy_vocab(pi_gguf_writer *w, const char *path, int64_t *n_voca
     *n_vocab = (int64_t)tokens->arr_n;
     for (int64_t i = 0; i < pi_gguf_n_kv(g) && !st; i++) {
         const pi_gguf_kv *kv = pi_gguf_kv_at(g, i);
-        if (kv->key.len > 10 && !memcmp(kv->key.data, "tokenizer.", 10)) st = pi_gguf_set_kv(w, kv);
+        if (kv->key.len > strlen(PI_KEY_TOKENIZER_PREFIX) && pi_gguf_str_has_prefix(kv->key, PI_KEY_TOKENIZER_PREFIX))
+            st = pi_gguf_set_kv(w, kv);
     }
     pi_gguf_close(g);
     return st;
@@ -690,29 +692,29 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
     if (p->vocab_path) st = copy_vocab(w, p->vocab_path, &n_vocab);
     else st = synthetic_vocab(w, n_vocab);
     if (st) goto done;
-    if ((st = pi_gguf_set_str(w, "general.architecture", "llama")) ||
-        (st = pi_gguf_set_str(w, "general.name", p->name ? p->name : "pinfer-synthetic")) ||
-        (st = pi_gguf_set_u32(w, "llama.context_length", (uint32_t)p->n_ctx)) ||
-        (st = pi_gguf_set_u32(w, "llama.embedding_length", (uint32_t)E)) ||
-        (st = pi_gguf_set_u32(w, "llama.feed_forward_length", (uint32_t)F)) ||
-        (st = pi_gguf_set_u32(w, "llama.block_count", (uint32_t)p->n_layer)) ||
-        (st = pi_gguf_set_u32(w, "llama.attention.head_count", (uint32_t)p->n_head)) ||
-        (st = pi_gguf_set_u32(w, "llama.attention.head_count_kv", (uint32_t)p->n_head_kv)) ||
-        (st = pi_gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)hd)) ||
-        (st = pi_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f)) ||
-        (st = pi_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f)) ||
-        (st = pi_gguf_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab)) ||
-        (st = pi_gguf_set_str(w, "pinfer.ffn_activation", pi_ffn_act_name(p->act))))
+    if ((st = pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_ARCH_LLAMA)) ||
+        (st = pi_gguf_set_str(w, PI_KEY_GENERAL_NAME, p->name ? p->name : "pinfer-synthetic")) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_CONTEXT_LENGTH), (uint32_t)p->n_ctx)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_EMBEDDING_LENGTH), (uint32_t)E)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_FEED_FORWARD_LENGTH), (uint32_t)F)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_BLOCK_COUNT), (uint32_t)p->n_layer)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_HEAD_COUNT), (uint32_t)p->n_head)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_HEAD_COUNT_KV), (uint32_t)p->n_head_kv)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_ROPE_DIMENSION_COUNT), (uint32_t)hd)) ||
+        (st = pi_gguf_set_f32(w, PI_LLAMA_KEY(PI_AKEY_ROPE_FREQ_BASE), 10000.0f)) ||
+        (st = pi_gguf_set_f32(w, PI_LLAMA_KEY(PI_AKEY_RMS_EPS), 1e-5f)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_VOCAB_SIZE), (uint32_t)n_vocab)) ||
+        (st = pi_gguf_set_str(w, PI_KEY_FFN_ACTIVATION, pi_ffn_act_name(p->act))))
         goto done;
     /* what was planted, so a check can print requested vs measured from the file */
-    if (planted && ((st = pi_gguf_set_f32(w, "pinfer.gen.active", (float)p->active)) ||
-                    (st = pi_gguf_set_f32(w, "pinfer.gen.skew", (float)p->skew)) ||
-                    (st = pi_gguf_set_f32(w, "pinfer.gen.cover80", (float)pl.cover80))))
+    if (planted && ((st = pi_gguf_set_f32(w, PI_KEY_GEN_ACTIVE, (float)p->active)) ||
+                    (st = pi_gguf_set_f32(w, PI_KEY_GEN_SKEW, (float)p->skew)) ||
+                    (st = pi_gguf_set_f32(w, PI_KEY_GEN_COVER80, (float)pl.cover80))))
         goto done;
     if (planted && p->predictor &&
-        ((st = pi_gguf_set_f32(w, "powerinfer.sparse_threshold", pl.threshold)) ||
-         (st = pi_gguf_set_f32(w, "pinfer.gen.expected_recall", (float)pl.recall)) ||
-         (st = pi_gguf_set_f32(w, "pinfer.gen.expected_precision", (float)pl.precision))))
+        ((st = pi_gguf_set_f32(w, PI_KEY_SPARSE_THRESHOLD, pl.threshold)) ||
+         (st = pi_gguf_set_f32(w, PI_KEY_GEN_EXPECTED_RECALL, (float)pl.recall)) ||
+         (st = pi_gguf_set_f32(w, PI_KEY_GEN_EXPECTED_PRECISION, (float)pl.precision))))
         goto done;
 
     int64_t n_t = 3 + 12 * p->n_layer;
@@ -733,37 +735,37 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
        meets logits of the planned scale */
     const float gain = planted ? (float)(PLANT_GAIN / sqrt((double)p->n_layer)) : 1.0f;
     const int64_t zr = planted ? pl.d : 0;
-    ADD(p->embd_type, 2, E, n_vocab, u, planted ? G_EMBD : G_UNIFORM, -1, "token_embd.weight");
+    ADD(p->embd_type, 2, E, n_vocab, u, planted ? G_EMBD : G_UNIFORM, -1, PI_TN_TOKEN_EMBD);
     for (int64_t l = 0; l < p->n_layer; l++) {
-        long long L = (long long)l;
+        const int L = (int)l;
         if (planted) slot = 1 + 12 * (int)l;
-        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, l, "blk.%lld.attn_norm.weight", L);
-        ADD(p->type, 2, E, E, u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_q.weight", L);
-        ADD(p->type, 2, E, KV, u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_k.weight", L);
-        ADD(p->type, 2, E, KV, u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_v.weight", L);
-        ADD(p->type, 2, E, E, gain * u / sqrtf((float)E), G_UNIFORM, l, "blk.%lld.attn_output.weight", L);
+        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, l, PI_TN_ATTN_NORM, L);
+        ADD(p->type, 2, E, E, u / sqrtf((float)E), G_UNIFORM, l, PI_TN_ATTN_Q, L);
+        ADD(p->type, 2, E, KV, u / sqrtf((float)E), G_UNIFORM, l, PI_TN_ATTN_K, L);
+        ADD(p->type, 2, E, KV, u / sqrtf((float)E), G_UNIFORM, l, PI_TN_ATTN_V, L);
+        ADD(p->type, 2, E, E, gain * u / sqrtf((float)E), G_UNIFORM, l, PI_TN_ATTN_OUT, L);
         ts[nt - 1].zero_rows = zr;
-        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, l, "blk.%lld.ffn_norm.weight", L);
+        ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, l, PI_TN_FFN_NORM, L);
         const int gate = nt;
-        ADD(p->type, 2, E, F, u / sqrtf((float)E), planted ? G_GATE : G_UNIFORM, l, "blk.%lld.ffn_gate.weight", L);
+        ADD(p->type, 2, E, F, u / sqrtf((float)E), planted ? G_GATE : G_UNIFORM, l, PI_TN_FFN_GATE, L);
         const int down = nt;
-        ADD(p->type, 2, F, E, gain * u / sqrtf((float)F), G_UNIFORM, l, "blk.%lld.ffn_down.weight", L);
+        ADD(p->type, 2, F, E, gain * u / sqrtf((float)F), G_UNIFORM, l, PI_TN_FFN_DOWN, L);
         ts[nt - 1].zero_rows = zr;
         ADD(p->type, 2, E, F, u / sqrtf((float)E), planted && p->act == PI_ACT_DRELU ? G_UP : G_UNIFORM, l,
-            "blk.%lld.ffn_up.weight", L);
+            PI_TN_FFN_UP, L);
         if (planted) {
-            ADD(p->type, 2, E, F, 0.0f, G_DOWN_T, l, "blk.%lld.ffn_down_t.weight", L);
+            ADD(p->type, 2, E, F, 0.0f, G_DOWN_T, l, PI_TN_FFN_DOWN_T, L);
             ts[nt - 1].src = down;
         }
         if (planted && p->predictor) {
-            ADD(p->pred_type, 2, E, pl.R, u / sqrtf((float)E), G_FC1, l, "blk.%lld.fc1.weight", L);
-            ADD(p->pred_type, 2, pl.R, F, 0.0f, G_FC2, l, "blk.%lld.fc2.weight", L);
+            ADD(p->pred_type, 2, E, pl.R, u / sqrtf((float)E), G_FC1, l, PI_TN_FC1, L);
+            ADD(p->pred_type, 2, pl.R, F, 0.0f, G_FC2, l, PI_TN_FC2, L);
             ts[nt - 1].src = gate;
         }
     }
     if (planted) slot = 1 + 12 * (int)p->n_layer;
-    ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, -1, "output_norm.weight");
-    ADD(p->output_type, 2, E, n_vocab, u / sqrtf((float)E), G_UNIFORM, -1, "output.weight");
+    ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, -1, PI_TN_OUTPUT_NORM);
+    ADD(p->output_type, 2, E, n_vocab, u / sqrtf((float)E), G_UNIFORM, -1, PI_TN_OUTPUT);
 #undef ADD
     for (int i = 0; i < nt && !st; i++) {
         int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
@@ -795,14 +797,7 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
         }
     }
 done:
-    if (w) {
-        /* on failure the writer removes the partial file; keep our message */
-        pi_error_saved saved;
-        pi_error_save(&saved);
-        pi_status cst = pi_gguf_writer_close(w);
-        if (!st) st = cst;
-        else pi_error_restore(&saved);
-    }
+    st = pi_gguf_writer_finish(w, st);
     pi_pool_free(pool);
     plant_free(&pl);
     free(ts);

@@ -16,6 +16,7 @@
 
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,24 +193,24 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
 
     const int64_t d = c.dim, hd = c.hidden_dim, hs = c.dim / c.n_heads, kv = hs * c.n_kv_heads, V = c.vocab_size;
     if ((st = pi_gguf_writer_create(out_path, false, &w))) goto done;
-    if ((st = pi_gguf_set_str(w, "general.architecture", "llama")) ||
-        (st = pi_gguf_set_str(w, "general.name", name ? name : "llama2.c")) ||
-        (st = pi_gguf_set_u32(w, "llama.context_length", (uint32_t)c.seq_len)) ||
-        (st = pi_gguf_set_u32(w, "llama.embedding_length", (uint32_t)d)) ||
-        (st = pi_gguf_set_u32(w, "llama.feed_forward_length", (uint32_t)hd)) ||
-        (st = pi_gguf_set_u32(w, "llama.block_count", (uint32_t)c.n_layers)) ||
-        (st = pi_gguf_set_u32(w, "llama.attention.head_count", (uint32_t)c.n_heads)) ||
-        (st = pi_gguf_set_u32(w, "llama.attention.head_count_kv", (uint32_t)c.n_kv_heads)) ||
-        (st = pi_gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)hs)) ||
-        (st = pi_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f)) ||
-        (st = pi_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f)) ||
-        (st = pi_gguf_set_str(w, "tokenizer.ggml.model", "llama")) ||
-        (st = pi_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)gstrs, glens, (uint64_t)V)) ||
-        (st = pi_gguf_set_arr(w, "tokenizer.ggml.scores", PI_GGUF_FLOAT32, scores, (uint64_t)V)) ||
-        (st = pi_gguf_set_arr(w, "tokenizer.ggml.token_type", PI_GGUF_INT32, types, (uint64_t)V)) ||
-        (st = pi_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
-        (st = pi_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) ||
-        (st = pi_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2)))
+    if ((st = pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_ARCH_LLAMA)) ||
+        (st = pi_gguf_set_str(w, PI_KEY_GENERAL_NAME, name ? name : "llama2.c")) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_CONTEXT_LENGTH), (uint32_t)c.seq_len)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_EMBEDDING_LENGTH), (uint32_t)d)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_FEED_FORWARD_LENGTH), (uint32_t)hd)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_BLOCK_COUNT), (uint32_t)c.n_layers)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_HEAD_COUNT), (uint32_t)c.n_heads)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_HEAD_COUNT_KV), (uint32_t)c.n_kv_heads)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_ROPE_DIMENSION_COUNT), (uint32_t)hs)) ||
+        (st = pi_gguf_set_f32(w, PI_LLAMA_KEY(PI_AKEY_ROPE_FREQ_BASE), 10000.0f)) ||
+        (st = pi_gguf_set_f32(w, PI_LLAMA_KEY(PI_AKEY_RMS_EPS), 1e-5f)) ||
+        (st = pi_gguf_set_str(w, PI_KEY_TOKENIZER_MODEL, "llama")) ||
+        (st = pi_gguf_set_arr_str(w, PI_KEY_TOKENIZER_TOKENS, (const char *const *)gstrs, glens, (uint64_t)V)) ||
+        (st = pi_gguf_set_arr(w, PI_KEY_TOKENIZER_SCORES, PI_GGUF_FLOAT32, scores, (uint64_t)V)) ||
+        (st = pi_gguf_set_arr(w, PI_KEY_TOKENIZER_TOKEN_TYPE, PI_GGUF_INT32, types, (uint64_t)V)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_TOKENIZER_UNK_ID, 0)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_TOKENIZER_BOS_ID, 1)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_TOKENIZER_EOS_ID, 2)))
         goto done;
 
     /* Source offsets (floats) of each array in the checkpoint. */
@@ -220,32 +221,30 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
                 *w3 = w2 + L * d * hd, *rms_final = w3 + L * hd * d, *cls = rms_final + d + 2 * c.seq_len * (hs / 2);
     if (c.shared_classifier) cls = NULL;
 
-    typedef struct { char name[64]; int nd; int64_t ne0, ne1; const float *src; } tensor;
+    typedef struct { char name[PI_NAME_MAX]; int nd; int64_t ne0, ne1; const float *src; } tensor;
     tensor *ts = calloc((size_t)(3 + 9 * L), sizeof *ts);
     if (!ts) {
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto done;
     }
     int nt = 0;
-#define ADD(nm, nd_, e0, e1, p) do { snprintf(ts[nt].name, sizeof ts[nt].name, "%s", nm); \
+#define ADD(nd_, e0, e1, p, ...) do { snprintf(ts[nt].name, sizeof ts[nt].name, __VA_ARGS__); \
         ts[nt].nd = nd_; ts[nt].ne0 = e0; ts[nt].ne1 = e1; ts[nt].src = p; nt++; } while (0)
-    char nm[64];
-    ADD("token_embd.weight", 2, d, V, emb);
+    ADD(2, d, V, emb, PI_TN_TOKEN_EMBD);
     for (int64_t l = 0; l < L; l++) {
-#define LN(s) (snprintf(nm, sizeof nm, "blk.%lld." s, (long long)l), nm)
-        ADD(LN("attn_norm.weight"), 1, d, 1, rms_att + l * d);
-        ADD(LN("attn_q.weight"), 2, d, d, wq + l * d * d);
-        ADD(LN("attn_k.weight"), 2, d, kv, wk + l * kv * d);
-        ADD(LN("attn_v.weight"), 2, d, kv, wv + l * kv * d);
-        ADD(LN("attn_output.weight"), 2, d, d, wo + l * d * d);
-        ADD(LN("ffn_norm.weight"), 1, d, 1, rms_ffn + l * d);
-        ADD(LN("ffn_gate.weight"), 2, d, hd, w1 + l * hd * d);
-        ADD(LN("ffn_down.weight"), 2, hd, d, w2 + l * d * hd);
-        ADD(LN("ffn_up.weight"), 2, d, hd, w3 + l * hd * d);
-#undef LN
+        const int il = (int)l;
+        ADD(1, d, 1, rms_att + l * d, PI_TN_ATTN_NORM, il);
+        ADD(2, d, d, wq + l * d * d, PI_TN_ATTN_Q, il);
+        ADD(2, d, kv, wk + l * kv * d, PI_TN_ATTN_K, il);
+        ADD(2, d, kv, wv + l * kv * d, PI_TN_ATTN_V, il);
+        ADD(2, d, d, wo + l * d * d, PI_TN_ATTN_OUT, il);
+        ADD(1, d, 1, rms_ffn + l * d, PI_TN_FFN_NORM, il);
+        ADD(2, d, hd, w1 + l * hd * d, PI_TN_FFN_GATE, il);
+        ADD(2, hd, d, w2 + l * d * hd, PI_TN_FFN_DOWN, il);
+        ADD(2, d, hd, w3 + l * hd * d, PI_TN_FFN_UP, il);
     }
-    ADD("output_norm.weight", 1, d, 1, rms_final);
-    if (cls) ADD("output.weight", 2, d, V, cls);
+    ADD(1, d, 1, rms_final, PI_TN_OUTPUT_NORM);
+    if (cls) ADD(2, d, V, cls, PI_TN_OUTPUT);
 #undef ADD
     for (int i = 0; i < nt && !st; i++) {
         int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
@@ -256,14 +255,7 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
         st = pi_gguf_write_data(w, ts[i].src, (size_t)(ts[i].ne0 * ts[i].ne1) * sizeof(float));
     free(ts);
 done:
-    if (w) {
-        /* on failure the writer removes the partial file; keep our message */
-        pi_error_saved saved;
-        pi_error_save(&saved);
-        pi_status cst = pi_gguf_writer_close(w);
-        if (!st) st = cst;
-        else pi_error_restore(&saved);
-    }
+    st = pi_gguf_writer_finish(w, st);
     pi_llama2c_vocab_free(strs, lens, scores);
     free(pieces);
     free(gstrs);

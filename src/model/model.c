@@ -8,34 +8,11 @@
 
 #include "base/log.h"
 #include "gguf/bundle.h"
+#include "gguf/names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* llama.cpp tensor names (per layer: printf format with the layer index). */
-#define TN_TOK_EMBD "token_embd.weight"
-#define TN_OUTPUT_NORM "output_norm.weight"
-#define TN_OUTPUT "output.weight"
-#define TN_ATTN_NORM "blk.%d.attn_norm.weight"
-#define TN_ATTN_Q "blk.%d.attn_q.weight"
-#define TN_ATTN_K "blk.%d.attn_k.weight"
-#define TN_ATTN_V "blk.%d.attn_v.weight"
-#define TN_ATTN_OUT "blk.%d.attn_output.weight"
-#define TN_FFN_NORM "blk.%d.ffn_norm.weight"
-#define TN_FFN_GATE "blk.%d.ffn_gate.weight"
-#define TN_FFN_UP "blk.%d.ffn_up.weight"
-#define TN_FFN_DOWN "blk.%d.ffn_down.weight"
-#define TN_FFN_DOWN_T "blk.%d.ffn_down_t.weight"
-#define TN_FC1 "blk.%d.fc1.weight"
-#define TN_FC2 "blk.%d.fc2.weight"
-#define TN_FFN_GATE_INP "blk.%d.ffn_gate_inp.weight"
-#define TN_FFN_GATE_EXPS "blk.%d.ffn_gate_exps.weight"
-#define TN_FFN_UP_EXPS "blk.%d.ffn_up_exps.weight"
-#define TN_FFN_DOWN_EXPS "blk.%d.ffn_down_exps.weight"
-
-#define KEY_ACTIVATION "pinfer.ffn_activation"
-#define KEY_PWRI_THRESHOLD "powerinfer.sparse_threshold"
 
 const char *pi_ffn_act_name(pi_ffn_act a) {
     switch (a) {
@@ -60,22 +37,19 @@ static const char *akey(char *buf, size_t n, const char *arch, const char *suffi
     return buf;
 }
 
+/* An integer hyperparameter in [lo, hi]; an optional one that is absent
+   takes dflt (when that is in range). */
 static pi_status get_int(loader *L, const char *arch, const char *suffix, bool required, int64_t dflt,
                          int64_t lo, int64_t hi, int64_t *out) {
     char key[128];
     akey(key, sizeof key, arch, suffix);
-    int64_t v;
-    pi_status st = pi_gguf_get_i64(L->m->gguf, key, &v);
-    if (st == PI_ERR_NOT_FOUND) {
-        if (required) return pi_error(PI_ERR_NOT_FOUND, "%s: missing metadata key '%s'", L->path, key);
-        v = dflt;
-    } else if (st) {
-        return pi_error_prefix(st, "%s", L->path);
-    }
-    if (v < lo || v > hi)
-        return pi_error(PI_ERR_FORMAT, "%s: metadata '%s' = %lld is out of range [%lld, %lld]", L->path, key,
-                        (long long)v, (long long)lo, (long long)hi);
-    *out = v;
+    pi_status st = pi_gguf_get_i64_range(L->m->gguf, key, lo, hi, out);
+    if (st != PI_ERR_NOT_FOUND) return st;
+    if (required) return pi_error(PI_ERR_NOT_FOUND, "%s: missing metadata key '%s'", L->path, key);
+    if (dflt < lo || dflt > hi)
+        return pi_error(PI_ERR_FORMAT, "%s: metadata '%s' is absent and its default %lld is out of range [%lld, %lld]",
+                        L->path, key, (long long)dflt, (long long)lo, (long long)hi);
+    *out = dflt;
     return PI_OK;
 }
 
@@ -146,44 +120,46 @@ static pi_status load_hparams(loader *L, const char *arch) {
     pi_hparams *hp = &L->m->hp;
     pi_status st;
     const int64_t BIG = (int64_t)1 << 24;
-    if ((st = get_int(L, arch, "embedding_length", true, 0, 1, BIG, &hp->n_embd)) ||
-        (st = get_int(L, arch, "block_count", true, 0, 1, 4096, &hp->n_layer)) ||
-        (st = get_int(L, arch, "feed_forward_length", true, 0, 1, BIG, &hp->n_ff)) ||
-        (st = get_int(L, arch, "attention.head_count", true, 0, 1, 65536, &hp->n_head)) ||
-        (st = get_int(L, arch, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
-        (st = get_int(L, arch, "context_length", false, 2048, 1, (int64_t)1 << 30, &hp->n_ctx_train)) ||
-        (st = get_int(L, arch, "expert_count", false, 0, 0, 1024, &hp->n_expert)) ||
-        (st = get_int(L, arch, "expert_used_count", false, 0, 0, hp->n_expert, &hp->n_expert_used)) ||
-        (st = get_float(L, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps)) ||
-        (st = get_float(L, arch, "rope.freq_base", 10000.0f, &hp->rope_freq_base)))
+    if ((st = get_int(L, arch, PI_AKEY_EMBEDDING_LENGTH, true, 0, 1, BIG, &hp->n_embd)) ||
+        (st = get_int(L, arch, PI_AKEY_BLOCK_COUNT, true, 0, 1, 4096, &hp->n_layer)) ||
+        (st = get_int(L, arch, PI_AKEY_FEED_FORWARD_LENGTH, true, 0, 1, BIG, &hp->n_ff)) ||
+        (st = get_int(L, arch, PI_AKEY_HEAD_COUNT, true, 0, 1, 65536, &hp->n_head)) ||
+        (st = get_int(L, arch, PI_AKEY_HEAD_COUNT_KV, false, hp->n_head, 1, hp->n_head, &hp->n_head_kv)) ||
+        (st = get_int(L, arch, PI_AKEY_CONTEXT_LENGTH, false, 2048, 1, (int64_t)1 << 30, &hp->n_ctx_train)) ||
+        (st = get_int(L, arch, PI_AKEY_EXPERT_COUNT, false, 0, 0, 1024, &hp->n_expert)) ||
+        (st = get_int(L, arch, PI_AKEY_EXPERT_USED_COUNT, false, 0, 0, hp->n_expert, &hp->n_expert_used)) ||
+        (st = get_float(L, arch, PI_AKEY_RMS_EPS, 1e-5f, &hp->rms_eps)) ||
+        (st = get_float(L, arch, PI_AKEY_ROPE_FREQ_BASE, 10000.0f, &hp->rope_freq_base)))
         return st;
     if (hp->n_embd % hp->n_head)
-        return pi_error(PI_ERR_FORMAT, "%s: embedding_length %lld is not a multiple of head_count %lld", L->path,
-                        (long long)hp->n_embd, (long long)hp->n_head);
+        return pi_error(PI_ERR_FORMAT, "%s: %s %lld is not a multiple of %s %lld", L->path, PI_AKEY_EMBEDDING_LENGTH,
+                        (long long)hp->n_embd, PI_AKEY_HEAD_COUNT, (long long)hp->n_head);
     if (hp->n_head % hp->n_head_kv)
-        return pi_error(PI_ERR_FORMAT, "%s: head_count %lld is not a multiple of head_count_kv %lld", L->path,
-                        (long long)hp->n_head, (long long)hp->n_head_kv);
+        return pi_error(PI_ERR_FORMAT, "%s: %s %lld is not a multiple of %s %lld", L->path, PI_AKEY_HEAD_COUNT,
+                        (long long)hp->n_head, PI_AKEY_HEAD_COUNT_KV, (long long)hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
-    if ((st = get_int(L, arch, "rope.dimension_count", false, hp->head_dim, 2, hp->head_dim, &hp->n_rot))) return st;
+    if ((st = get_int(L, arch, PI_AKEY_ROPE_DIMENSION_COUNT, false, hp->head_dim, 2, hp->head_dim, &hp->n_rot)))
+        return st;
     if (hp->n_rot % 2)
-        return pi_error(PI_ERR_FORMAT, "%s: rope.dimension_count %lld must be even", L->path, (long long)hp->n_rot);
+        return pi_error(PI_ERR_FORMAT, "%s: %s %lld must be even", L->path, PI_AKEY_ROPE_DIMENSION_COUNT,
+                        (long long)hp->n_rot);
     if (hp->n_expert && !hp->n_expert_used)
-        return pi_error(PI_ERR_FORMAT, "%s: %s.expert_count is %lld but expert_used_count is missing or 0", L->path,
-                        arch, (long long)hp->n_expert);
+        return pi_error(PI_ERR_FORMAT, "%s: %s.%s is %lld but %s is missing or 0", L->path, arch, PI_AKEY_EXPERT_COUNT,
+                        (long long)hp->n_expert, PI_AKEY_EXPERT_USED_COUNT);
     if (!(hp->rms_eps > 0.0f) || !(hp->rope_freq_base > 0.0f))
         return pi_error(PI_ERR_FORMAT, "%s: rms epsilon and rope frequency base must be positive", L->path);
 
     /* PowerInfer's files are ReLU models and have no activation key */
     hp->act = pi_gguf_is_pwri(L->m->gguf) ? PI_ACT_RELU : PI_ACT_SILU;
     pi_gguf_str act;
-    st = pi_gguf_get_str(L->m->gguf, KEY_ACTIVATION, &act);
+    st = pi_gguf_get_str(L->m->gguf, PI_KEY_FFN_ACTIVATION, &act);
     if (st == PI_OK) {
         if (pi_gguf_str_eq(act, "silu")) hp->act = PI_ACT_SILU;
         else if (pi_gguf_str_eq(act, "relu")) hp->act = PI_ACT_RELU;
         else if (pi_gguf_str_eq(act, "drelu")) hp->act = PI_ACT_DRELU;
         else
             return pi_error(PI_ERR_UNSUPPORTED, "%s: %s = '%.*s' is not one of silu, relu, drelu", L->path,
-                            KEY_ACTIVATION, (int)(act.len > 64 ? 64 : act.len), act.data);
+                            PI_KEY_FFN_ACTIVATION, (int)(act.len > 64 ? 64 : act.len), act.data);
     } else if (st != PI_ERR_NOT_FOUND) {
         return pi_error_prefix(st, "%s", L->path);
     }
@@ -230,39 +206,39 @@ static pi_status bind_bundles(loader *L, int il) {
 static pi_status bind_layer(loader *L, int il) {
     const pi_hparams *hp = &L->m->hp;
     pi_layer *l = &L->m->layers[il];
-    char nm[96];
+    char nm[PI_NAME_MAX];
     pi_status st;
     const int64_t E = hp->n_embd, D = hp->head_dim, F = hp->n_ff;
 #define NM(fmt) (snprintf(nm, sizeof nm, fmt, il), nm)
-    if ((st = bind(L, &l->attn_norm, NM(TN_ATTN_NORM), 1, E, 0, 0, true)) ||
-        (st = bind(L, &l->wq, NM(TN_ATTN_Q), 2, E, hp->n_head * D, 0, true)) ||
-        (st = bind(L, &l->wk, NM(TN_ATTN_K), 2, E, hp->n_head_kv * D, 0, true)) ||
-        (st = bind(L, &l->wv, NM(TN_ATTN_V), 2, E, hp->n_head_kv * D, 0, true)) ||
-        (st = bind(L, &l->wo, NM(TN_ATTN_OUT), 2, hp->n_head * D, E, 0, true)) ||
-        (st = bind(L, &l->ffn_norm, NM(TN_FFN_NORM), 1, E, 0, 0, true)))
+    if ((st = bind(L, &l->attn_norm, NM(PI_TN_ATTN_NORM), 1, E, 0, 0, true)) ||
+        (st = bind(L, &l->wq, NM(PI_TN_ATTN_Q), 2, E, hp->n_head * D, 0, true)) ||
+        (st = bind(L, &l->wk, NM(PI_TN_ATTN_K), 2, E, hp->n_head_kv * D, 0, true)) ||
+        (st = bind(L, &l->wv, NM(PI_TN_ATTN_V), 2, E, hp->n_head_kv * D, 0, true)) ||
+        (st = bind(L, &l->wo, NM(PI_TN_ATTN_OUT), 2, hp->n_head * D, E, 0, true)) ||
+        (st = bind(L, &l->ffn_norm, NM(PI_TN_FFN_NORM), 1, E, 0, 0, true)))
         return st;
     if (L->m->bundled) {
         if ((st = bind_bundles(L, il))) return st;
     } else if (!hp->n_expert) {
-        if ((st = bind(L, &l->ffn_gate, NM(TN_FFN_GATE), 2, E, F, 0, true)) ||
-            (st = bind(L, &l->ffn_up, NM(TN_FFN_UP), 2, E, F, 0, true)) ||
-            (st = bind(L, &l->ffn_down_t, NM(TN_FFN_DOWN_T), 2, E, F, 0, false)) ||
-            (st = bind(L, &l->ffn_down, NM(TN_FFN_DOWN), 2, F, E, 0, !l->ffn_down_t.data)))
+        if ((st = bind(L, &l->ffn_gate, NM(PI_TN_FFN_GATE), 2, E, F, 0, true)) ||
+            (st = bind(L, &l->ffn_up, NM(PI_TN_FFN_UP), 2, E, F, 0, true)) ||
+            (st = bind(L, &l->ffn_down_t, NM(PI_TN_FFN_DOWN_T), 2, E, F, 0, false)) ||
+            (st = bind(L, &l->ffn_down, NM(PI_TN_FFN_DOWN), 2, F, E, 0, !l->ffn_down_t.data)))
             return st;
     }
     if (!hp->n_expert) {
         /* the predictor: both matrices or neither, with one rank */
-        if ((st = bind(L, &l->fc1, NM(TN_FC1), 2, E, -1, 0, false)) ||
-            (st = bind(L, &l->fc2, NM(TN_FC2), 2, l->fc1.data ? l->fc1.ne[1] : -1, F, 0, false)))
+        if ((st = bind(L, &l->fc1, NM(PI_TN_FC1), 2, E, -1, 0, false)) ||
+            (st = bind(L, &l->fc2, NM(PI_TN_FC2), 2, l->fc1.data ? l->fc1.ne[1] : -1, F, 0, false)))
             return st;
         if (!l->fc1.data != !l->fc2.data)
             return pi_error(PI_ERR_FORMAT, "%s: layer %d has only one of the predictor tensors fc1/fc2", L->path, il);
     } else {
         const int64_t X = hp->n_expert;
-        if ((st = bind(L, &l->ffn_gate_inp, NM(TN_FFN_GATE_INP), 2, E, X, 0, true)) ||
-            (st = bind(L, &l->ffn_gate_exps, NM(TN_FFN_GATE_EXPS), 3, E, F, X, true)) ||
-            (st = bind(L, &l->ffn_up_exps, NM(TN_FFN_UP_EXPS), 3, E, F, X, true)) ||
-            (st = bind(L, &l->ffn_down_exps, NM(TN_FFN_DOWN_EXPS), 3, F, E, X, true)))
+        if ((st = bind(L, &l->ffn_gate_inp, NM(PI_TN_FFN_GATE_INP), 2, E, X, 0, true)) ||
+            (st = bind(L, &l->ffn_gate_exps, NM(PI_TN_FFN_GATE_EXPS), 3, E, F, X, true)) ||
+            (st = bind(L, &l->ffn_up_exps, NM(PI_TN_FFN_UP_EXPS), 3, E, F, X, true)) ||
+            (st = bind(L, &l->ffn_down_exps, NM(PI_TN_FFN_DOWN_EXPS), 3, F, E, X, true)))
             return st;
     }
 #undef NM
@@ -284,18 +260,18 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
     loader L = {.m = m, .path = path, .ffn_on_flash = (flags & PI_LOAD_FFN_ON_FLASH) != 0};
     pi_status st;
     pi_gguf_str arch;
-    if ((st = pi_gguf_get_str(g, "general.architecture", &arch))) {
+    if ((st = pi_gguf_get_str(g, PI_KEY_GENERAL_ARCHITECTURE, &arch))) {
         st = pi_error(st == PI_ERR_NOT_FOUND ? PI_ERR_FORMAT : st,
-                      "%s: missing or invalid 'general.architecture' (is this a model file?)", path);
+                      "%s: missing or invalid '%s' (is this a model file?)", path, PI_KEY_GENERAL_ARCHITECTURE);
         goto fail;
     }
-    if (!pi_gguf_str_eq(arch, "llama")) {
-        st = pi_error(PI_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: llama)", path,
-                      (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+    if (!pi_gguf_str_eq(arch, PI_ARCH_LLAMA)) {
+        st = pi_error(PI_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: %s)", path,
+                      (int)(arch.len > 64 ? 64 : arch.len), arch.data, PI_ARCH_LLAMA);
         goto fail;
     }
     m->pwri = pi_gguf_is_pwri(g);
-    if ((st = load_hparams(&L, "llama"))) goto fail;
+    if ((st = load_hparams(&L, PI_ARCH_LLAMA))) goto fail;
     pi_hparams *hp = &m->hp;
     if (!(m->path = strdup(path)) ||
         !(m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers))) {
@@ -311,7 +287,7 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
         }
         if (L.bl.n_embd != hp->n_embd || L.bl.n_ff != hp->n_ff) {
             st = pi_error(PI_ERR_FORMAT, "%s: %s = %lld and %s = %lld disagree with the model's %lld and %lld", path,
-                          PI_BUNDLE_KEY_N_EMBD, (long long)L.bl.n_embd, PI_BUNDLE_KEY_N_FF, (long long)L.bl.n_ff,
+                          PI_KEY_BUNDLE_N_EMBD, (long long)L.bl.n_embd, PI_KEY_BUNDLE_N_FF, (long long)L.bl.n_ff,
                           (long long)hp->n_embd, (long long)hp->n_ff);
             goto fail;
         }
@@ -333,11 +309,11 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
         st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
-    if ((st = bind(&L, &m->tok_embd, TN_TOK_EMBD, 2, hp->n_embd, -1, 0, true))) goto fail;
+    if ((st = bind(&L, &m->tok_embd, PI_TN_TOKEN_EMBD, 2, hp->n_embd, -1, 0, true))) goto fail;
     hp->n_vocab = m->tok_embd.ne[1];
-    if ((st = bind(&L, &m->output_norm, TN_OUTPUT_NORM, 1, hp->n_embd, 0, 0, true)) ||
+    if ((st = bind(&L, &m->output_norm, PI_TN_OUTPUT_NORM, 1, hp->n_embd, 0, 0, true)) ||
         (st = as_f32(&L, &m->output_norm)) ||
-        (st = bind(&L, &m->output, TN_OUTPUT, 2, hp->n_embd, hp->n_vocab, 0, false)))
+        (st = bind(&L, &m->output, PI_TN_OUTPUT, 2, hp->n_embd, hp->n_vocab, 0, false)))
         goto fail;
     if (!m->output.data) {
         m->output = m->tok_embd;
@@ -348,16 +324,16 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
     m->has_predictor = !hp->n_expert;
     for (int il = 0; il < hp->n_layer; il++) m->has_predictor &= m->layers[il].fc1.data != NULL;
     m->sparse_threshold = 0.0f; /* logit 0 = probability 0.5 */
-    if ((st = pi_gguf_get_f32(g, KEY_PWRI_THRESHOLD, &m->sparse_threshold)) && st != PI_ERR_NOT_FOUND) {
+    if ((st = pi_gguf_get_f32(g, PI_KEY_SPARSE_THRESHOLD, &m->sparse_threshold)) && st != PI_ERR_NOT_FOUND) {
         pi_error_prefix(st, "%s", path);
         goto fail;
     }
     st = PI_OK;
     const pi_gguf_kv *thr;
-    st = pi_gguf_get_arr(g, "pinfer.predictor.thresholds", PI_GGUF_FLOAT32, &thr);
+    st = pi_gguf_get_arr(g, PI_KEY_PREDICTOR_THRESHOLDS, PI_GGUF_FLOAT32, &thr);
     if (st == PI_OK) {
         if ((int64_t)thr->arr_n != hp->n_layer) {
-            st = pi_error(PI_ERR_FORMAT, "%s: pinfer.predictor.thresholds has %llu values for %lld layers", path,
+            st = pi_error(PI_ERR_FORMAT, "%s: %s has %llu values for %lld layers", path, PI_KEY_PREDICTOR_THRESHOLDS,
                           (unsigned long long)thr->arr_n, (long long)hp->n_layer);
             goto fail;
         }

@@ -35,6 +35,7 @@
  */
 #include "predictor.h"
 
+#include "gguf/names.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -644,13 +645,13 @@ pi_status pi_predictor_from_model(const pi_lm *m, pi_predictor **out) {
         return pi_error(PI_ERR_NOT_FOUND, "%s: the model has no activation predictors (blk.N.fc1/fc2)", m->path);
     const int64_t L_n = m->hp.n_layer, E = m->hp.n_embd, F = m->hp.n_ff;
     const pi_gguf_kv *thr = NULL;
-    pi_status st = pi_gguf_get_arr(m->gguf, PI_PRED_KEY_THRESHOLDS, PI_GGUF_FLOAT32, &thr);
+    pi_status st = pi_gguf_get_arr(m->gguf, PI_KEY_PREDICTOR_THRESHOLDS, PI_GGUF_FLOAT32, &thr);
     if (st && st != PI_ERR_NOT_FOUND) return pi_error_prefix(st, "%s", m->path);
     if (!st && thr->arr_n != (uint64_t)L_n)
-        return pi_error(PI_ERR_FORMAT, "%s: %s has %llu values for %lld layers", m->path, PI_PRED_KEY_THRESHOLDS,
+        return pi_error(PI_ERR_FORMAT, "%s: %s has %llu values for %lld layers", m->path, PI_KEY_PREDICTOR_THRESHOLDS,
                         (unsigned long long)thr->arr_n, (long long)L_n);
     float recall = 0.0f;
-    if ((st = pi_gguf_get_f32(m->gguf, PI_PRED_KEY_RECALL, &recall)) && st != PI_ERR_NOT_FOUND)
+    if ((st = pi_gguf_get_f32(m->gguf, PI_KEY_PREDICTOR_RECALL_TARGET, &recall)) && st != PI_ERR_NOT_FOUND)
         return pi_error_prefix(st, "%s", m->path);
     pi_predictor *P;
     if ((st = predictor_alloc(L_n, E, F, &P))) return st;
@@ -779,20 +780,11 @@ void pi_pred_eval_observe(void *ctx, int64_t layer, int64_t pos, const float *ff
 
 /* blk.N.fc1.weight or blk.N.fc2.weight: the tensors a save replaces. */
 static bool is_pred_tensor(pi_gguf_str name) {
-    char s[96];
-    if (name.len >= sizeof s) return false;
-    memcpy(s, name.data, name.len);
-    s[name.len] = '\0';
-    unsigned l, which;
-    int end = 0;
-    return sscanf(s, "blk.%u.fc%u.weight%n", &l, &which, &end) == 2 && end > 0 && s[end] == '\0' &&
-           (which == 1 || which == 2);
+    return pi_tensor_layer(name, PI_TN_FC1) >= 0 || pi_tensor_layer(name, PI_TN_FC2) >= 0;
 }
 
 static bool is_pred_key(pi_gguf_str key) {
-    static const char prefix[] = "pinfer.predictor.";
-    return pi_gguf_str_eq(key, PI_PRED_KEY_THRESHOLD) ||
-           (key.len >= sizeof prefix - 1 && !memcmp(key.data, prefix, sizeof prefix - 1));
+    return pi_gguf_str_eq(key, PI_KEY_SPARSE_THRESHOLD) || pi_gguf_str_has_prefix(key, PI_KEY_PREDICTOR_PREFIX);
 }
 
 pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) {
@@ -825,18 +817,18 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
         const pi_gguf_kv *kv = pi_gguf_kv_at(g, i);
         if (!is_pred_key(kv->key)) st = pi_gguf_set_kv(w, kv);
     }
-    if (!st) st = pi_gguf_set_f32(w, PI_PRED_KEY_THRESHOLD, thr_min);
-    if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_THRESHOLDS, PI_GGUF_FLOAT32, thr, (uint64_t)L_n);
-    if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_RANK, PI_GGUF_UINT32, rank, (uint64_t)L_n);
-    if (!st) st = pi_gguf_set_f32(w, PI_PRED_KEY_RECALL, P->recall_target);
+    if (!st) st = pi_gguf_set_f32(w, PI_KEY_SPARSE_THRESHOLD, thr_min);
+    if (!st) st = pi_gguf_set_arr(w, PI_KEY_PREDICTOR_THRESHOLDS, PI_GGUF_FLOAT32, thr, (uint64_t)L_n);
+    if (!st) st = pi_gguf_set_arr(w, PI_KEY_PREDICTOR_RANK, PI_GGUF_UINT32, rank, (uint64_t)L_n);
+    if (!st) st = pi_gguf_set_f32(w, PI_KEY_PREDICTOR_RECALL_TARGET, P->recall_target);
     float *vr = malloc((size_t)L_n * 2 * sizeof *vr);
     if (!vr && !st) st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     for (int64_t l = 0; vr && l < L_n; l++) {
         vr[l] = (float)pi_pred_recall(&P->layers[l].val);
         vr[L_n + l] = (float)pi_pred_precision(&P->layers[l].val);
     }
-    if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_VAL_RECALL, PI_GGUF_FLOAT32, vr, (uint64_t)L_n);
-    if (!st) st = pi_gguf_set_arr(w, PI_PRED_KEY_VAL_PRECISION, PI_GGUF_FLOAT32, vr + L_n, (uint64_t)L_n);
+    if (!st) st = pi_gguf_set_arr(w, PI_KEY_PREDICTOR_VAL_RECALL, PI_GGUF_FLOAT32, vr, (uint64_t)L_n);
+    if (!st) st = pi_gguf_set_arr(w, PI_KEY_PREDICTOR_VAL_PRECISION, PI_GGUF_FLOAT32, vr + L_n, (uint64_t)L_n);
     free(vr);
     for (int64_t i = 0; !st && i < pi_gguf_n_tensors(g); i++) {
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
@@ -852,11 +844,11 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
         st = pi_gguf_add_tensor(w, name, (pi_type)t->type, t->n_dims, t->ne);
     }
     for (int64_t l = 0; !st && l < L_n; l++) {
-        char name[64];
+        char name[PI_NAME_MAX];
         const int64_t ne1[2] = {E, P->layers[l].rank}, ne2[2] = {P->layers[l].rank, F};
-        snprintf(name, sizeof name, "blk.%lld.fc1.weight", (long long)l);
+        snprintf(name, sizeof name, PI_TN_FC1, (int)l);
         st = pi_gguf_add_tensor(w, name, PI_TYPE_F32, 2, ne1);
-        snprintf(name, sizeof name, "blk.%lld.fc2.weight", (long long)l);
+        snprintf(name, sizeof name, PI_TN_FC2, (int)l);
         if (!st) st = pi_gguf_add_tensor(w, name, PI_TYPE_F32, 2, ne2);
     }
     if (!st) st = pi_gguf_writer_begin_data(w);
@@ -872,13 +864,5 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
     }
     free(thr);
     free(rank);
-    if (st) {
-        /* closing removes the partial file; keep the first error's message */
-        pi_error_saved e;
-        pi_error_save(&e);
-        pi_gguf_writer_close(w);
-        pi_error_restore(&e);
-        return st;
-    }
-    return pi_gguf_writer_close(w);
+    return pi_gguf_writer_finish(w, st);
 }

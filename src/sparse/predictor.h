@@ -41,16 +41,19 @@
 #define PI_SPARSE_PREDICTOR_H
 
 #include "base/pool.h"
+#include "gguf/names.h"
 #include "model/model.h"
 
 #include <stdint.h>
 
-#define PI_PRED_KEY_THRESHOLD "powerinfer.sparse_threshold"
-#define PI_PRED_KEY_THRESHOLDS "pinfer.predictor.thresholds"
-#define PI_PRED_KEY_RANK "pinfer.predictor.rank"
-#define PI_PRED_KEY_RECALL "pinfer.predictor.recall_target"
-#define PI_PRED_KEY_VAL_RECALL "pinfer.predictor.val_recall"       /* (n_layer) on held-out tokens */
-#define PI_PRED_KEY_VAL_PRECISION "pinfer.predictor.val_precision" /* (n_layer), for the planner's cost model */
+/* The keys are in gguf/names.h (PI_KEY_SPARSE_THRESHOLD, PI_KEY_PREDICTOR_*);
+   these older spellings stay for the code that still uses them. */
+#define PI_PRED_KEY_THRESHOLD PI_KEY_SPARSE_THRESHOLD
+#define PI_PRED_KEY_THRESHOLDS PI_KEY_PREDICTOR_THRESHOLDS
+#define PI_PRED_KEY_RANK PI_KEY_PREDICTOR_RANK
+#define PI_PRED_KEY_RECALL PI_KEY_PREDICTOR_RECALL_TARGET
+#define PI_PRED_KEY_VAL_RECALL PI_KEY_PREDICTOR_VAL_RECALL
+#define PI_PRED_KEY_VAL_PRECISION PI_KEY_PREDICTOR_VAL_PRECISION
 
 #define PI_PRED_MAX_CANDIDATES 8 /* ranks tried per layer when choosing automatically */
 

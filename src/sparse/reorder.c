@@ -15,6 +15,7 @@
 
 #include "model/model.h"
 #include "gguf/bundle.h"
+#include "gguf/names.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,21 +57,33 @@ typedef struct {
     size_t down_t_cap;
 } rewriter;
 
-/* Layer index and suffix of a "blk.N.<suffix>" name, or -1. */
-static int layer_of(pi_gguf_str name, const char **suffix, char *buf, size_t n) {
-    snprintf(buf, n, "%.*s", (int)(name.len < n - 1 ? name.len : n - 1), name.data);
-    int layer, used = 0;
-    if (sscanf(buf, "blk.%d.%n", &layer, &used) != 1 || used == 0) return -1;
-    *suffix = buf + used;
-    return layer;
+/* The tensors of a layer that a rewrite treats specially. */
+typedef enum {
+    K_OTHER,
+    K_GATE,
+    K_UP,
+    K_DOWN,
+    K_DOWN_T,
+    K_BUNDLE,
+    K_PERM,
+    K_ACT_COUNT,
+    K_FC2,
+} kind;
+
+/* The kind of a tensor name and its layer (-1 for K_OTHER). */
+static kind kind_of(pi_gguf_str name, int64_t *layer) {
+    static const char *const fmt[] = {
+        [K_GATE] = PI_TN_FFN_GATE,     [K_UP] = PI_TN_FFN_UP,         [K_DOWN] = PI_TN_FFN_DOWN,
+        [K_DOWN_T] = PI_TN_FFN_DOWN_T, [K_BUNDLE] = PI_TN_FFN_BUNDLE, [K_PERM] = PI_TN_FFN_PERM,
+        [K_ACT_COUNT] = PI_TN_FFN_ACT_COUNT, [K_FC2] = PI_TN_FC2,
+    };
+    for (int k = K_GATE; k <= K_FC2; k++)
+        if ((*layer = pi_tensor_layer(name, fmt[k])) >= 0) return (kind)k;
+    *layer = -1;
+    return K_OTHER;
 }
 
 static bool is_float_type(pi_type t) { return t == PI_TYPE_F32 || t == PI_TYPE_F16 || t == PI_TYPE_BF16; }
-
-static bool has_prefix(pi_gguf_str s, const char *prefix) {
-    size_t n = strlen(prefix);
-    return s.len >= n && !memcmp(s.data, prefix, n);
-}
 
 /* The old neuron at new position k of a layer. */
 static int64_t old_of(const rewriter *r, int layer, int64_t k) {
@@ -162,45 +175,41 @@ static void make_plan(rewriter *r) {
     const int64_t L = r->m->hp.n_layer, E = r->m->hp.n_embd, F = r->m->hp.n_ff;
     for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
-        char nb[96];
-        const char *sfx = "";
-        int layer = layer_of(t->name, &sfx, nb, sizeof nb);
+        int64_t layer;
+        const kind k = kind_of(t->name, &layer);
         plan_t *p = &r->plan[r->np];
         memset(p, 0, sizeof *p);
         p->src = t;
-        p->layer = layer;
+        p->layer = layer < L ? (int)layer : -1;
         p->type = (pi_type)t->type;
         p->n_dims = t->n_dims;
         memcpy(p->ne, t->ne, sizeof p->ne);
         snprintf(p->name, sizeof p->name, "%.*s", (int)t->name.len, t->name.data);
         p->how = T_COPY;
-        if (layer >= 0 && layer < L) {
-            const bool ffn = !strcmp(sfx, "ffn_gate.weight") || !strcmp(sfx, "ffn_up.weight") ||
-                             !strcmp(sfx, "ffn_down.weight") || !strcmp(sfx, "ffn_down_t.weight") ||
-                             !strcmp(sfx, "ffn_bundle");
-            if (!strcmp(sfx, "ffn_perm.weight") && r->perm) {
+        if (k != K_OTHER && layer < L) {
+            const bool ffn = k == K_GATE || k == K_UP || k == K_DOWN || k == K_DOWN_T || k == K_BUNDLE;
+            if (k == K_PERM && r->perm) {
                 continue; /* replaced by the composed permutation */
-            } else if (!strcmp(sfx, "ffn_act_count") && r->st) {
+            } else if (k == K_ACT_COUNT && r->st) {
                 continue; /* replaced by the new statistics */
-            } else if (!strcmp(sfx, "fc2.weight")) {
+            } else if (k == K_FC2) {
                 if (r->perm) p->how = T_ROWS;
             } else if (r->bundle && ffn) {
                 /* the layer's bundles take the place of its first FFN tensor */
                 if (r->has_bundle[layer]) continue;
                 r->has_bundle[layer] = true;
-                new_tensor(r, T_BUNDLE, layer, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_BUNDLE_TENSOR, layer);
+                new_tensor(r, T_BUNDLE, (int)layer, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_TN_FFN_BUNDLE, (int)layer);
                 continue;
-            } else if (!r->bundle && (!strcmp(sfx, "ffn_gate.weight") || !strcmp(sfx, "ffn_up.weight") ||
-                                      !strcmp(sfx, "ffn_down_t.weight"))) {
+            } else if (!r->bundle && (k == K_GATE || k == K_UP || k == K_DOWN_T)) {
                 p->how = T_ROWS;
-            } else if (!r->bundle && !strcmp(sfx, "ffn_down.weight")) {
+            } else if (!r->bundle && k == K_DOWN) {
                 if (is_float_type(p->type)) {
                     p->how = T_COLS;
                 } else if (r->m->layers[layer].ffn_down_t.data) {
                     continue; /* the permuted ffn_down_t serves both paths */
                 } else {
                     p->how = T_TRANSPOSE;
-                    snprintf(p->name, sizeof p->name, "blk.%d.ffn_down_t.weight", layer);
+                    snprintf(p->name, sizeof p->name, PI_TN_FFN_DOWN_T, (int)layer);
                     p->type = pi_weight_down_t_type(&r->m->layers[layer].ffn_down);
                     p->ne[0] = E;
                     p->ne[1] = F;
@@ -210,10 +219,12 @@ static void make_plan(rewriter *r) {
         r->np++;
     }
     for (int64_t il = 0; r->bundle && il < L; il++)
-        if (!r->has_bundle[il]) new_tensor(r, T_BUNDLE, (int)il, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_BUNDLE_TENSOR, (int)il);
+        if (!r->has_bundle[il])
+            new_tensor(r, T_BUNDLE, (int)il, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_TN_FFN_BUNDLE, (int)il);
     for (int64_t il = 0; r->perm && il < L; il++)
-        new_tensor(r, T_PERM, (int)il, PI_TYPE_I32, F, 1, "blk.%d.ffn_perm.weight", (int)il);
-    for (int64_t il = 0; r->st && il < L; il++) new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, F, 1, PI_BUNDLE_ACT_COUNT, (int)il);
+        new_tensor(r, T_PERM, (int)il, PI_TYPE_I32, F, 1, PI_TN_FFN_PERM, (int)il);
+    for (int64_t il = 0; r->st && il < L; il++)
+        new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, F, 1, PI_TN_FFN_ACT_COUNT, (int)il);
 }
 
 /* The input's keys, less those this rewrite replaces, then the new ones. */
@@ -222,20 +233,21 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
     pi_status rc = PI_OK;
     for (int64_t i = 0; i < pi_gguf_n_kv(g) && !rc; i++) {
         const pi_gguf_kv *kv = pi_gguf_kv_at(g, i);
-        if (r->st && (pi_gguf_str_eq(kv->key, "pinfer.reordered") || has_prefix(kv->key, PI_BUNDLE_KEY_STATS_PREFIX)))
-            continue;
-        if (r->bundle && (pi_gguf_str_eq(kv->key, "general.alignment") || has_prefix(kv->key, PI_BUNDLE_KEY_PREFIX)))
+        const pi_gguf_str k = kv->key;
+        if (r->st && (pi_gguf_str_eq(k, PI_KEY_REORDERED) || pi_gguf_str_has_prefix(k, PI_KEY_STATS_PREFIX))) continue;
+        if (r->bundle && (pi_gguf_str_eq(k, PI_KEY_GENERAL_ALIGNMENT) || pi_gguf_str_has_prefix(k, PI_KEY_BUNDLE_PREFIX)))
             continue;
         rc = pi_gguf_set_kv(w, kv);
     }
     if (!rc && r->bundle) {
-        if (!(rc = pi_gguf_set_u32(w, "general.alignment", PI_BUNDLE_FILE_ALIGN))) rc = pi_bundle_layout_set(w, &r->bl);
+        if (!(rc = pi_gguf_set_u32(w, PI_KEY_GENERAL_ALIGNMENT, PI_BUNDLE_FILE_ALIGN)))
+            rc = pi_bundle_layout_set(w, &r->bl);
     }
     if (!rc && r->st) {
-        if (!(rc = pi_gguf_set_bool(w, "pinfer.reordered", true)) &&
-            !(rc = pi_gguf_set_u64(w, PI_BUNDLE_KEY_STATS_TOKENS, (uint64_t)r->st->tokens)) &&
-            !(rc = pi_gguf_set_f32(w, PI_BUNDLE_KEY_STATS_THRESHOLD, r->st->threshold)))
-            rc = pi_gguf_set_str(w, PI_BUNDLE_KEY_STATS_MODEL, r->st->model ? r->st->model : "");
+        if (!(rc = pi_gguf_set_bool(w, PI_KEY_REORDERED, true)) &&
+            !(rc = pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, (uint64_t)r->st->tokens)) &&
+            !(rc = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, r->st->threshold)))
+            rc = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, r->st->model ? r->st->model : "");
     }
     return rc;
 }
@@ -270,8 +282,8 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
         return rc;
     }
     case T_PERM: { /* compose with a permutation the input already had */
-        char nm[64];
-        snprintf(nm, sizeof nm, "blk.%d.ffn_perm.weight", p->layer);
+        char nm[PI_NAME_MAX];
+        snprintf(nm, sizeof nm, PI_TN_FFN_PERM, p->layer);
         const pi_gguf_tensor *old = pi_gguf_find_tensor(m->gguf, nm);
         int32_t *out = (int32_t *)r->buf;
         for (int64_t k = 0; k < F; k++) {
@@ -334,13 +346,7 @@ static pi_status rewrite(const char *in_path, const pi_stats *st, bool bundle, u
     if (!rc) rc = pi_gguf_writer_begin_data(w);
     for (int64_t i = 0; i < r.np && !rc; i++) rc = write_tensor(&r, w, &r.plan[i]);
 done:
-    if (w) {
-        pi_error_saved saved;
-        pi_error_save(&saved);
-        pi_status cst = pi_gguf_writer_close(w);
-        if (!rc) rc = cst;
-        else pi_error_restore(&saved);
-    }
+    rc = pi_gguf_writer_finish(w, rc);
     free(r.down_t);
     free(r.buf);
     free(r.plan);

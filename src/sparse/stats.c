@@ -10,19 +10,12 @@
  */
 #include "stats.h"
 
+#include "gguf/names.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define KEY_ARCH "general.architecture"
-#define KEY_NAME "general.name"
-#define KEY_TOKENS "pinfer.stats.tokens"
-#define KEY_N_LAYER "pinfer.stats.n_layer"
-#define KEY_N_FF "pinfer.stats.n_ff"
-#define KEY_THRESHOLD "pinfer.stats.threshold"
-#define KEY_MODEL "pinfer.stats.model"
-#define TENSOR_FMT "blk.%lld.act_count"
 
 #define MAX_LAYERS 65536 /* far above any model; bounds what a file may ask us to allocate */
 
@@ -113,15 +106,15 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (!row) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     pi_gguf_writer *w = NULL;
     pi_status s = pi_gguf_writer_create(path, false, &w);
-    if (!s) s = pi_gguf_set_str(w, KEY_ARCH, PI_STATS_ARCH);
-    if (!s) s = pi_gguf_set_u64(w, KEY_TOKENS, (uint64_t)st->tokens);
-    if (!s) s = pi_gguf_set_u32(w, KEY_N_LAYER, (uint32_t)st->n_layer);
-    if (!s) s = pi_gguf_set_u32(w, KEY_N_FF, (uint32_t)st->n_ff);
-    if (!s) s = pi_gguf_set_f32(w, KEY_THRESHOLD, st->threshold);
-    if (!s) s = pi_gguf_set_str(w, KEY_MODEL, st->model);
-    char name[64];
+    if (!s) s = pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_STATS_ARCH);
+    if (!s) s = pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, (uint64_t)st->tokens);
+    if (!s) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_LAYER, (uint32_t)st->n_layer);
+    if (!s) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_FF, (uint32_t)st->n_ff);
+    if (!s) s = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, st->threshold);
+    if (!s) s = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, st->model);
+    char name[PI_NAME_MAX];
     for (int64_t l = 0; !s && l < st->n_layer; l++) {
-        snprintf(name, sizeof name, TENSOR_FMT, (long long)l);
+        snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
         s = pi_gguf_add_tensor(w, name, PI_TYPE_I32, 1, &st->n_ff);
     }
     if (!s) s = pi_gguf_writer_begin_data(w);
@@ -131,76 +124,64 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
         s = pi_gguf_write_data(w, row, (size_t)st->n_ff * sizeof *row);
     }
     free(row);
-    if (s) {
-        /* closing removes the partial file; keep the first error's message */
-        pi_error_saved e;
-        pi_error_save(&e);
-        pi_gguf_writer_close(w);
-        pi_error_restore(&e);
-        return s;
-    }
-    return pi_gguf_writer_close(w);
+    return pi_gguf_writer_finish(w, s);
 }
 
-/* An integer key in [lo, hi]. */
+/* An integer key in [lo, hi]; a missing one hints at the wrong kind of file. */
 static pi_status get_int(const pi_gguf *g, const char *path, const char *key, int64_t lo, int64_t hi, int64_t *out) {
-    pi_status s = pi_gguf_get_i64(g, key, out);
+    pi_status s = pi_gguf_get_i64_range(g, key, lo, hi, out);
     if (s == PI_ERR_NOT_FOUND) return pi_error(s, "%s: missing key '%s' (is this a pinfer stats file?)", path, key);
-    if (s) return pi_error_prefix(s, "%s", path);
-    if (*out < lo || *out > hi)
-        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is not in %lld..%lld", path, key, (long long)*out,
-                        (long long)lo, (long long)hi);
-    return PI_OK;
+    return s;
 }
 
 static pi_status from_gguf(const pi_gguf *g, const char *path, pi_stats **out) {
     pi_gguf_str arch, model;
-    pi_status s = pi_gguf_get_str(g, KEY_ARCH, &arch);
+    pi_status s = pi_gguf_get_str(g, PI_KEY_GENERAL_ARCHITECTURE, &arch);
     if (s == PI_ERR_NOT_FOUND)
-        return pi_error(PI_ERR_FORMAT, "%s: no '%s' key: not a pinfer stats file", path, KEY_ARCH);
+        return pi_error(PI_ERR_FORMAT, "%s: no '%s' key: not a pinfer stats file", path, PI_KEY_GENERAL_ARCHITECTURE);
     if (s) return pi_error_prefix(s, "%s", path);
     if (!pi_gguf_str_eq(arch, PI_STATS_ARCH))
-        return pi_error(PI_ERR_FORMAT, "%s: %s is '%.*s', not '%s' (is this a model file?)", path, KEY_ARCH,
-                        (int)(arch.len > 64 ? 64 : arch.len), arch.data, PI_STATS_ARCH);
+        return pi_error(PI_ERR_FORMAT, "%s: %s is '%.*s', not '%s' (is this a model file?)", path,
+                        PI_KEY_GENERAL_ARCHITECTURE, (int)(arch.len > 64 ? 64 : arch.len), arch.data, PI_STATS_ARCH);
     int64_t n_layer, n_ff, tokens;
     float thr;
-    if ((s = get_int(g, path, KEY_N_LAYER, 1, MAX_LAYERS, &n_layer)) ||
-        (s = get_int(g, path, KEY_N_FF, 1, INT32_MAX, &n_ff)) ||
-        (s = get_int(g, path, KEY_TOKENS, 0, PI_STATS_MAX_TOKENS, &tokens)))
+    if ((s = get_int(g, path, PI_KEY_STATS_N_LAYER, 1, MAX_LAYERS, &n_layer)) ||
+        (s = get_int(g, path, PI_KEY_STATS_N_FF, 1, INT32_MAX, &n_ff)) ||
+        (s = get_int(g, path, PI_KEY_STATS_TOKENS, 0, PI_STATS_MAX_TOKENS, &tokens)))
         return s;
-    s = pi_gguf_get_f32(g, KEY_THRESHOLD, &thr);
-    if (s == PI_ERR_NOT_FOUND) return pi_error(s, "%s: missing key '%s'", path, KEY_THRESHOLD);
+    s = pi_gguf_get_f32(g, PI_KEY_STATS_THRESHOLD, &thr);
+    if (s == PI_ERR_NOT_FOUND) return pi_error(s, "%s: missing key '%s'", path, PI_KEY_STATS_THRESHOLD);
     if (s) return pi_error_prefix(s, "%s", path);
     if (!(thr >= 0.0f) || isinf(thr))
-        return pi_error(PI_ERR_FORMAT, "%s: %s = %g is not a finite number >= 0", path, KEY_THRESHOLD, (double)thr);
-    s = pi_gguf_get_str(g, KEY_MODEL, &model);
-    if (s == PI_ERR_NOT_FOUND) return pi_error(s, "%s: missing key '%s'", path, KEY_MODEL);
+        return pi_error(PI_ERR_FORMAT, "%s: %s = %g is not a finite number >= 0", path, PI_KEY_STATS_THRESHOLD,
+                        (double)thr);
+    s = pi_gguf_get_str(g, PI_KEY_STATS_MODEL, &model);
+    if (s == PI_ERR_NOT_FOUND) return pi_error(s, "%s: missing key '%s'", path, PI_KEY_STATS_MODEL);
     if (s) return pi_error_prefix(s, "%s", path);
     if (memchr(model.data, '\0', model.len))
-        return pi_error(PI_ERR_FORMAT, "%s: %s contains a NUL byte", path, KEY_MODEL);
+        return pi_error(PI_ERR_FORMAT, "%s: %s contains a NUL byte", path, PI_KEY_STATS_MODEL);
 
     /* every layer's tensor before allocating anything: the file must justify n_layer * n_ff */
-    char name[64];
+    char name[PI_NAME_MAX];
     for (int64_t l = 0; l < n_layer; l++) {
-        snprintf(name, sizeof name, TENSOR_FMT, (long long)l);
+        snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
         const pi_gguf_tensor *t = pi_gguf_find_tensor(g, name);
-        if (!t) return pi_error(PI_ERR_NOT_FOUND, "%s: missing tensor '%s' (%s = %lld)", path, name, KEY_N_LAYER,
-                                (long long)n_layer);
+        if (!t)
+            return pi_error(PI_ERR_NOT_FOUND, "%s: missing tensor '%s' (%s = %lld)", path, name, PI_KEY_STATS_N_LAYER,
+                            (long long)n_layer);
         if (t->type != PI_TYPE_I32)
             return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has type %s, expected i32", path, name,
                             pi_type_get(t->type) ? pi_type_get(t->type)->name : "unknown");
         if (t->n_dims != 1 || t->ne[0] != n_ff)
             return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld], expected [%lld] (%s)", path,
-                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)n_ff, KEY_N_FF);
+                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)n_ff, PI_KEY_STATS_N_FF);
     }
     /* a layer beyond n_layer means the file disagrees with itself */
     for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
-        long long l;
-        int end = 0;
-        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 63 ? t->name.len : 63), t->name.data);
-        if (sscanf(name, "blk.%lld.act_count%n", &l, &end) == 1 && end > 0 && name[end] == '\0' && (l < 0 || l >= n_layer))
-            return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' is beyond %s = %lld", path, name, KEY_N_LAYER,
+        if (pi_tensor_layer(t->name, PI_TN_ACT_COUNT) >= n_layer)
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' is beyond %s = %lld", path,
+                            (int)(t->name.len < 63 ? t->name.len : 63), t->name.data, PI_KEY_STATS_N_LAYER,
                             (long long)n_layer);
     }
 
@@ -214,7 +195,7 @@ static pi_status from_gguf(const pi_gguf *g, const char *path, pi_stats **out) {
     if (s) return pi_error_prefix(s, "%s", path);
     st->tokens = tokens;
     for (int64_t l = 0; l < n_layer; l++) {
-        snprintf(name, sizeof name, TENSOR_FMT, (long long)l);
+        snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
         const uint8_t *p = pi_gguf_find_tensor(g, name)->data;
         int64_t *c = st->counts + l * n_ff;
         for (int64_t i = 0; i < n_ff; i++) {
@@ -223,7 +204,7 @@ static pi_status from_gguf(const pi_gguf *g, const char *path, pi_stats **out) {
             if (v < 0 || v > tokens) {
                 pi_stats_free(st);
                 return pi_error(PI_ERR_FORMAT, "%s: tensor '%s': neuron %lld has count %d, outside 0..%lld (%s)",
-                                path, name, (long long)i, v, (long long)tokens, KEY_TOKENS);
+                                path, name, (long long)i, v, (long long)tokens, PI_KEY_STATS_TOKENS);
             }
             c[i] = v;
         }

@@ -366,64 +366,15 @@ typedef struct {
     uint32_t off, n;    /* bytes of the word; n == 0 once merged away */
 } bpe_sym;
 
-typedef struct {
-    int32_t rank, left, right, result;
-    uint32_t size;
-} bpe_pair;
-
-typedef struct {
-    bpe_pair *v;
-    size_t n, cap;
-} bpe_heap;
-
-/* a goes before b: lower rank, then the leftmost pair. */
-static inline bool pair_before(const bpe_pair *a, const bpe_pair *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool heap_push(bpe_heap *h, bpe_pair p) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        bpe_pair *v = realloc(h->v, cap * sizeof *v);
-        if (!v) return false;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!pair_before(&p, &h->v[up])) break;
-        h->v[i] = h->v[up];
-        i = up;
-    }
-    h->v[i] = p;
-    return true;
-}
-
-static bpe_pair heap_pop(bpe_heap *h) {
-    bpe_pair top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c])) c++;
-        if (!pair_before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
-static bool try_pair(const pi_tokenizer *t, const bpe_sym *sym, int32_t l, int32_t r, bpe_heap *h) {
+static bool try_pair(const pi_tokenizer *t, const bpe_sym *sym, int32_t l, int32_t r, pi_tok_heap *h) {
     if (l < 0 || r < 0 || sym[l].id < 0 || sym[r].id < 0) return true;
     const pi_merge *m = find_merge(t, sym[l].id, sym[r].id);
     if (!m) return true;
-    return heap_push(h, (bpe_pair){m->rank, l, r, m->result, sym[l].n + sym[r].n});
+    return pi_tok_heap_push(h, (pi_tok_pair){(double)m->rank, l, r, m->result, sym[l].n + sym[r].n});
 }
 
 /* Merge one word (raw bytes w[0..n), n >= 1) and emit its tokens. */
-static bool bpe_word(const pi_tokenizer *t, const uint8_t *w, size_t n, bpe_sym *sym, bpe_heap *h,
+static bool bpe_word(const pi_tokenizer *t, const uint8_t *w, size_t n, bpe_sym *sym, pi_tok_heap *h,
                      pi_tok_sink *sink) {
     int32_t ns = (int32_t)n;
     for (int32_t i = 0; i < ns; i++)
@@ -432,11 +383,11 @@ static bool bpe_word(const pi_tokenizer *t, const uint8_t *w, size_t n, bpe_sym 
     for (int32_t i = 1; i < ns; i++)
         if (!try_pair(t, sym, i - 1, i, h)) return false;
     while (h->n) {
-        bpe_pair p = heap_pop(h);
+        pi_tok_pair p = pi_tok_heap_pop(h);
         bpe_sym *l = &sym[p.left], *r = &sym[p.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue; /* stale */
         l->n += r->n;
-        l->id = p.result;
+        l->id = p.id;
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0) sym[r->next].prev = p.left;
@@ -467,7 +418,7 @@ pi_status pi_bpe_tokenize(const pi_tokenizer *t, const char *text, size_t len, p
     uint32_t *p0 = malloc(len * sizeof *p0), *p1 = malloc(len * sizeof *p1);
     uint8_t *enc = NULL;
     bpe_sym *sym = NULL;
-    bpe_heap h = {0};
+    pi_tok_heap h = {0};
     if (!cp || !boff || !p0 || !p1) goto nomem;
     size_t n = 0, nb = 0;
     for (size_t i = 0; i < len;) {

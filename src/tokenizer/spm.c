@@ -24,68 +24,17 @@ typedef struct {
     int32_t id;         /* token spelled, when known (-1: look up at the end) */
 } spm_sym;
 
-typedef struct {
-    float score;
-    int32_t left, right;
-    uint32_t size;
-    int32_t id;
-} spm_pair;
-
-typedef struct {
-    spm_pair *v;
-    size_t n, cap;
-} spm_heap;
-
-/* a goes before b: higher score, then the leftmost pair. */
-static inline bool pair_before(const spm_pair *a, const spm_pair *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static bool heap_push(spm_heap *h, spm_pair p) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        spm_pair *v = realloc(h->v, cap * sizeof *v);
-        if (!v) return false;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!pair_before(&p, &h->v[up])) break;
-        h->v[i] = h->v[up];
-        i = up;
-    }
-    h->v[i] = p;
-    return true;
-}
-
-static spm_pair heap_pop(spm_heap *h) {
-    spm_pair top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c])) c++;
-        if (!pair_before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
 /* Queue the merge of symbols l and r when their concatenation is a token. */
-static bool try_pair(const pi_tokenizer *t, const char *s, const spm_sym *sym, int32_t l, int32_t r, spm_heap *h) {
+static bool try_pair(const pi_tokenizer *t, const char *s, const spm_sym *sym, int32_t l, int32_t r, pi_tok_heap *h) {
     if (l < 0 || r < 0) return true;
     uint32_t size = sym[l].n + sym[r].n;
     int32_t id = pi_tok_lookup(t, s + sym[l].off, size);
     if (id < 0) return true;
-    return heap_push(h, (spm_pair){t->score[id], l, r, size, id});
+    return pi_tok_heap_push(h, (pi_tok_pair){-(double)t->score[id], l, r, id, size});
 }
 
 /* Merge the symbols of s[0..n) (n >= 1) and emit their tokens. */
-static bool spm_chunk(const pi_tokenizer *t, const char *s, size_t n, spm_sym *sym, spm_heap *h, pi_tok_sink *sink) {
+static bool spm_chunk(const pi_tokenizer *t, const char *s, size_t n, spm_sym *sym, pi_tok_heap *h, pi_tok_sink *sink) {
     int32_t ns = 0;
     for (size_t off = 0; off < n;) {
         size_t cl = pi_utf8_len_lead((uint8_t)s[off]);
@@ -100,7 +49,7 @@ static bool spm_chunk(const pi_tokenizer *t, const char *s, size_t n, spm_sym *s
         if (!try_pair(t, s, sym, i - 1, i, h)) return false;
 
     while (h->n) {
-        spm_pair p = heap_pop(h);
+        pi_tok_pair p = pi_tok_heap_pop(h);
         spm_sym *l = &sym[p.left], *r = &sym[p.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue;
         l->n += r->n;
@@ -134,7 +83,7 @@ pi_status pi_spm_tokenize(const pi_tokenizer *t, const char *text, size_t len, b
     if (n == 0) return PI_OK;
     char *s = malloc(n);
     spm_sym *sym = malloc(n * sizeof *sym);
-    spm_heap h = {0};
+    pi_tok_heap h = {0};
     if (!s || !sym) goto nomem;
     size_t k = 0;
     if (prefix) memcpy(s, "\xE2\x96\x81", 3), k = 3;

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 typedef enum pi_bpe_pre {
     PI_PRE_NONE = 0,     /* SPM */
@@ -75,6 +76,7 @@ struct pi_tokenizer {
     int32_t n_eog;
 
     bool add_bos, add_eos, add_space_prefix, clean_spaces;
+    int chat;            /* the chat template family (chat.c), from tokenizer.chat_template */
 };
 
 static inline const char *pi_tok_str(const pi_tokenizer *t, int32_t id, size_t *len) {
@@ -92,6 +94,63 @@ typedef struct pi_tok_sink {
 static inline void pi_tok_emit(pi_tok_sink *s, int32_t id) {
     if (s->n < s->cap) s->out[s->n] = id;
     s->n++;
+}
+
+/* A candidate merge of two adjacent symbols, queued by both tokenizers: SPM
+   orders by token score (highest first), BPE by merge rank (lowest first),
+   each through `key` (-score or rank: both exact in a double), ties going
+   to the leftmost pair as in llama.cpp. */
+typedef struct pi_tok_pair {
+    double key;          /* lower merges first */
+    int32_t left, right; /* symbol indices */
+    int32_t id;          /* the token the merge makes */
+    uint32_t size;       /* bytes of left + right when queued: a pair is stale once it differs */
+} pi_tok_pair;
+
+/* Binary min-heap of pairs; grows on push, reused across calls (n = 0). */
+typedef struct pi_tok_heap {
+    pi_tok_pair *v;
+    size_t n, cap;
+} pi_tok_heap;
+
+static inline bool pi_tok_pair_before(const pi_tok_pair *a, const pi_tok_pair *b) {
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+
+/* false when out of memory (the heap is unchanged then). */
+static inline bool pi_tok_heap_push(pi_tok_heap *h, pi_tok_pair p) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 64;
+        pi_tok_pair *v = realloc(h->v, cap * sizeof *v);
+        if (!v) return false;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!pi_tok_pair_before(&p, &h->v[up])) break;
+        h->v[i] = h->v[up];
+        i = up;
+    }
+    h->v[i] = p;
+    return true;
+}
+
+/* The first pair; the heap must not be empty. */
+static inline pi_tok_pair pi_tok_heap_pop(pi_tok_heap *h) {
+    pi_tok_pair top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && pi_tok_pair_before(&h->v[c + 1], &h->v[c])) c++;
+        if (!pi_tok_pair_before(&h->v[c], &last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n) h->v[i] = last;
+    return top;
 }
 
 /* The id spelled exactly s[0..n), or -1. */
