@@ -1,6 +1,8 @@
 # pinfer — build, test, demo.
 #
-#   make            release build: build/release/pinfer and libpinfer.a
+#   make            release build: build/release/pinfer, libpinfer.a and libpinfer.so
+#   make install    install header, libraries, pinfer.pc and the binary under PREFIX (default
+#                   /usr/local; DESTDIR is honoured)
 #   make test       every test: release, ASan+UBSan, and the NEON build under qemu
 #   make asan       the ASan+UBSan build and its tests only
 #   make neon       the aarch64 cross build and its tests under qemu-aarch64
@@ -12,6 +14,9 @@
 # Missing Debian packages are installed by scripts/deps.sh when run as root.
 
 MODE  ?= release
+PREFIX ?= /usr/local
+VERSION := $(shell sed -n 's/^\#define PI_VERSION_STRING "\(.*\)"/\1/p' include/pinfer.h)
+VERSION_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 BUILD ?= build/$(MODE)
 CC    ?= cc
 AR    ?= ar
@@ -27,7 +32,9 @@ endif
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
            -Wformat=2 -Wvla -Werror=implicit-function-declaration -Werror=incompatible-pointer-types
-CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -pthread $(WARN) -fno-strict-aliasing
+# -fPIC and hidden visibility: the same objects make libpinfer.a and
+# libpinfer.so, which exports only what include/pinfer.h marks PI_API.
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -pthread $(WARN) -fno-strict-aliasing -fPIC -fvisibility=hidden
 LDLIBS  := -lm -pthread
 
 # liburing is optional: without it (e.g. the static aarch64 cross build) the I/O
@@ -66,6 +73,7 @@ ifneq ($(ARCH),aarch64)
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libpinfer.a
+SOLIB   := $(BUILD)/libpinfer.so
 
 # Per-ISA flags: only these files contain intrinsics; dispatch is at run time.
 ISA_avx2   := -mavx2 -mfma -mf16c
@@ -89,19 +97,43 @@ FUZZ_REPLAY_HW := $(BUILD)/tests/test_fuzz_hwfile
 FUZZ_REPLAY_PLAN := $(BUILD)/tests/test_fuzz_plan
 FUZZ_REPLAY_TOK := $(BUILD)/tests/test_fuzz_tokenizer
 
-.PHONY: all lib tests test asan neon demo fuzz fuzz-run fuzz-run-hwfile fuzz-run-plan fuzz-run-tokenizer bench clean deps
+.PHONY: all lib install tests test asan neon demo fuzz fuzz-run fuzz-run-hwfile fuzz-run-plan fuzz-run-tokenizer bench clean deps
 .DEFAULT_GOAL := all
 
+# The static cross build (neon) makes no shared library.
+ifeq ($(MODE),neon)
 all: $(PINFER) $(LIB)
+else
+all: $(PINFER) $(LIB) $(SOLIB)
+endif
 lib: $(LIB)
 
-$(BUILD)/%.o: %.c
+# Objects depend on the Makefile too: its flags are part of what they are.
+$(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ISA) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
+
+$(SOLIB): $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libpinfer.so.$(VERSION_MAJOR) -o $@ $^ $(LDLIBS)
+
+# The pkg-config file for PREFIX; Libs.private lists what static linking needs.
+define PC_TEXT
+prefix=$(PREFIX)
+includedir=$${prefix}/include
+libdir=$${prefix}/lib
+
+Name: pinfer
+Description: LLM inference beyond memory on a few CPU cores (PowerInfer-2 design)
+Version: $(VERSION)
+Cflags: -I$${includedir}
+Libs: -L$${libdir} -lpinfer
+Libs.private: $(LDLIBS)
+endef
+export PC_TEXT
 
 $(PINFER): $(TOOL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
@@ -147,6 +179,16 @@ demo:
 
 bench: all
 	$(PINFER) bench-kernels
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/pinfer.h $(DESTDIR)$(PREFIX)/include/pinfer.h
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libpinfer.a
+	install -m 755 $(SOLIB) $(DESTDIR)$(PREFIX)/lib/libpinfer.so.$(VERSION)
+	ln -sf libpinfer.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libpinfer.so.$(VERSION_MAJOR)
+	ln -sf libpinfer.so.$(VERSION_MAJOR) $(DESTDIR)$(PREFIX)/lib/libpinfer.so
+	printf '%s\n' "$$PC_TEXT" > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pinfer.pc
+	install -m 755 $(PINFER) $(DESTDIR)$(PREFIX)/bin/pinfer
 
 FUZZ_BUILD := build/fuzz
 fuzz:

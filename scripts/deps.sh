@@ -12,7 +12,8 @@ case $target in
 build | demo | asan) need=("cc gcc" "make make")
       optional=("/usr/include/liburing.h liburing-dev") ;;
 test) need=("cc gcc" "make make")
-      optional=("/usr/include/liburing.h liburing-dev" "aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user") ;;
+      optional=("/usr/include/liburing.h liburing-dev" "aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user"
+                "pkg-config pkgconf" "g++ g++") ;;
 neon) need=("aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user") ;;
 fuzz) need=("clang clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a libclang-rt-14-dev") ;;
 *) echo "deps.sh: unknown target '$target'" >&2; exit 2 ;;

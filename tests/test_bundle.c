@@ -25,6 +25,7 @@
 #include "sparse/reorder.h"
 #include "sparse/stats.h"
 #include "gguf/bundle.h"
+#include "gguf/names.h"
 #include "test_util.h"
 
 #include <stdarg.h>
@@ -139,7 +140,7 @@ static void check_file(const char *label, const char *src, const char *bpath, co
         const pi_layer *l = &m->layers[il];
         if (st) pi_stats_order(st, il, perm);
         else for (int64_t k = 0; k < F; k++) perm[k] = (int32_t)k;
-        const pi_gguf_tensor *t = tensor_fmt(g, PI_BUNDLE_TENSOR, (int)il);
+        const pi_gguf_tensor *t = tensor_fmt(g, PI_TN_FFN_BUNDLE, (int)il);
         CHECKF(t && t->type == PI_TYPE_I8 && t->ne[0] == (int64_t)b.stride && t->ne[1] == F, "%s: layer %lld", label,
                (long long)il);
         if (!t) continue;
@@ -162,10 +163,10 @@ static void check_file(const char *label, const char *src, const char *bpath, co
             CHECKF(bad == 0, "%s layer %lld: %d fc2 rows differ", label, (long long)il, bad);
         }
         const pi_gguf_tensor *pt = tensor_fmt(g, "blk.%d.ffn_perm.weight", (int)il);
-        const pi_gguf_tensor *ct = tensor_fmt(g, PI_BUNDLE_ACT_COUNT, (int)il);
+        const pi_gguf_tensor *ct = tensor_fmt(g, PI_TN_FFN_ACT_COUNT, (int)il);
         if (!st) { /* the source's, if any, compared above */
             CHECK(!pt == !tensor_fmt(m->gguf, "blk.%d.ffn_perm.weight", (int)il));
-            CHECK(!ct == !tensor_fmt(m->gguf, PI_BUNDLE_ACT_COUNT, (int)il));
+            CHECK(!ct == !tensor_fmt(m->gguf, PI_TN_FFN_ACT_COUNT, (int)il));
             continue;
         }
         CHECK(pt && pt->type == PI_TYPE_I32 && pt->ne[0] == F && ct && ct->type == PI_TYPE_I32 && ct->ne[0] == F);
@@ -188,7 +189,7 @@ static void check_file(const char *label, const char *src, const char *bpath, co
     }
     if (st) {
         int64_t tokens = 0;
-        CHECK(pi_gguf_get_i64(g, PI_BUNDLE_KEY_STATS_TOKENS, &tokens) == PI_OK && tokens == st->tokens);
+        CHECK(pi_gguf_get_i64(g, PI_KEY_STATS_TOKENS, &tokens) == PI_OK && tokens == st->tokens);
     }
     free(perm);
     free(zero);
@@ -463,21 +464,21 @@ static void test_refusals(void) {
         pi_status want;
         const char *needle;
     } cases[] = {
-        {good, {PI_BUNDLE_KEY_STRIDE, b.stride - 1, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_STRIDE},
-        {good, {PI_BUNDLE_KEY_STRIDE, b.stride * 2, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_STRIDE},
-        {packed, {PI_BUNDLE_KEY_STRIDE, b.gate_bytes + b.up_bytes + b.down_bytes - 2, NULL, false, 0}, PI_ERR_FORMAT,
-         PI_BUNDLE_KEY_STRIDE},
-        {good, {PI_BUNDLE_KEY_STRIDE, 0, NULL, true, 0}, PI_ERR_NOT_FOUND, PI_BUNDLE_KEY_STRIDE},
+        {good, {PI_KEY_BUNDLE_STRIDE, b.stride - 1, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
+        {good, {PI_KEY_BUNDLE_STRIDE, b.stride * 2, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
+        {packed, {PI_KEY_BUNDLE_STRIDE, b.gate_bytes + b.up_bytes + b.down_bytes - 2, NULL, false, 0}, PI_ERR_FORMAT,
+         PI_KEY_BUNDLE_STRIDE},
+        {good, {PI_KEY_BUNDLE_STRIDE, 0, NULL, true, 0}, PI_ERR_NOT_FOUND, PI_KEY_BUNDLE_STRIDE},
         {good, {NULL, 0, NULL, false, b.n_ff - 1}, PI_ERR_FORMAT, "blk.0.ffn_bundle"},
-        {good, {NULL, 0, NULL, false, b.n_ff - 1}, PI_ERR_FORMAT, PI_BUNDLE_KEY_N_FF},
-        {good, {PI_BUNDLE_KEY_N_FF, (uint64_t)b.n_ff * 2, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_N_FF},
-        {good, {PI_BUNDLE_KEY_N_EMBD, 64, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_N_EMBD},
-        {good, {PI_BUNDLE_KEY_DOWN_OFFSET, b.up_off, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_DOWN_OFFSET},
-        {good, {PI_BUNDLE_KEY_DOWN_OFFSET, b.stride - 1, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_DOWN_OFFSET},
-        {good, {PI_BUNDLE_KEY_GATE_TYPE, PI_TYPE_I8, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_GATE_TYPE},
-        {good, {PI_BUNDLE_KEY_UP_TYPE, 999, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_UP_TYPE},
-        {good, {PI_BUNDLE_KEY_ALIGN, 3, NULL, false, 0}, PI_ERR_FORMAT, PI_BUNDLE_KEY_ALIGN},
-        {good, {PI_BUNDLE_KEY_VERSION, 2, NULL, false, 0}, PI_ERR_UNSUPPORTED, PI_BUNDLE_KEY_VERSION},
+        {good, {NULL, 0, NULL, false, b.n_ff - 1}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
+        {good, {PI_KEY_BUNDLE_N_FF, (uint64_t)b.n_ff * 2, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
+        {good, {PI_KEY_BUNDLE_N_EMBD, 64, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_EMBD},
+        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.up_off, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
+        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.stride - 1, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
+        {good, {PI_KEY_BUNDLE_GATE_TYPE, PI_TYPE_I8, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_GATE_TYPE},
+        {good, {PI_KEY_BUNDLE_UP_TYPE, 999, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_UP_TYPE},
+        {good, {PI_KEY_BUNDLE_ALIGN, 3, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_ALIGN},
+        {good, {PI_KEY_BUNDLE_VERSION, 2, NULL, false, 0}, PI_ERR_UNSUPPORTED, PI_KEY_BUNDLE_VERSION},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_refused(cases[i].file, bad, &cases[i].c, cases[i].want, cases[i].needle);

@@ -32,7 +32,7 @@
 #define SENTINEL 0xEE
 
 static const char *backend_str(pi_io_backend b) {
-    switch (b) {
+    switch ((int)b) {
     case PI_IO_URING: return "uring";
     case PI_IO_PREAD: return "pread";
     case PI_IO_TEST: return "test";

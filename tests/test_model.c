@@ -530,9 +530,39 @@ static void test_bad_models(void) {
     pi_state_free(NULL);
 }
 
+/* Discarding positions [2, 5) of ten: the keys that move down are rotated
+   to their new positions. Layer 0's keys depend only on the token and its
+   position, so they equal (to rounding) those of a state that never saw
+   the discarded tokens; the values move unchanged. */
+static void test_discard(const char *path) {
+    pi_lm *m;
+    CHECK(pi_lm_load(path, PI_MAP_LOAD, &m) == PI_OK);
+    if (!m) return;
+    pi_state *a, *b;
+    CHECK(pi_state_create(m, 32, 2, &a) == PI_OK && pi_state_create(m, 32, 2, &b) == PI_OK);
+    const int32_t toks[10] = {1, 403, 407, 261, 378, 11, 29, 72, 85, 104};
+    const int32_t kept[7] = {1, 403, 11, 29, 72, 85, 104};
+    for (int i = 0; i < 10; i++) CHECK(pi_state_decode(a, &toks[i], 1) == PI_OK);
+    for (int i = 0; i < 7; i++) CHECK(pi_state_decode(b, &kept[i], 1) == PI_OK);
+    CHECK(pi_state_discard(a, 2, 3) == PI_OK && a->n_past == 7);
+    const int64_t KV = m->hp.n_head_kv * m->hp.head_dim;
+    double err = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < 7 * KV; i++) {
+        err = fmax(err, fabs((double)a->k_cache[i] - b->k_cache[i]));
+        scale = fmax(scale, fabs((double)b->k_cache[i]));
+    }
+    CHECKF(err <= 1e-5 * scale, "re-rotated keys differ from fresh ones by %.3g (scale %.3g)", err, scale);
+    CHECK(!memcmp(a->v_cache, b->v_cache, (size_t)(7 * KV) * sizeof(float)));
+    CHECK(pi_state_discard(a, 5, 3) == PI_ERR_INVALID && pi_state_truncate(a, 8) == PI_ERR_INVALID);
+    pi_state_free(a);
+    pi_state_free(b);
+    pi_lm_free(m);
+}
+
 int main(void) {
     char p[512];
     if (t_fixture(p, sizeof p, "stories260K.gguf")) test_stories_gguf(p, "stories260K.gguf");
+    if (t_fixture(p, sizeof p, "stories260K.gguf")) test_discard(p);
     test_golden("relu-stories");
     test_golden("drelu-stories");
     test_golden("moe-relu-stories");

@@ -15,8 +15,13 @@
  *  - injected faults (EIO, short reads) in a prompt batch and in decoding
  *    stop with PI_ERR_IO and a message naming the offset, and the session
  *    can be freed; a truncated bundle file is refused at load;
- *  - a file without bundles, or with packed bundles, is refused.
+ *  - a file without bundles, or with packed bundles, is refused;
+ *  - through the public API (pinfer.h): a model opened under a budget
+ *    decodes bit-identically to the same file opened in memory, reports its
+ *    memory and reads, serves one session at a time, and refuses a budget
+ *    below pi_budget_query's minimum and a context beyond the budget's.
  */
+#include "pinfer.h"
 #include "model/genmodel.h"
 #include "model/model.h"
 #include "sparse/ffn_offload.h"
@@ -81,6 +86,70 @@ typedef struct {
     pi_io_backend io;
     int64_t cluster;   /* the session's dense hot prefix (--hot) */
 } split;
+
+/* run() through the public API. */
+static pi_status run_api(pi_session *s, int64_t V, const int32_t *toks, float *out) {
+    pi_status st = pi_session_kv_clear(s);
+    if (!st) st = pi_session_eval(s, toks, N_PROMPT);
+    if (st) return st;
+    memcpy(out, pi_session_logits(s), (size_t)V * sizeof *out);
+    for (int t = 0; t < N_DECODE; t++) {
+        if ((st = pi_session_decode(s, toks[N_PROMPT + t]))) return st;
+        memcpy(out + (size_t)(t + 1) * (size_t)V, pi_session_logits(s), (size_t)V * sizeof *out);
+    }
+    return PI_OK;
+}
+
+static void check_api(const char *bundle, const char *what) {
+    pi_budget_info need;
+    CHECKF(pi_budget_query(bundle, 64, &need) == PI_OK, "%s", pi_last_error());
+    CHECK(need.minimum == need.fixed + need.kv + need.scratch + need.io + need.min_cache && need.ffn_bytes > 0);
+    pi_model_params mp = pi_model_default_params();
+    mp.n_threads = 2;
+    mp.n_ctx = 64;
+    pi_model *mem = NULL, *fl = NULL;
+    CHECK(pi_model_open(bundle, &mp, &mem) == PI_OK);
+    mp.no_plan = true;
+    mp.mem_budget = need.minimum - 1;
+    CHECK(pi_model_open(bundle, &mp, &fl) == PI_ERR_NOMEM && strstr(pi_last_error(), "minimum") && !fl);
+    mp.mem_budget = need.minimum + (4u << 20);
+    CHECKF(pi_model_open(bundle, &mp, &fl) == PI_OK, "%s", pi_last_error());
+    if (!mem || !fl) return;
+    pi_model_info mi, fi;
+    CHECK(pi_model_get_info(mem, &mi) == PI_OK && pi_model_get_info(fl, &fi) == PI_OK);
+    CHECK(mi.ffn == PI_FFN_SPARSE && fi.ffn == PI_FFN_SPARSE && !mi.offloaded && fi.offloaded && fi.bundled);
+    const int64_t V = mi.n_vocab;
+    const size_t rows = (size_t)(N_DECODE + 1) * (size_t)V;
+    float *ref = malloc(rows * sizeof *ref), *got = malloc(rows * sizeof *got);
+    int32_t toks[N_PROMPT + N_DECODE];
+    for (int i = 0; i < N_PROMPT + N_DECODE; i++) toks[i] = (int32_t)((i * 37 + 11) % V);
+    pi_session *a = NULL, *b = NULL, *b2 = NULL;
+    pi_session_params big = pi_session_default_params();
+    big.n_ctx = 65;
+    CHECK(pi_session_create(fl, &big, &b) == PI_ERR_INVALID && strstr(pi_last_error(), "64 positions"));
+    CHECK(pi_session_create(mem, NULL, &a) == PI_OK && pi_session_create(fl, NULL, &b) == PI_OK);
+    CHECK(pi_session_create(fl, NULL, &b2) == PI_ERR_INVALID && strstr(pi_last_error(), "one session"));
+    if (a && b && ref && got) {
+        CHECK(run_api(a, V, toks, ref) == PI_OK && run_api(b, V, toks, got) == PI_OK);
+        int64_t d = count_diff(got, ref, rows);
+        CHECKF(d == 0, "%s: through the API, %lld of %zu logits differ from the in-memory model", what, (long long)d,
+               rows);
+        pi_memory_report r;
+        pi_token_stats st;
+        CHECK(pi_model_memory(fl, &r) == PI_OK && r.limit == mp.mem_budget && r.used <= r.limit &&
+              r.used == r.fixed + r.kv + r.scratch + r.io + r.hot + r.cache && r.io_backend[0] && r.cache_slots > 0);
+        CHECK(pi_session_stats(b, &st) == PI_OK && st.decode_tokens == N_DECODE &&
+              st.neurons_resident + st.neurons_cached + st.neurons_read > 0 && st.prompt_bytes_read > 0);
+    }
+    pi_session_free(b);
+    CHECK(pi_session_create(fl, NULL, &b2) == PI_OK); /* the flash state is free again */
+    pi_session_free(b2);
+    pi_session_free(a);
+    pi_model_close(fl);
+    pi_model_close(mem);
+    free(ref);
+    free(got);
+}
 
 static void check_file(const char *bundle, const char *what) {
     pi_lm *m;
@@ -232,6 +301,7 @@ int main(void) {
         gen(plain, cases[c].type, cases[c].act);
         CHECK(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK);
         check_file(bundle, cases[c].what);
+        check_api(bundle, cases[c].what);
         if (c == 0) {
             CHECK(pi_bundle_write(plain, NULL, 0, packed) == PI_OK);
             check_refusals(plain, bundle, packed);

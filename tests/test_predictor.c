@@ -35,6 +35,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "sparse/predictor.h"
+#include "gguf/names.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -374,10 +375,10 @@ static void check_save(const pi_predictor *P, const pi_lm *m, const pi_pred_data
     }
     CHECK(c->sparse_threshold == tmin);
     const pi_gguf_kv *kv;
-    CHECK(pi_gguf_get_arr(gb, PI_PRED_KEY_THRESHOLDS, PI_GGUF_FLOAT32, &kv) == PI_OK && kv->arr_n == 6);
-    CHECK(pi_gguf_get_arr(gb, PI_PRED_KEY_RANK, PI_GGUF_UINT32, &kv) == PI_OK && kv->arr_n == 6);
+    CHECK(pi_gguf_get_arr(gb, PI_KEY_PREDICTOR_THRESHOLDS, PI_GGUF_FLOAT32, &kv) == PI_OK && kv->arr_n == 6);
+    CHECK(pi_gguf_get_arr(gb, PI_KEY_PREDICTOR_RANK, PI_GGUF_UINT32, &kv) == PI_OK && kv->arr_n == 6);
     float recall;
-    CHECK(pi_gguf_get_f32(gb, PI_PRED_KEY_RECALL, &recall) == PI_OK && recall == P->recall_target);
+    CHECK(pi_gguf_get_f32(gb, PI_KEY_PREDICTOR_RECALL_TARGET, &recall) == PI_OK && recall == P->recall_target);
     /* the original, byte for byte, plus the new keys and tensors */
     int kv_same = 0, t_same = 0;
     for (int64_t i = 0; i < pi_gguf_n_kv(ga); i++) {
@@ -434,7 +435,7 @@ static void check_save(const pi_predictor *P, const pi_lm *m, const pi_pred_data
     if (c2) {
         CHECK(pi_gguf_n_tensors(c2->gguf) == pi_gguf_n_tensors(ga) + 12 && pi_gguf_n_kv(c2->gguf) == pi_gguf_n_kv(ga) + 6);
         CHECK(c2->layers[5].fc1.ne[1] == 8 && c2->layers[5].fc2.ne[0] == 8);
-        CHECK(pi_gguf_get_f32(c2->gguf, PI_PRED_KEY_RECALL, &recall) == PI_OK && recall == 0.9f);
+        CHECK(pi_gguf_get_f32(c2->gguf, PI_KEY_PREDICTOR_RECALL_TARGET, &recall) == PI_OK && recall == 0.9f);
         int same = 0;
         for (int64_t i = 0; i < pi_gguf_n_tensors(ga); i++) {
             const pi_gguf_tensor *a = pi_gguf_tensor_at(ga, i);

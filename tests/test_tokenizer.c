@@ -413,6 +413,7 @@ typedef struct {
     int n_merges;         /* -1: omit */
     int64_t bos;          /* OMIT: no key */
     bool add_bos_u32;     /* add_bos_token of the wrong type */
+    const char *chat_template; /* NULL: no key */
 } vocab_spec;
 
 static const char *const k_spm_tokens[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a",
@@ -423,11 +424,11 @@ static const char *const k_bpe_tokens[] = {"a",         "b",  "c",
 static const char *const k_bpe_merges[] = {"b c", "a b", "ab c", "\xC4\xA0 a"};
 
 static vocab_spec spm_spec(void) {
-    return (vocab_spec){"llama", NULL, k_spm_tokens, 9, false, 9, 9, false, NULL, -1, OMIT, false};
+    return (vocab_spec){"llama", NULL, k_spm_tokens, 9, false, 9, 9, false, NULL, -1, OMIT, false, NULL};
 }
 
 static vocab_spec bpe_spec(void) {
-    return (vocab_spec){"gpt2", "gpt-2", k_bpe_tokens, 9, false, -1, 9, false, k_bpe_merges, 4, 8, false};
+    return (vocab_spec){"gpt2", "gpt-2", k_bpe_tokens, 9, false, -1, 9, false, k_bpe_merges, 4, 8, false, NULL};
 }
 
 static bool write_vocab(const char *path, const vocab_spec *s) {
@@ -467,6 +468,7 @@ static bool write_vocab(const char *path, const vocab_spec *s) {
         ok &= pi_gguf_set_arr_str(w, "tokenizer.ggml.merges", s->merges, NULL, (uint64_t)s->n_merges) == PI_OK;
     if (s->bos != OMIT) ok &= pi_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)s->bos) == PI_OK;
     if (s->add_bos_u32) ok &= pi_gguf_set_u32(w, "tokenizer.ggml.add_bos_token", 1) == PI_OK;
+    if (s->chat_template) ok &= pi_gguf_set_str(w, "tokenizer.chat_template", s->chat_template) == PI_OK;
     ok &= pi_gguf_writer_begin_data(w) == PI_OK;
     ok &= pi_gguf_writer_close(w) == PI_OK;
     return ok;
@@ -739,8 +741,128 @@ static void test_calib_speed(const pi_tokenizer *t) {
     free(text);
 }
 
+/* ---- chat templates ---- */
+
+/* The text of a conversation, or NULL (with a failed check). */
+static char *chat_text(const pi_tokenizer *t, const pi_chat_message *m, size_t n, bool add_assistant) {
+    size_t len = 0;
+    pi_status st = pi_chat_apply(t, m, n, add_assistant, NULL, 0, &len);
+    CHECK(st == (len ? PI_ERR_INVALID : PI_OK));
+    char *buf = malloc(len + 1);
+    if (!buf) return NULL;
+    size_t len2 = 0;
+    CHECKF(pi_chat_apply(t, m, n, add_assistant, buf, len + 1, &len2) == PI_OK && len2 == len, "%s", pi_last_error());
+    return buf;
+}
+
+static void test_chat(void) {
+    static const struct {
+        const char *tmpl, *family, *want;
+    } cases[] = {
+        {"{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>'}}{% endfor %}",
+         "chatml",
+         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+         "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n"},
+        {"{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}", "llama3",
+         "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU1"
+         "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nA1<|eot_id|><|start_header_id|>user"
+         "<|end_header_id|>\n\nU2<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+        {"{{ bos_token + '[INST] ' + content + ' [/INST]' }}", "llama2",
+         "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+        {"{{ '<|user|>\\n' + message['content'] + eos_token }}", "zephyr",
+         "<|system|>\nS</s>\n<|user|>\nU1</s>\n<|assistant|>\nA1</s>\n<|user|>\nU2</s>\n<|assistant|>\n"},
+        {"{{ '<start_of_turn>' + role + '\\n' }}", "gemma",
+         "<start_of_turn>user\nS\n\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n<start_of_turn>user\nU2"
+         "<end_of_turn>\n<start_of_turn>model\n"},
+        {"{{ something else entirely }}", "plain", "System: S\nUser: U1\nAssistant:A1\nUser: U2\nAssistant:"},
+        {NULL, "plain", "System: S\nUser: U1\nAssistant:A1\nUser: U2\nAssistant:"},
+    };
+    const pi_chat_message conv[] = {{"system", "S"}, {"user", "U1"}, {"assistant", "A1"}, {"user", "U2"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        vocab_spec vs = spm_spec();
+        vs.chat_template = cases[c].tmpl;
+        pi_tokenizer *t = try_spec(&vs, PI_OK, NULL, cases[c].family);
+        if (!t) continue;
+        CHECKF(!strcmp(pi_chat_template(t), cases[c].family), "%s recognised as %s", cases[c].family,
+               pi_chat_template(t));
+        char *all = chat_text(t, conv, 4, true);
+        CHECKF(all && !strcmp(all, cases[c].want), "%s: got '%s'", cases[c].family, all ? all : "(null)");
+        /* the text of the first k messages is a prefix of the whole (the chat evaluates only what is added) */
+        for (size_t k = 1; k <= 4 && all; k++) {
+            char *part = chat_text(t, conv, k, false);
+            CHECKF(part && !strncmp(all, part, strlen(part)), "%s: %zu messages are not a prefix", cases[c].family, k);
+            free(part);
+        }
+        /* a buffer one byte short is refused, the length still reported */
+        size_t len = 0;
+        char small[8];
+        CHECK(pi_chat_apply(t, conv, 4, true, small, sizeof small, &len) == PI_ERR_INVALID && all &&
+              len == strlen(all) && strstr(pi_last_error(), "bytes"));
+        const pi_chat_message bad[] = {{"robot", "x"}}, nul[] = {{"user", NULL}};
+        CHECK(pi_chat_apply(t, bad, 1, true, NULL, 0, &len) == PI_ERR_INVALID && strstr(pi_last_error(), "role"));
+        CHECK(pi_chat_apply(t, nul, 1, true, NULL, 0, &len) == PI_ERR_INVALID && strstr(pi_last_error(), "content"));
+        CHECK(pi_chat_apply(t, NULL, 2, true, NULL, 0, &len) == PI_ERR_INVALID);
+        free(all);
+        pi_tokenizer_free(t);
+    }
+    size_t len;
+    CHECK(pi_chat_apply(NULL, conv, 1, true, NULL, 0, &len) == PI_ERR_INVALID && strstr(pi_last_error(), "NULL"));
+    CHECK(!strcmp(pi_chat_template(NULL), ""));
+}
+
+/* ---- streaming detokenization ---- */
+
+/* Tokens whose pieces split characters (byte fallback) come out of the
+   stream in whole characters, and all of it equals the pieces joined. */
+static void test_text_stream(const pi_tokenizer *t, const char *name) {
+    static const char *const texts[] = {"Once upon a time", "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x98\x80!",
+                                        "\xE4\xB8\xAD\xE6\x96\x87 and \xD0\xA0\xD1\x83\xD1\x81"};
+    pi_text_stream *st;
+    CHECK(pi_text_stream_create(t, &st) == PI_OK);
+    if (!st) return;
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        size_t n;
+        const bool bos = pi_tokenizer_add_bos(t) && pi_tokenizer_bos(t) >= 0;
+        int32_t *ids = tok_all(t, texts[k], strlen(texts[k]), bos, false, &n);
+        if (!ids) continue;
+        char joined[512] = "", pieces[512] = "";
+        size_t jn = 0, pn = 0;
+        int split = 0;
+        pi_text_stream_reset(st, bos ? ids[0] : -1);
+        for (size_t i = bos ? 1 : 0; i < n; i++) {
+            const char *txt, *pc;
+            size_t len, plen;
+            CHECK(pi_text_stream_push(st, ids[i], &txt, &len) == PI_OK);
+            CHECKF(pi_utf8_check(txt, len, NULL), "%s: a stream piece is not whole UTF-8", name);
+            CHECK(pi_token_piece(t, ids[i], false, &pc, &plen) == PI_OK);
+            split += !pi_utf8_check(pc, plen, NULL);
+            if (jn + len < sizeof joined) memcpy(joined + jn, txt, len), jn += len;
+            if (pn + plen < sizeof pieces) memcpy(pieces + pn, pc, plen), pn += plen;
+        }
+        const char *txt;
+        size_t len;
+        pi_text_stream_flush(st, &txt, &len);
+        if (jn + len < sizeof joined) memcpy(joined + jn, txt, len), jn += len;
+        /* the pieces joined, less the dummy-prefix space after BOS */
+        const size_t skip = bos && pi_tokenizer_kind_of(t) == PI_TOKENIZER_SPM && pn && pieces[0] == ' ';
+        CHECKF(jn == pn - skip && !memcmp(joined, pieces + skip, jn), "%s: stream text differs from the pieces", name);
+        CHECKF(jn == strlen(texts[k]) && !memcmp(joined, texts[k], jn), "%s: stream text '%.*s' differs from '%s'",
+               name, (int)jn, joined, texts[k]);
+        if (k == 1) fprintf(stderr, "%s: text stream: %d of %zu pieces were split characters\n", name, split, n);
+        free(ids);
+    }
+    const char *txt;
+    size_t len;
+    CHECK(pi_text_stream_push(st, -1, &txt, &len) == PI_ERR_INVALID && len == 0);
+    CHECK(pi_text_stream_push(NULL, 1, &txt, &len) == PI_ERR_INVALID);
+    CHECK(pi_text_stream_create(NULL, NULL) == PI_ERR_INVALID);
+    pi_text_stream_free(st);
+    pi_text_stream_free(NULL);
+}
+
 int main(void) {
     test_malformed();
+    test_chat();
 
     pi_tokenizer *spm = load_fixture("vocab/ggml-vocab-llama-spm.gguf");
     pi_tokenizer *gpt2 = load_fixture("vocab/ggml-vocab-gpt-2.gguf");
@@ -765,6 +887,8 @@ int main(void) {
     if (nt) test_smoke(toks, names, nt, 20.0);
     for (int i = 0; i < nt; i++) test_threads(toks[i], names[i]);
     if (st) test_calib_speed(st);
+    if (spm) test_text_stream(spm, "llama-spm");
+    if (st) test_text_stream(st, "stories260K");
 
     pi_tokenizer_free(spm);
     pi_tokenizer_free(gpt2);

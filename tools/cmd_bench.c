@@ -12,10 +12,6 @@
 #include "cmds.h"
 #include "common.h"
 
-#include "base/timer.h"
-#include "sparse/ffn_offload.h"
-#include "plan/hwprobe.h"
-#include "api/engine.h"
 #include "plot.h"
 
 #include <math.h>
@@ -107,77 +103,65 @@ static bool run_peer(const char *peer, const char *model, long p, long n, long t
 static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *out) {
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
-        pi_state_reset(a->s);
-        double t0 = pi_time_s();
-        if (pi_state_decode(a->s, toks, n)) return false;
-        if (r >= 0) v[r] = (double)n / (pi_time_s() - t0);
+        pi_session_kv_clear(a->s);
+        double t0 = app_time_s();
+        if (pi_session_eval(a->s, toks, (size_t)n)) return false;
+        if (r >= 0) v[r] = (double)n / (app_time_s() - t0);
     }
-    *out = pi_median(v, (int)reps);
+    *out = app_median(v, (int)reps);
     return true;
 }
 
 /* Median tok/s of `reps` runs generating n tokens one at a time. */
 static bool measure_tg(app *a, long n, long reps, double *out) {
-    const int64_t V = a->m->hp.n_vocab;
+    const int64_t V = a->info.n_vocab;
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) {
-        pi_state_reset(a->s);
+        pi_session_kv_clear(a->s);
         int32_t tok = 1 % (int32_t)V;
-        double t0 = pi_time_s();
+        double t0 = app_time_s();
         for (long i = 0; i < n; i++) {
-            if (pi_state_decode(a->s, &tok, 1)) return false;
+            if (pi_session_decode(a->s, tok)) return false;
             tok = (int32_t)((tok * 31 + 7) % V);
         }
-        if (r >= 0) v[r] = (double)n / (pi_time_s() - t0);
+        if (r >= 0) v[r] = (double)n / (app_time_s() - t0);
     }
-    *out = pi_median(v, (int)reps);
+    *out = app_median(v, (int)reps);
     return true;
 }
 
-/* Weight bytes of the dense FFNs (gate, up, down) of all layers. */
-static double ffn_dense_bytes(const pi_lm *m) {
-    double b = 0.0;
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        const pi_layer *l = &m->layers[il];
-        const pi_weight *down = l->ffn_down.data ? &l->ffn_down : &l->ffn_down_t;
-        b += (double)(pi_weight_nbytes(&l->ffn_gate) + pi_weight_nbytes(&l->ffn_up) + pi_weight_nbytes(down));
-    }
-    return b;
-}
-
 /* The sparse FFN's counters since they were cleared: per layer, per token.
-   Recall is measured against the exact active set (pi_state_set_sparse_check). */
-static void print_sparse_stats(const app *a, double bw, double tg) {
-    const pi_lm *m = a->m;
-    const double F = (double)m->hp.n_ff;
+   Recall is measured against the exact active set (pi_session_set_recall_check). */
+static void print_sparse_stats(const app *a, bool check, double bw, double tg) {
+    const pi_model_info *in = &a->info;
+    const double F = (double)in->n_ff;
     double touched = 0.0, sum_pred = 0.0, sum_act = 0.0, sum_truth = 0.0, sum_missed = 0.0;
-    const pi_sparse_ffn *sf = pi_sparse_ffn_of(a->s);
-    bool check = sf->check;
-    printf("sparse FFN per token (%s), neurons of %lld per layer (fraction):\n", app_ffn_mode(a), (long long)m->hp.n_ff);
+    printf("sparse FFN per token (%s), neurons of %lld per layer (fraction):\n", app_ffn_mode(a), (long long)in->n_ff);
     printf("%-6s %16s %16s %16s %8s %11s\n", "layer", "predicted", "computed", "active", "recall", "MB touched");
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        const pi_sparse_stats *st = &sf->stats[il];
-        double t = st->tokens ? (double)st->tokens : 1.0;
+    for (int64_t il = 0; il < in->n_layer; il++) {
+        pi_layer_stats st;
+        if (pi_session_layer_stats(a->s, il, &st)) return;
+        double t = st.tokens ? (double)st.tokens : 1.0;
         char rec[16] = "-";
-        if (check && st->oracle_active)
-            snprintf(rec, sizeof rec, "%.4f", 1.0 - (double)st->missed / (double)st->oracle_active);
-        printf("%-6lld %8.0f (%.3f) %8.0f (%.3f) %8.0f (%.3f) %8s %11.2f\n", (long long)il, (double)st->predicted / t,
-               (double)st->predicted / t / F, (double)st->computed / t, (double)st->computed / t / F,
-               (double)st->active / t, (double)st->active / t / F, rec, (double)st->bytes / t * 1e-6);
-        touched += (double)st->bytes / t;
-        sum_pred += (double)st->predicted / t;
-        sum_act += (double)st->active / t;
-        sum_truth += (double)st->oracle_active;
-        sum_missed += (double)st->missed;
+        if (check && st.oracle_active)
+            snprintf(rec, sizeof rec, "%.4f", 1.0 - (double)st.missed / (double)st.oracle_active);
+        printf("%-6lld %8.0f (%.3f) %8.0f (%.3f) %8.0f (%.3f) %8s %11.2f\n", (long long)il, (double)st.computed / t,
+               (double)st.computed / t / F, (double)st.computed / t, (double)st.computed / t / F,
+               (double)st.active / t, (double)st.active / t / F, rec, (double)st.weight_bytes / t * 1e-6);
+        touched += (double)st.weight_bytes / t;
+        sum_pred += (double)st.computed / t;
+        sum_act += (double)st.active / t;
+        sum_truth += (double)st.oracle_active;
+        sum_missed += (double)st.missed;
     }
-    printf("all layers: %.3f of FFN neurons computed, %.3f active", sum_pred / (F * (double)m->hp.n_layer),
-           sum_act / (F * (double)m->hp.n_layer));
+    printf("all layers: %.3f of FFN neurons computed, %.3f active", sum_pred / (F * (double)in->n_layer),
+           sum_act / (F * (double)in->n_layer));
     if (check && sum_truth > 0) printf(", predictor recall %.4f vs the oracle", 1.0 - sum_missed / sum_truth);
     printf("\n");
-    double all = (double)pi_lm_bytes_per_token(m) - ffn_dense_bytes(m) + touched;
+    const double ffn = (double)in->ffn_bytes, all = (double)in->bytes_per_token - ffn + touched;
     double bound = bw * 1e9 / all;
     printf("weights touched per token: %.1f MB (FFN %.1f of %.1f MB dense) -> bound %.1f tok/s; tg reaches %.0f%%\n",
-           all * 1e-6, touched * 1e-6, ffn_dense_bytes(m) * 1e-6, bound, 100.0 * tg / bound);
+           all * 1e-6, touched * 1e-6, ffn * 1e-6, bound, 100.0 * tg / bound);
 }
 
 #define MAX_SWEEP 16
@@ -240,23 +224,22 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
         c = *end ? end + 1 : end;
     }
     const int64_t n_ctx = n_gen + 1;
-    pi_mprofile *mp;
-    if (pi_engine_profile(o->model, n_ctx, &mp)) {
+    pi_budget_info need;
+    if (pi_budget_query(o->model, n_ctx, &need)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }
-    const uint64_t base = mp->fixed + mp->session + mp->io + mp->min_cold;
-    const double ffn = (double)mp->bundle_mem * (double)(mp->n_layer * mp->n_ff);
-    pi_mprofile_free(mp);
+    const uint64_t base = need.minimum;
+    const double ffn = (double)need.ffn_bytes;
     printf("sweep: %s: minimum budget %.1f MiB, FFN %.1f MiB resident when all hot\n", o->model,
            (double)base / (1 << 20), ffn / (1 << 20));
     /* in memory, for reference: the sparse path and the dense one */
     double sparse = 0.0, dense = 0.0;
     for (int dense_run = 0; dense_run < 2; dense_run++) {
         app_opts oi = *o;
-        oi.mem_budget = 0;
-        oi.dense = dense_run;
-        oi.n_ctx = n_ctx;
+        oi.mp.mem_budget = 0;
+        if (dense_run) oi.mp.ffn = PI_FFN_DENSE;
+        oi.mp.n_ctx = n_ctx;
         app a;
         if (!app_load(cmd, &oi, &a)) return 1;
         bool ok = measure_tg(&a, n_gen, reps, dense_run ? &dense : &sparse);
@@ -269,19 +252,22 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
     printf("in memory: sparse %.2f tok/s, dense %.2f tok/s\n", sparse, dense);
     printf("%8s %11s %12s %12s %8s %12s\n", "FFN frac", "budget MiB", "predicted", "measured", "error", naive ? "naive" : "");
     for (int i = 0; i < n; i++) {
-        pi_plan plan;
-        pi_plan_limits lim = {base + (uint64_t)(pt[i].frac * ffn), (int)o->threads, 0.0};
-        pt[i].budget_mib = (double)lim.mem_budget / (1 << 20);
-        if (app_plan(cmd, o->model, NULL, n_ctx, &lim, false, &plan) == 2) return 1;
-        pt[i].predicted = plan.cost.tok_s;
+        const uint64_t budget = base + (uint64_t)(pt[i].frac * ffn);
+        pt[i].budget_mib = (double)budget / (1 << 20);
         for (int k = 0; k < (naive ? 2 : 1); k++) {
             app_opts oi = *o;
-            oi.n_ctx = n_ctx;
-            oi.mem_budget = lim.mem_budget;
-            oi.plan_in = k ? NULL : &plan;
-            oi.no_plan = k;
+            oi.mp.n_ctx = n_ctx;
+            oi.mp.mem_budget = budget;
+            oi.mp.plan_path = NULL;
+            oi.mp.no_plan = k;
             app a;
             if (!app_load(cmd, &oi, &a)) return 1;
+            if (!k && !a.info.planned) {
+                fprintf(stderr, "pinfer: %s: no plan for %.1f MiB\n", cmd, pt[i].budget_mib);
+                app_free(&a);
+                return 1;
+            }
+            if (!k) pt[i].predicted = a.info.plan_tok_s;
             bool ok = measure_tg(&a, n_gen, reps, k ? &pt[i].naive : &pt[i].measured);
             app_free(&a);
             if (!ok) {
@@ -305,46 +291,42 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
     return 0;
 }
 
+typedef struct {
+    const char *peer, *sweep, *sweep_out;
+    bool naive;
+    long n_prompt, n_gen, reps, rounds;
+} bench_args;
+
+/* bench's own options; -p and -n are token counts here, as in llama-bench */
+static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *i) {
+    bench_args *b = ctx;
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "--naive")) return b->naive = true, 1;
+    static const char *const with_value[] = {"--sweep", "--sweep-out", "-p", "-n", "-r", "--peer", "--rounds"};
+    bool mine = false;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) mine |= !strcmp(a, with_value[k]);
+    if (!mine) return 0;
+    if (!(v = arg_value(cmd, argc, argv, i))) return -1;
+    if (!strcmp(a, "--sweep")) b->sweep = v;
+    else if (!strcmp(a, "--sweep-out")) b->sweep_out = v;
+    else if (!strcmp(a, "--peer")) b->peer = v;
+    else if (!strcmp(a, "--rounds")) return arg_int(cmd, a, v, 1, MAX_REPS, &b->rounds) ? 1 : -1;
+    else if (!strcmp(a, "-p")) return arg_int(cmd, a, v, 0, 1 << 20, &b->n_prompt) ? 1 : -1;
+    else if (!strcmp(a, "-n")) return arg_int(cmd, a, v, 0, 1 << 20, &b->n_gen) ? 1 : -1;
+    else return arg_int(cmd, a, v, 1, MAX_REPS, &b->reps) ? 1 : -1;
+    return 1;
+}
+
 int cmd_bench(int argc, char **argv) {
-    const char *cmd = "bench", *peer = NULL, *sweep = NULL, *sweep_out = NULL;
-    bool naive = false;
-    long n_prompt = 512, n_gen = 128, reps = 5, rounds = 1;
+    const char *cmd = "bench";
     app_opts o;
     app_opts_init(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--naive")) {
-            naive = true;
-            continue;
-        }
-        if (!strcmp(a, "--sweep") || !strcmp(a, "--sweep-out")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            if (!strcmp(a, "--sweep")) sweep = v;
-            else sweep_out = v;
-            continue;
-        }
-        if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "-r") || !strcmp(a, "--peer") ||
-            !strcmp(a, "--rounds")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            if (!strcmp(a, "--rounds") && !arg_int(cmd, a, v, 1, MAX_REPS, &rounds)) return 2;
-            if (!strcmp(a, "-p") && !arg_int(cmd, a, v, 0, 1 << 20, &n_prompt)) return 2;
-            if (!strcmp(a, "-n") && !arg_int(cmd, a, v, 0, 1 << 20, &n_gen)) return 2;
-            if (!strcmp(a, "-r") && !arg_int(cmd, a, v, 1, MAX_REPS, &reps)) return 2;
-            if (!strcmp(a, "--peer")) peer = v;
-            continue;
-        }
-        int r = app_parse_common(cmd, &o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r == 0) {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    bench_args ba = {NULL, NULL, NULL, false, 512, 128, 5, 1};
+    int pr = app_parse_args(cmd, argc, argv, &o, NULL, bench_option, &ba, usage);
+    if (pr <= 0) return pr ? 2 : 0;
+    const char *peer = ba.peer, *sweep = ba.sweep, *sweep_out = ba.sweep_out;
+    const bool naive = ba.naive;
+    const long n_prompt = ba.n_prompt, n_gen = ba.n_gen, reps = ba.reps, rounds = ba.rounds;
     if (sweep) {
         if (!o.model || n_gen <= 0) {
             fprintf(stderr, "pinfer: %s: --sweep needs -m FILE (a bundle file) and -n N > 0\n", cmd);
@@ -352,7 +334,7 @@ int cmd_bench(int argc, char **argv) {
         }
         return bench_sweep(cmd, &o, sweep, n_gen, reps, naive, sweep_out);
     }
-    o.n_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
+    o.mp.n_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
     app a;
     int32_t *toks = NULL;
     int rc = 1;
@@ -360,23 +342,21 @@ int cmd_bench(int argc, char **argv) {
        --mem-budget the probe's buffer stays within the budget */
     double bw;
     size_t probe = (size_t)1 << 30;
-    if (o.mem_budget && o.mem_budget / 2 < probe) probe = (size_t)(o.mem_budget / 2);
-    pi_pool *probe_pool;
-    if (pi_pool_create((int)o.threads, &probe_pool) || pi_probe_read_bw(probe_pool, probe, 3, &bw)) {
+    if (o.mp.mem_budget && o.mp.mem_budget / 2 < probe) probe = (size_t)(o.mp.mem_budget / 2);
+    if (pi_probe_memory_bandwidth(o.mp.n_threads, probe, &bw)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }
-    pi_pool_free(probe_pool);
     if (!app_load(cmd, &o, &a)) goto out;
-    const int64_t V = a.m->hp.n_vocab;
-    const int T = pi_pool_size(a.s->pool);
+    const int64_t V = a.info.n_vocab;
+    const int T = pi_session_n_threads(a.s);
     toks = malloc((size_t)(n_prompt + 1) * sizeof *toks);
     if (!toks) goto out;
     for (long i = 0; i < n_prompt; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
 
-    double bytes = (double)pi_lm_bytes_per_token(a.m);
+    double bytes = (double)a.info.bytes_per_token;
     double bound = bw * 1e9 / bytes;
-    printf("model: %s (%.2f GB of weights; %.1f MB read per decode token)\n", o.model, (double)a.m->weight_bytes * 1e-9,
+    printf("model: %s (%.2f GB of weights; %.1f MB read per decode token)\n", o.model, (double)a.info.weight_bytes * 1e-9,
            bytes * 1e-6);
     printf("memory read bandwidth, %d thread%s: %.1f GB/s -> decode bound %.1f tok/s\n", T, T > 1 ? "s" : "", bw, bound);
     printf("%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
@@ -385,7 +365,7 @@ int cmd_bench(int argc, char **argv) {
     for (long k = 0; k < rounds; k++) {
         pp[k] = tg[k] = ppp[k] = ptg[k] = 0.0;
         if ((n_prompt > 0 && !measure_pp(&a, toks, n_prompt, reps, &pp[k])) ||
-            (n_gen > 0 && !(app_reset_offload_stats(&a), measure_tg(&a, n_gen, reps, &tg[k])))) {
+            (n_gen > 0 && !(pi_session_reset_stats(a.s), measure_tg(&a, n_gen, reps, &tg[k])))) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -397,31 +377,30 @@ int cmd_bench(int argc, char **argv) {
         if (rounds > 1 && peer) fprintf(stderr, " | peer pp %.2f tg %.2f\n", ppp[k], ptg[k]);
     }
     const char *med = rounds > 1 ? " (median of rounds)" : "";
-    if (n_prompt > 0) printf("pp%-6ld %7d %12.2f %12s%s\n", n_prompt, T, pi_median(pp, (int)rounds), "", med);
+    if (n_prompt > 0) printf("pp%-6ld %7d %12.2f %12s%s\n", n_prompt, T, app_median(pp, (int)rounds), "", med);
     if (n_gen > 0) {
-        double m = pi_median(tg, (int)rounds);
+        double m = app_median(tg, (int)rounds);
         printf("tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, m, 100.0 * m / bound, med);
     }
     if (n_gen > 0) app_print_offload(&a, stdout); /* the last round's decoding, with --mem-budget */
-    if (n_gen > 0 && a.mode != PI_FFN_DENSE && !a.off) {
+    if (n_gen > 0 && pi_session_ffn(a.s) != PI_FFN_DENSE && !a.info.offloaded) {
         /* a separate, untimed pass: the recall check computes every gate */
-        pi_sparse_ffn *sf = pi_sparse_ffn_of(a.s);
-        memset(sf->stats, 0, (size_t)a.m->hp.n_layer * sizeof *sf->stats);
-        sf->check = a.mode == PI_FFN_SPARSE;
+        pi_session_reset_stats(a.s);
+        const bool check = pi_session_set_recall_check(a.s, true) == PI_OK;
         double once;
         if (!measure_tg(&a, n_gen, 1, &once)) goto out;
-        print_sparse_stats(&a, bw, pi_median(tg, (int)rounds));
-        sf->check = false;
+        print_sparse_stats(&a, check, bw, app_median(tg, (int)rounds));
+        if (check) pi_session_set_recall_check(a.s, false);
     }
     if (peer) {
         printf("peer (%s):\n", peer);
         if (n_prompt > 0)
-            printf("pp%-6ld %7d %12.2f   pinfer/peer = %.2f\n", n_prompt, T, pi_median(ppp, (int)rounds),
-                   pi_median(rpp, (int)rounds));
+            printf("pp%-6ld %7d %12.2f   pinfer/peer = %.2f\n", n_prompt, T, app_median(ppp, (int)rounds),
+                   app_median(rpp, (int)rounds));
         if (n_gen > 0) {
-            double m = pi_median(ptg, (int)rounds);
+            double m = app_median(ptg, (int)rounds);
             printf("tg%-6ld %7d %12.2f %11.0f%%   pinfer/peer = %.2f\n", n_gen, T, m, 100.0 * m / bound,
-                   pi_median(rtg, (int)rounds));
+                   app_median(rtg, (int)rounds));
         }
     }
     rc = 0;

@@ -17,8 +17,6 @@
 #include "cmds.h"
 #include "common.h"
 
-#include "base/timer.h"
-#include "sparse/ffn_sparse.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,14 +40,13 @@ static int64_t argmax(const float *v, int64_t n) {
 
 /* The logits of every token of one window: batched on the dense path, one
    token at a time otherwise (the sparse FFN is a decode-path kernel). */
-static pi_status eval_window(pi_state *s, bool dense, const int32_t *tok, int64_t n, float *logits) {
-    pi_state_reset(s);
-    if (dense) return pi_state_decode_all(s, tok, n, logits);
-    const int64_t V = s->m->hp.n_vocab;
+static pi_status eval_window(pi_session *s, int64_t V, const int32_t *tok, int64_t n, float *logits) {
+    pi_status st = pi_session_kv_clear(s);
+    if (st) return st;
+    if (pi_session_ffn(s) == PI_FFN_DENSE) return pi_session_eval_logits(s, tok, (size_t)n, logits);
     for (int64_t j = 0; j < n; j++) {
-        pi_status st = pi_state_decode(s, tok + j, 1);
-        if (st) return st;
-        memcpy(logits + j * V, pi_state_logits(s), (size_t)V * sizeof *logits);
+        if ((st = pi_session_decode(s, tok[j]))) return st;
+        memcpy(logits + j * V, pi_session_logits(s), (size_t)V * sizeof *logits);
     }
     return PI_OK;
 }
@@ -63,37 +60,34 @@ static double nll(const float *logits, int64_t n, int32_t target) {
     return log(sum) - ((double)logits[target] - mx);
 }
 
+typedef struct {
+    const char *text_path;
+    long chunks_max;
+    bool compare;
+} ppl_args;
+
+static int ppl_option(void *ctx, const char *cmd, int argc, char **argv, int *i) {
+    ppl_args *p = ctx;
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "--compare-dense")) return p->compare = true, 1;
+    if (strcmp(a, "--text") && strcmp(a, "--chunks")) return 0;
+    if (!(v = arg_value(cmd, argc, argv, i))) return -1;
+    if (!strcmp(a, "--text")) p->text_path = v;
+    else if (!arg_int(cmd, a, v, 1, 1 << 30, &p->chunks_max)) return -1;
+    return 1;
+}
+
 int cmd_perplexity(int argc, char **argv) {
-    const char *cmd = "perplexity", *text_path = NULL;
-    long chunks_max = -1;
-    bool compare = false;
+    const char *cmd = "perplexity";
     app_opts o;
     app_opts_init(&o);
-    o.n_ctx = 512;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--compare-dense")) {
-            compare = true;
-            continue;
-        }
-        if (!strcmp(a, "--text") || !strcmp(a, "--chunks")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            if (!strcmp(a, "--text")) text_path = v;
-            else if (!arg_int(cmd, a, v, 1, 1 << 30, &chunks_max)) return 2;
-            continue;
-        }
-        int r = app_parse_common(cmd, &o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r == 0) {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    o.mp.n_ctx = 512;
+    ppl_args pa = {NULL, -1, false};
+    int pr = app_parse_args(cmd, argc, argv, &o, NULL, ppl_option, &pa, usage);
+    if (pr <= 0) return pr ? 2 : 0;
+    const char *text_path = pa.text_path;
+    const long chunks_max = pa.chunks_max;
+    const bool compare = pa.compare;
     if (!text_path) {
         fprintf(stderr, "pinfer: %s: --text FILE is required\n", cmd);
         usage(stderr);
@@ -106,12 +100,12 @@ int cmd_perplexity(int argc, char **argv) {
     app a;
     int32_t *ids = NULL, *wtok = NULL;
     float *logits = NULL, *dlogits = NULL;
-    pi_state *dense = NULL;
+    pi_session *dense = NULL;
     int rc = 1;
     size_t n_ids;
     if (!app_load(cmd, &o, &a)) goto out;
     if (!app_tokenize(cmd, &a, text, false, &ids, &n_ids)) goto out;
-    const int64_t n_ctx = a.s->n_ctx, V = a.m->hp.n_vocab;
+    const int64_t n_ctx = pi_session_n_ctx(a.s), V = a.info.n_vocab;
     if (n_ctx < 8) {
         fprintf(stderr, "pinfer: %s: a window of %lld tokens is too small to score\n", cmd, (long long)n_ctx);
         goto out;
@@ -126,12 +120,20 @@ int cmd_perplexity(int argc, char **argv) {
     const int32_t bos = pi_tokenizer_add_bos(a.tok) ? pi_tokenizer_bos(a.tok) : -1;
     const int64_t first = n_ctx / 2;
     bool tty = isatty(2);
-    if (compare && a.mode == PI_FFN_DENSE) {
+    if (compare && pi_session_ffn(a.s) == PI_FFN_DENSE) {
         fprintf(stderr, "pinfer: %s: --compare-dense needs the sparse path (a model with predictors, or --predictor)\n",
                 cmd);
         goto out;
     }
-    if (compare && pi_state_create(a.m, n_ctx, (int)o.threads, &dense)) {
+    if (compare && a.info.offloaded) {
+        fprintf(stderr, "pinfer: %s: --compare-dense scores a second, dense session, which needs the model in memory: "
+                        "drop --mem-budget\n", cmd);
+        goto out;
+    }
+    pi_session_params dp = pi_session_default_params();
+    dp.n_ctx = n_ctx;
+    dp.ffn = PI_FFN_DENSE;
+    if (compare && pi_session_create(a.m, &dp, &dense)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
@@ -144,15 +146,14 @@ int cmd_perplexity(int argc, char **argv) {
     }
     fprintf(stderr, "perplexity: %zu tokens, %lld windows of %lld, scoring the last %lld of each (%s FFN)\n", n_ids,
             (long long)n_chunks, (long long)n_ctx, (long long)(n_ctx - 1 - first), app_ffn_mode(&a));
-    double sum = 0.0, dsum = 0.0, t0 = pi_time_s();
+    double sum = 0.0, dsum = 0.0, t0 = app_time_s();
     int64_t count = 0, agree = 0, compared = 0;
-    pi_sparse_stats *sps = pi_sparse_ffn_stats(a.s);
-    if (sps) memset(sps, 0, (size_t)a.m->hp.n_layer * sizeof *sps);
+    pi_session_reset_stats(a.s);
     for (int64_t c = 0; c < n_chunks; c++) {
         const int32_t *win = ids + c * n_ctx;
         memcpy(wtok, win, (size_t)(n_ctx - 1) * sizeof *wtok);
         if (bos >= 0) wtok[0] = bos;
-        if (eval_window(a.s, a.mode == PI_FFN_DENSE, wtok, n_ctx - 1, logits) || (compare && eval_window(dense, true, wtok, n_ctx - 1, dlogits))) {
+        if (eval_window(a.s, V, wtok, n_ctx - 1, logits) || (compare && eval_window(dense, V, wtok, n_ctx - 1, dlogits))) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -163,7 +164,7 @@ int cmd_perplexity(int argc, char **argv) {
         }
         for (int64_t j = 0; compare && j < n_ctx - 1; j++, compared++)
             agree += argmax(logits + (size_t)j * (size_t)V, V) == argmax(dlogits + (size_t)j * (size_t)V, V);
-        double el = pi_time_s() - t0, eta = el / (double)(c + 1) * (double)(n_chunks - c - 1);
+        double el = app_time_s() - t0, eta = el / (double)(c + 1) * (double)(n_chunks - c - 1);
         if (tty)
             fprintf(stderr, "\r[%lld/%lld] ppl %.4f  %.1f tok/s  ETA %.0f s   ", (long long)(c + 1),
                     (long long)n_chunks, exp(sum / (double)count), (double)((c + 1) * (n_ctx - 1)) / el, eta);
@@ -175,25 +176,27 @@ int cmd_perplexity(int argc, char **argv) {
            (long long)n_chunks, (long long)n_ctx);
     if (compare) {
         uint64_t pred = 0, tokens = 0;
-        for (int64_t il = 0; il < a.m->hp.n_layer; il++) {
-            pred += sps[il].predicted;
-            tokens += sps[il].tokens;
+        for (int64_t il = 0; il < a.info.n_layer; il++) {
+            pi_layer_stats ls;
+            if (pi_session_layer_stats(a.s, il, &ls)) continue;
+            pred += ls.computed;
+            tokens += ls.tokens;
         }
         double ppl = exp(sum / (double)count), dppl = exp(dsum / (double)count);
         printf("dense perplexity: %.4f; sparse/dense - 1 = %+.3f%%\n", dppl, 100.0 * (ppl / dppl - 1.0));
         printf("top-1 agreement with dense: %.2f%% of %lld positions\n", 100.0 * (double)agree / (double)compared,
                (long long)compared);
         printf("FFN neurons computed: %.3f of %lld per layer (mean over tokens and layers)\n",
-               tokens ? (double)pred / (double)tokens / (double)a.m->hp.n_ff : 0.0, (long long)a.m->hp.n_ff);
+               tokens ? (double)pred / (double)tokens / (double)a.info.n_ff : 0.0, (long long)a.info.n_ff);
     }
-    fprintf(stderr, "perplexity: %.1f s, %.1f tok/s\n", pi_time_s() - t0,
-            (double)(n_chunks * (n_ctx - 1)) / (pi_time_s() - t0));
+    fprintf(stderr, "perplexity: %.1f s, %.1f tok/s\n", app_time_s() - t0,
+            (double)(n_chunks * (n_ctx - 1)) / (app_time_s() - t0));
     rc = 0;
 out:
     free(wtok);
     free(logits);
     free(dlogits);
-    pi_state_free(dense);
+    pi_session_free(dense);
     free(ids);
     free(owned);
     app_free(&a);

@@ -4,9 +4,8 @@
  */
 #include "args.h"
 #include "cmds.h"
-#include "common.h"
 
-#include "plan/plan.h"
+#include "api/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,27 @@ static void usage(FILE *f) {
                "  --hw FILE            hardware figures (default: the cached pinfer hwprobe result for the\n"
                "                       model's filesystem; measured now with --quick when there is none)\n"
                "  -c CTX               context the KV cache must hold (default: the model's, at most 4096, as run)\n");
+}
+
+/* The plan, human-readable, ending with "predicted: X tok/s" and the breakdown. */
+static void print_plan(const pi_plan *p, FILE *f) {
+    int64_t hmin = INT64_MAX, hmax = 0, hsum = 0;
+    for (int64_t l = 0; l < p->n_layer; l++) {
+        hmin = p->hot[l] < hmin ? p->hot[l] : hmin;
+        hmax = p->hot[l] > hmax ? p->hot[l] : hmax;
+        hsum += p->hot[l];
+    }
+    fprintf(f, "plan for %s under %.1f MiB:\n", p->model, (double)p->mem_budget / (1 << 20));
+    fprintf(f, "  threads %d, queue depth %d, neuron cache %.1f MiB, resident in all %.1f MiB\n", p->threads,
+            p->queue_depth, (double)p->cache_bytes / (1 << 20), (double)p->resident_bytes / (1 << 20));
+    fprintf(f, "  hot neurons per layer (%lld in all, %lld-%lld):", (long long)hsum, (long long)hmin, (long long)hmax);
+    for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %lld", (long long)p->hot[l]);
+    const pi_cost *c = &p->cost;
+    fprintf(f, "\n  per token: %.0f neurons resident, %.0f cache hits, %.0f misses in %.0f reads\n", c->resident, c->hits,
+            c->misses, c->reads);
+    fprintf(f, "predicted: %.2f tok/s (ms per token: fixed %.2f, predictor %.2f, gate/up %.2f, down %.2f, reads %.2f "
+               "of which %.2f hidden behind compute, overhead %.2f)\n",
+            c->tok_s, c->ms_fixed, c->ms_pred, c->ms_gu, c->ms_down, c->ms_io, c->ms_io_hidden, c->ms_overhead);
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -61,9 +81,17 @@ int cmd_plan(int argc, char **argv) {
     }
     pi_plan p;
     pi_plan_limits lim = {budget, (int)threads, min_speed};
-    int rc = app_plan(cmd, model, hw_path, n_ctx, &lim, true, &p);
-    if (rc == 2) return 1;
-    app_print_plan(&p, stdout);
+    pi_status st = pi_engine_plan(model, hw_path, n_ctx, &lim, &p);
+    if (st && st != PI_ERR_INVALID) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 1;
+    }
+    if (!p.have_stats)
+        fprintf(stderr, "%s: %s has no activation counts (convert with --reorder STATS): assuming uniform activity\n",
+                cmd, model);
+    const int rc = st ? 1 : 0;
+    if (st) fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+    print_plan(&p, stdout);
     if (out) {
         if (pi_plan_save(&p, out)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());

@@ -19,6 +19,8 @@
 #include "args.h"
 #include "cmds.h"
 #include "common.h"
+
+#include "api/api.h"
 #include "window.h"
 
 #include "base/timer.h"
@@ -94,14 +96,28 @@ static bool failed(const char *cmd, const progress *p) {
    windows of n_ctx, at most max_tokens of them; *n_win counts windows. */
 static bool profile_text(const char *cmd, app *a, const int32_t *ids, int64_t n_ids, int32_t bos, int64_t max_tokens,
                          int64_t *n_win) {
-    progress p = {isatty(2), window_total(a->s->n_ctx, n_ids, bos, max_tokens), pi_time_s(), 0.0, -1};
+    progress p = {isatty(2), window_total(pi_session_n_ctx(a->s), n_ids, bos, max_tokens), pi_time_s(), 0.0, -1};
     int64_t done;
-    if (window_feed(a->s, ids, n_ids, bos, max_tokens, progress_show, &p, n_win, &done)) return failed(cmd, &p);
+    if (window_feed(pi_session_state(a->s), ids, n_ids, bos, max_tokens, progress_show, &p, n_win, &done)) return failed(cmd, &p);
     return true;
 }
 
+typedef struct {
+    progress *p;
+    pi_session *s;
+    int64_t done; /* tokens evaluated before this window */
+} sampled_progress;
+
+static int sampled_piece(void *ctx, const char *text, size_t len, int32_t token) {
+    (void)text, (void)len, (void)token;
+    sampled_progress *sp = ctx;
+    progress_show(sp->p, sp->done + pi_session_n_past(sp->s));
+    return 0;
+}
+
 /* Sample max_tokens tokens from the model, window by window, and profile
-   them; a window ends when the context is full or at end of text. */
+   them; a window starts at BOS and ends when the context is full or at end
+   of text. */
 static bool profile_sampled(const char *cmd, app *a, int32_t bos, uint64_t seed, int64_t max_tokens, int64_t *n_win) {
     pi_sampler_params sp = pi_sampler_default_params();
     sp.temp = 1.0f; /* the model's own distribution: no top-k/p, no min-p, no penalty */
@@ -111,24 +127,23 @@ static bool profile_sampled(const char *cmd, app *a, int32_t bos, uint64_t seed,
     sp.repeat_penalty = 1.0f;
     sp.seed = seed;
     pi_sampler *smp;
-    if (pi_sampler_create(&sp, a->m->hp.n_vocab, &smp)) {
+    if (pi_sampler_create(&sp, a->info.n_vocab, &smp)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return false;
     }
     progress p = {isatty(2), max_tokens, pi_time_s(), 0.0, -1};
-    int64_t done = 0;
+    sampled_progress spg = {&p, a->s, 0};
     bool ok = true;
     *n_win = 0;
-    while (ok && done < max_tokens) {
-        pi_state_reset(a->s);
+    while (ok && spg.done < max_tokens) {
         ++*n_win;
-        int32_t tok = bos;
-        for (;;) {
-            if (window_decode(a->s, &tok, 1, &done, progress_show, &p)) ok = failed(cmd, &p);
-            if (!ok || done == max_tokens || a->s->n_past == a->s->n_ctx) break;
-            tok = pi_sampler_sample(smp, pi_state_logits(a->s));
-            if (pi_tokenizer_is_eog(a->tok, tok)) break;
-        }
+        pi_generate_params gp = pi_generate_default_params();
+        gp.n_predict = max_tokens - spg.done - 1; /* BOS is evaluated too */
+        ok = pi_session_kv_clear(a->s) == PI_OK &&
+             pi_generate(a->s, smp, &bos, 1, &gp, sampled_piece, &spg, NULL) == PI_OK;
+        if (!ok) failed(cmd, &p);
+        spg.done += pi_session_n_past(a->s);
+        progress_show(&p, spg.done);
     }
     pi_sampler_free(smp);
     return ok;
@@ -154,46 +169,43 @@ static void report(const pi_stats *st) {
            (long long)st->n_ff);
 }
 
-int cmd_profile(int argc, char **argv) {
-    const char *cmd = "profile", *text_path = NULL, *out_path = NULL;
-    long max_tokens = 0;
-    float threshold = -1.0f;
-    app_opts o;
-    app_opts_init(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--text") || !strcmp(a, "--tokens") || !strcmp(a, "-o") || !strcmp(a, "--threshold")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            if (!strcmp(a, "--text")) text_path = v;
-            else if (!strcmp(a, "-o")) out_path = v;
-            else if (!strcmp(a, "--tokens")) {
-                if (!arg_int(cmd, a, v, 1, PI_STATS_MAX_TOKENS, &max_tokens)) return 2;
-            } else {
-                char *end;
-                threshold = strtof(v, &end);
-                if (end == v || *end || !(threshold >= 0.0f) || isinf(threshold)) {
-                    fprintf(stderr, "pinfer: %s: --threshold expects a number >= 0, got '%s'\n", cmd, v);
-                    return 2;
-                }
-            }
-            continue;
-        }
-        /* of the common options, only those that mean something here */
-        static const char *common[] = {"-m", "-t", "-c", "--seed", "--mmap"};
-        bool ours = false;
-        for (size_t k = 0; k < sizeof common / sizeof common[0]; k++) ours |= !strcmp(a, common[k]);
-        int r = ours ? app_parse_common(cmd, &o, argc, argv, &i) : 0;
-        if (r < 0) return 2;
-        if (r == 0) {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
+typedef struct {
+    const char *text_path, *out_path;
+    long max_tokens;
+    float threshold;
+} profile_args;
+
+static int profile_option(void *ctx, const char *cmd, int argc, char **argv, int *i) {
+    profile_args *p = ctx;
+    const char *a = argv[*i], *v;
+    if (strcmp(a, "--text") && strcmp(a, "--tokens") && strcmp(a, "-o") && strcmp(a, "--threshold")) return 0;
+    if (!(v = arg_value(cmd, argc, argv, i))) return -1;
+    if (!strcmp(a, "--text")) p->text_path = v;
+    else if (!strcmp(a, "-o")) p->out_path = v;
+    else if (!strcmp(a, "--tokens")) return arg_int(cmd, a, v, 1, PI_STATS_MAX_TOKENS, &p->max_tokens) ? 1 : -1;
+    else {
+        char *end;
+        p->threshold = strtof(v, &end);
+        if (end == v || *end || !(p->threshold >= 0.0f) || isinf(p->threshold)) {
+            fprintf(stderr, "pinfer: %s: --threshold expects a number >= 0, got '%s'\n", cmd, v);
+            return -1;
         }
     }
+    return 1;
+}
+
+int cmd_profile(int argc, char **argv) {
+    const char *cmd = "profile";
+    app_opts o;
+    app_opts_init(&o);
+    profile_args pa = {NULL, NULL, 0, -1.0f};
+    /* of the common options, only those that mean something here */
+    static const char *const common[] = {"-m", "-t", "-c", "--seed", "--mmap", NULL};
+    int pr = app_parse_args(cmd, argc, argv, &o, common, profile_option, &pa, usage);
+    if (pr <= 0) return pr ? 2 : 0;
+    const char *text_path = pa.text_path, *out_path = pa.out_path;
+    long max_tokens = pa.max_tokens;
+    const float threshold = pa.threshold;
     if (!o.model || !out_path) {
         fprintf(stderr, "pinfer: %s: %s is required\n", cmd, !o.model ? "-m FILE" : "-o STATS");
         usage(stderr);
@@ -203,8 +215,8 @@ int cmd_profile(int argc, char **argv) {
         fprintf(stderr, "pinfer: %s: cannot write %s: its directory is missing or not writable\n", cmd, out_path);
         return 1;
     }
-    const bool user_ctx = o.n_ctx > 0;
-    if (!user_ctx) o.n_ctx = DEFAULT_CTX;
+    const bool user_ctx = o.mp.n_ctx > 0;
+    if (!user_ctx) o.mp.n_ctx = DEFAULT_CTX;
     if (!o.seed_given) o.sp.seed = (uint64_t)time(NULL) & 0x7fffffff;
     const char *text = NULL;
     char *owned = NULL;
@@ -216,15 +228,15 @@ int cmd_profile(int argc, char **argv) {
     pi_stats *st = NULL;
     int rc = 1;
     size_t n_ids = 0;
-    o.dense = true; /* the FFN observer sees the dense path only */
+    o.mp.ffn = PI_FFN_DENSE; /* the FFN observer sees the dense path only */
     if (!app_load(cmd, &o, &a)) goto out;
-    const pi_hparams *hp = &a.m->hp;
-    if (pi_stats_for_model(a.m, threshold >= 0.0f ? threshold : pi_stats_default_threshold(hp->act), &st)) {
+    const pi_hparams *hp = &pi_model_lm(a.m)->hp;
+    if (pi_stats_for_model(pi_model_lm(a.m), threshold >= 0.0f ? threshold : pi_stats_default_threshold(hp->act), &st)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
     if (!app_fit_window(cmd, &o, user_ctx, &a)) goto out;
-    const int64_t n_ctx = a.s->n_ctx;
+    const int64_t n_ctx = pi_session_n_ctx(a.s);
     const int32_t bos = pi_tokenizer_bos(a.tok);
     if (text_path) {
         if (!app_tokenize(cmd, &a, text, false, &ids, &n_ids)) goto out;
@@ -245,13 +257,13 @@ int cmd_profile(int argc, char **argv) {
         goto out;
     }
 
-    pi_state_set_observer(a.s, pi_stats_observe, st);
+    pi_state_set_observer(pi_session_state(a.s), pi_stats_observe, st);
     double t0 = pi_time_s();
     int64_t n_win = 0;
     bool ok = text_path ? profile_text(cmd, &a, ids, (int64_t)n_ids, pi_tokenizer_add_bos(a.tok) ? bos : -1,
                                        max_tokens, &n_win)
                         : profile_sampled(cmd, &a, bos, o.sp.seed, max_tokens, &n_win);
-    pi_state_set_observer(a.s, NULL, NULL);
+    pi_state_set_observer(pi_session_state(a.s), NULL, NULL);
     double el = pi_time_s() - t0;
     if (!ok) goto out;
 
@@ -270,7 +282,7 @@ int cmd_profile(int argc, char **argv) {
     }
     printf("wrote %s\n", out_path);
     fprintf(stderr, "profile: %.1f s, %.1f tok/s, %d threads, load %.2f s, peak RSS %.1f MiB\n", el,
-            el > 0 ? (double)st->tokens / el : 0.0, pi_pool_size(a.s->pool), a.load_s, app_peak_rss_mib());
+            el > 0 ? (double)st->tokens / el : 0.0, pi_session_n_threads(a.s), a.load_s, app_peak_rss_mib());
     rc = 0;
 out:
     pi_stats_free(st);

@@ -21,6 +21,8 @@
 #include "args.h"
 #include "cmds.h"
 #include "common.h"
+
+#include "api/api.h"
 #include "window.h"
 
 #include "base/timer.h"
@@ -122,8 +124,8 @@ static void train_progress(void *ctx, int64_t done, int64_t total) {
 static bool run_windows(const char *cmd, app *a, const char *what, const int32_t *ids, int64_t n_ids, int32_t bos,
                         int64_t max_tokens, int64_t *n_win, int64_t *n_done) {
     progress p;
-    progress_init(&p, what, "tokens", window_total(a->s->n_ctx, n_ids, bos, max_tokens));
-    if (window_feed(a->s, ids, n_ids, bos, max_tokens, progress_show, &p, n_win, n_done)) {
+    progress_init(&p, what, "tokens", window_total(pi_session_n_ctx(a->s), n_ids, bos, max_tokens));
+    if (window_feed(pi_session_state(a->s), ids, n_ids, bos, max_tokens, progress_show, &p, n_win, n_done)) {
         if (p.tty) fputc('\n', stderr);
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return false;
@@ -200,71 +202,72 @@ static void report(const pi_predictor *P, const pi_pred_eval *ev) {
     }
 }
 
+typedef struct {
+    const char *text_path, *out_path, *hold_path;
+    long max_tokens, hold_tokens;
+    pi_pred_params pp;
+} train_args;
+
+static int train_option(void *ctx, const char *cmd, int argc, char **argv, int *ip) {
+    train_args *t = ctx;
+    const char *a = argv[*ip], *v;
+    long epochs = 0, seed = -1;
+    static const char *const ours[] = {"--text", "-o", "--tokens", "--rank", "--epochs", "--lr", "--recall",
+                                 "--neuron-cost", "--holdout-text", "--holdout-tokens", "--seed"};
+    bool mine = false;
+    for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++) mine |= !strcmp(a, ours[k]);
+    if (mine) {
+        if (!(v = arg_value(cmd, argc, argv, ip))) return -1;
+        if (!strcmp(a, "--text")) t->text_path = v;
+        else if (!strcmp(a, "-o")) t->out_path = v;
+        else if (!strcmp(a, "--holdout-text")) t->hold_path = v;
+        else if (!strcmp(a, "--tokens")) {
+            if (!arg_int(cmd, a, v, 2, INT32_MAX, &t->max_tokens)) return -1;
+        } else if (!strcmp(a, "--holdout-tokens")) {
+            if (!arg_int(cmd, a, v, 1, INT32_MAX, &t->hold_tokens)) return -1;
+        } else if (!strcmp(a, "--epochs")) {
+            if (!arg_int(cmd, a, v, 1, 100000, &epochs)) return -1;
+            t->pp.epochs = (int)epochs;
+        } else if (!strcmp(a, "--seed")) {
+            if (!arg_int(cmd, a, v, 0, 0x7fffffff, &seed)) return -1;
+            t->pp.seed = (uint64_t)seed;
+        } else if (!strcmp(a, "--rank")) {
+            long r = 0;
+            if (strcmp(v, "auto") && !arg_int(cmd, a, v, 1, INT32_MAX, &r)) return -1;
+            t->pp.rank = r;
+        } else {
+            const bool lr = !strcmp(a, "--lr"), recall = !strcmp(a, "--recall");
+            char *end;
+            float f = strtof(v, &end);
+            bool ok = end != v && !*end && isfinite(f) && f > 0.0f;
+            if (lr) ok = ok && f < 1.0f;
+            if (recall) ok = ok && f <= 1.0f;
+            if (!ok) {
+                fprintf(stderr, "pinfer: %s: %s expects a number in %s, got '%s'\n", cmd, a,
+                        lr ? "(0, 1)" : recall ? "(0, 1]" : "(0, inf)", v);
+                return -1;
+            }
+            if (lr) t->pp.lr = f;
+            else if (recall) t->pp.recall = f;
+            else t->pp.neuron_cost = f;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 int cmd_train_predictor(int argc, char **argv) {
-    const char *cmd = "train-predictor", *text_path = NULL, *out_path = NULL, *hold_path = NULL;
-    long max_tokens = 0, hold_tokens = 0, epochs = 0, seed = -1;
-    pi_pred_params pp = pi_pred_default_params();
+    const char *cmd = "train-predictor";
     app_opts o;
     app_opts_init(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        static const char *ours[] = {"--text", "-o", "--tokens", "--rank", "--epochs", "--lr", "--recall",
-                                     "--neuron-cost", "--holdout-text", "--holdout-tokens", "--seed"};
-        bool mine = false;
-        for (size_t k = 0; k < sizeof ours / sizeof ours[0]; k++) mine |= !strcmp(a, ours[k]);
-        if (mine) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            if (!strcmp(a, "--text")) text_path = v;
-            else if (!strcmp(a, "-o")) out_path = v;
-            else if (!strcmp(a, "--holdout-text")) hold_path = v;
-            else if (!strcmp(a, "--tokens")) {
-                if (!arg_int(cmd, a, v, 2, INT32_MAX, &max_tokens)) return 2;
-            } else if (!strcmp(a, "--holdout-tokens")) {
-                if (!arg_int(cmd, a, v, 1, INT32_MAX, &hold_tokens)) return 2;
-            } else if (!strcmp(a, "--epochs")) {
-                if (!arg_int(cmd, a, v, 1, 100000, &epochs)) return 2;
-                pp.epochs = (int)epochs;
-            } else if (!strcmp(a, "--seed")) {
-                if (!arg_int(cmd, a, v, 0, 0x7fffffff, &seed)) return 2;
-                pp.seed = (uint64_t)seed;
-            } else if (!strcmp(a, "--rank")) {
-                long r = 0;
-                if (strcmp(v, "auto") && !arg_int(cmd, a, v, 1, INT32_MAX, &r)) return 2;
-                pp.rank = r;
-            } else {
-                const bool lr = !strcmp(a, "--lr"), recall = !strcmp(a, "--recall");
-                char *end;
-                float f = strtof(v, &end);
-                bool ok = end != v && !*end && isfinite(f) && f > 0.0f;
-                if (lr) ok = ok && f < 1.0f;
-                if (recall) ok = ok && f <= 1.0f;
-                if (!ok) {
-                    fprintf(stderr, "pinfer: %s: %s expects a number in %s, got '%s'\n", cmd, a,
-                            lr ? "(0, 1)" : recall ? "(0, 1]" : "(0, inf)", v);
-                    return 2;
-                }
-                if (lr) pp.lr = f;
-                else if (recall) pp.recall = f;
-                else pp.neuron_cost = f;
-            }
-            continue;
-        }
-        /* of the common options, only those that mean something here */
-        static const char *common[] = {"-m", "-t", "-c", "--mmap"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof common / sizeof common[0]; k++) known |= !strcmp(a, common[k]);
-        int r = known ? app_parse_common(cmd, &o, argc, argv, &i) : 0;
-        if (r < 0) return 2;
-        if (r == 0) {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    train_args ta = {NULL, NULL, NULL, 0, 0, pi_pred_default_params()};
+    /* of the common options, only those that mean something here */
+    static const char *const common[] = {"-m", "-t", "-c", "--mmap", NULL};
+    int pr = app_parse_args(cmd, argc, argv, &o, common, train_option, &ta, usage);
+    if (pr <= 0) return pr ? 2 : 0;
+    const char *text_path = ta.text_path, *out_path = ta.out_path, *hold_path = ta.hold_path;
+    long max_tokens = ta.max_tokens, hold_tokens = ta.hold_tokens;
+    pi_pred_params pp = ta.pp;
     if (!o.model || !text_path || !out_path) {
         fprintf(stderr, "pinfer: %s: %s is required\n", cmd, !o.model ? "-m FILE" : !text_path ? "--text FILE" : "-o OUT");
         usage(stderr);
@@ -286,8 +289,8 @@ int cmd_train_predictor(int argc, char **argv) {
         free(text);
         return 1;
     }
-    const bool user_ctx = o.n_ctx > 0;
-    if (!user_ctx) o.n_ctx = DEFAULT_CTX;
+    const bool user_ctx = o.mp.n_ctx > 0;
+    if (!user_ctx) o.mp.n_ctx = DEFAULT_CTX;
 
     app a;
     int32_t *ids = NULL, *hids = NULL;
@@ -296,11 +299,11 @@ int cmd_train_predictor(int argc, char **argv) {
     pi_predictor *P = NULL;
     pi_pred_eval *ev = NULL;
     int rc = 1;
-    o.dense = true; /* the FFN observer sees the dense path only */
+    o.mp.ffn = PI_FFN_DENSE; /* the FFN observer sees the dense path only */
     if (!app_load(cmd, &o, &a)) goto out;
-    const pi_hparams *hp = &a.m->hp;
+    const pi_hparams *hp = &pi_model_lm(a.m)->hp;
     if (!app_fit_window(cmd, &o, user_ctx, &a)) goto out;
-    const int64_t n_ctx = a.s->n_ctx;
+    const int64_t n_ctx = pi_session_n_ctx(a.s);
     if (max_tokens == 0) {
         const uint64_t per = pi_pred_data_bytes(hp->n_layer, hp->n_embd, hp->n_ff, 1);
         max_tokens = DEFAULT_TOKENS;
@@ -312,7 +315,7 @@ int cmd_train_predictor(int argc, char **argv) {
         }
     }
     const float act_thr = pi_stats_default_threshold(hp->act);
-    if (pi_pred_data_for_model(a.m, max_tokens, act_thr, &d)) {
+    if (pi_pred_data_for_model(pi_model_lm(a.m), max_tokens, act_thr, &d)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
@@ -351,9 +354,9 @@ int cmd_train_predictor(int argc, char **argv) {
     /* 1. record */
     double t0 = pi_time_s();
     int64_t n_win = 0, n_rec = 0;
-    pi_state_set_observer(a.s, pi_pred_data_observe, d);
+    pi_state_set_observer(pi_session_state(a.s), pi_pred_data_observe, d);
     bool ok = run_windows(cmd, &a, "record", ids, (int64_t)n_ids, bos, max_tokens, &n_win, &n_rec);
-    pi_state_set_observer(a.s, NULL, NULL);
+    pi_state_set_observer(pi_session_state(a.s), NULL, NULL);
     const double rec_s = pi_time_s() - t0;
     if (!ok) goto out;
 
@@ -363,7 +366,7 @@ int cmd_train_predictor(int argc, char **argv) {
     pp.progress = train_progress;
     pp.progress_ctx = &tp;
     t0 = pi_time_s();
-    if (pi_pred_train(d, &pp, a.s->pool, &P)) {
+    if (pi_pred_train(d, &pp, pi_session_state(a.s)->pool, &P)) {
         if (tp.tty) fputc('\n', stderr);
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
@@ -380,9 +383,9 @@ int cmd_train_predictor(int argc, char **argv) {
             goto out;
         }
         t0 = pi_time_s();
-        pi_state_set_observer(a.s, pi_pred_eval_observe, ev);
+        pi_state_set_observer(pi_session_state(a.s), pi_pred_eval_observe, ev);
         ok = run_windows(cmd, &a, "held-out", hids, (int64_t)n_hids, bos, hold_tokens, &h_win, &h_done);
-        pi_state_set_observer(a.s, NULL, NULL);
+        pi_state_set_observer(pi_session_state(a.s), NULL, NULL);
         hold_s = pi_time_s() - t0;
         if (!ok) goto out;
     }
@@ -398,13 +401,13 @@ int cmd_train_predictor(int argc, char **argv) {
     if (hold)
         printf("held-out: %lld tokens of %s in %lld windows\n", (long long)h_done, hold_path, (long long)h_win);
     report(P, ev);
-    if (pi_pred_save(P, a.m, out_path)) {
+    if (pi_pred_save(P, pi_model_lm(a.m), out_path)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
     printf("wrote %s\n", out_path);
     fprintf(stderr, "%s: record %.1f s, train %.1f s, held-out %.1f s, %d threads, peak RSS %.1f MiB\n", cmd, rec_s,
-            train_s, hold_s, pi_pool_size(a.s->pool), app_peak_rss_mib());
+            train_s, hold_s, pi_session_n_threads(a.s), app_peak_rss_mib());
     rc = 0;
 out:
     pi_pred_eval_free(ev);

@@ -23,12 +23,6 @@ typedef void (*window_progress)(void *ctx, int64_t done);
    BOS when bos >= 0) in windows of n_ctx: at most max_tokens (0: all). */
 int64_t window_total(int64_t n_ctx, int64_t n_ids, int32_t bos, int64_t max_tokens);
 
-/* Evaluate toks[0..n) after what s holds, in batches of at most
-   PI_MAX_BATCH (so progress moves within a long window), adding each batch
-   to *done. */
-pi_status window_decode(pi_state *s, const int32_t *toks, int64_t n, int64_t *done, window_progress progress,
-                        void *ctx);
-
 /* Evaluate the text's tokens ids[0..n_ids) (the first is BOS when
    bos >= 0) in windows of s->n_ctx, window_total() of them. *n_win counts
    the windows begun, *n_done the tokens evaluated. PI_ERR_NOMEM, or the

@@ -9,6 +9,8 @@
 #include <string.h>
 
 static int g_level = -1;
+static pi_log_fn g_fn;
+static void *g_ctx;
 
 static int level_from_env(void) {
     const char *s = getenv("PI_LOG");
@@ -20,6 +22,12 @@ static int level_from_env(void) {
 }
 
 void pi_log_set_level(pi_log_level lvl) { g_level = (int)lvl; }
+
+void pi_log_set(pi_log_fn fn, void *ctx, pi_log_level level) {
+    g_fn = fn;
+    g_ctx = ctx;
+    g_level = (int)level;
+}
 
 pi_log_level pi_log_get_level(void) {
     if (g_level < 0) g_level = level_from_env();
@@ -34,5 +42,6 @@ void pi_log(pi_log_level lvl, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "pinfer: %s: %s\n", tag[lvl], buf);
+    if (g_fn) g_fn(g_ctx, lvl, buf);
+    else fprintf(stderr, "pinfer: %s: %s\n", tag[lvl], buf);
 }

@@ -1,13 +1,14 @@
 /*
- * log.h — leveled logging to stderr. Never called on the per-token path.
- * The level comes from PI_LOG (error|warn|info|debug), default warn.
+ * log.h — leveled logging, to stderr or to the callback pi_log_set installs.
+ * Never called on the per-token path. The level comes from PI_LOG
+ * (error|warn|info|debug), default warn, unless pi_log_set gives one.
  */
 #ifndef PI_BASE_LOG_H
 #define PI_BASE_LOG_H
 
 #include "status.h"
 
-typedef enum { PI_LOG_ERROR = 0, PI_LOG_WARN = 1, PI_LOG_INFO = 2, PI_LOG_DEBUG = 3 } pi_log_level;
+/* pi_log_level and pi_log_set are public (include/pinfer.h). */
 
 void pi_log_set_level(pi_log_level lvl);
 pi_log_level pi_log_get_level(void);

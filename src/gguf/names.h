@@ -69,6 +69,16 @@
 #define PI_KEY_TOKENIZER_ADD_BOS PI_KEY_TOKENIZER_GGML "add_bos_token"
 #define PI_KEY_TOKENIZER_ADD_EOS PI_KEY_TOKENIZER_GGML "add_eos_token"
 #define PI_KEY_TOKENIZER_ADD_SPACE_PREFIX PI_KEY_TOKENIZER_GGML "add_space_prefix"
+/* fill-in-the-middle token ids (fim_* and their older names), which llama.cpp also reads */
+#define PI_KEY_TOKENIZER_FIM_PRE_ID PI_KEY_TOKENIZER_GGML "fim_pre_token_id"
+#define PI_KEY_TOKENIZER_FIM_SUF_ID PI_KEY_TOKENIZER_GGML "fim_suf_token_id"
+#define PI_KEY_TOKENIZER_FIM_MID_ID PI_KEY_TOKENIZER_GGML "fim_mid_token_id"
+#define PI_KEY_TOKENIZER_FIM_PAD_ID PI_KEY_TOKENIZER_GGML "fim_pad_token_id"
+#define PI_KEY_TOKENIZER_FIM_REP_ID PI_KEY_TOKENIZER_GGML "fim_rep_token_id"
+#define PI_KEY_TOKENIZER_FIM_SEP_ID PI_KEY_TOKENIZER_GGML "fim_sep_token_id"
+#define PI_KEY_TOKENIZER_PREFIX_ID PI_KEY_TOKENIZER_GGML "prefix_token_id"
+#define PI_KEY_TOKENIZER_SUFFIX_ID PI_KEY_TOKENIZER_GGML "suffix_token_id"
+#define PI_KEY_TOKENIZER_MIDDLE_ID PI_KEY_TOKENIZER_GGML "middle_token_id"
 #define PI_KEY_TOKENIZER_CHAT_TEMPLATE PI_KEY_TOKENIZER_PREFIX "chat_template"
 
 /* ---- pinfer.* and powerinfer.* ---- */

@@ -144,6 +144,34 @@ void pi_state_free(pi_state *s) {
 
 void pi_state_reset(pi_state *s) { s->n_past = 0; }
 
+pi_status pi_state_truncate(pi_state *s, int64_t n) {
+    if (n < 0 || n > s->n_past)
+        return pi_error(PI_ERR_INVALID, "cannot keep %lld positions of the %lld in the KV cache", (long long)n,
+                        (long long)s->n_past);
+    s->n_past = n;
+    return PI_OK;
+}
+
+static void rope(const pi_state *s, float *v, int64_t n_heads, int64_t pos);
+
+pi_status pi_state_discard(pi_state *s, int64_t p0, int64_t n) {
+    if (p0 < 0 || n < 0 || p0 + n > s->n_past)
+        return pi_error(PI_ERR_INVALID, "cannot drop positions [%lld, %lld) of the %lld in the KV cache",
+                        (long long)p0, (long long)(p0 + n), (long long)s->n_past);
+    if (n == 0) return PI_OK;
+    const pi_hparams *hp = &s->m->hp;
+    const int64_t KV = hp->n_head_kv * hp->head_dim, moved = s->n_past - p0 - n;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        float *kc = s->k_cache + (size_t)il * (size_t)s->n_ctx * (size_t)KV;
+        float *vc = s->v_cache + (size_t)il * (size_t)s->n_ctx * (size_t)KV;
+        memmove(kc + p0 * KV, kc + (p0 + n) * KV, (size_t)(moved * KV) * sizeof(float));
+        memmove(vc + p0 * KV, vc + (p0 + n) * KV, (size_t)(moved * KV) * sizeof(float));
+        for (int64_t t = 0; t < moved; t++) rope(s, kc + (p0 + t) * KV, hp->n_head_kv, -n);
+    }
+    s->n_past -= n;
+    return PI_OK;
+}
+
 void pi_state_set_ffn(pi_state *s, const pi_ffn_ops *ops, void *impl) {
     if (s->ffn_ops && s->ffn_ops->free) s->ffn_ops->free(s->ffn_impl);
     s->ffn_ops = ops;

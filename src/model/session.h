@@ -80,6 +80,17 @@ const struct pi_ffn_ops *pi_state_ffn(const pi_state *s, void **impl);
 /* Forget the conversation (positions restart at 0). */
 void pi_state_reset(pi_state *s);
 
+/* Keep the first n positions of the KV cache and forget the rest
+   (0 <= n <= n_past; PI_ERR_INVALID otherwise). */
+pi_status pi_state_truncate(pi_state *s, int64_t n);
+
+/* Remove positions [p0, p0 + n) from the KV cache: later positions move
+   down by n and their keys are rotated back by n positions (RoPE is a
+   rotation, so this equals computing them at their new positions up to
+   rounding), as llama.cpp's context shift does. PI_ERR_INVALID unless
+   0 <= p0, 0 <= n and p0 + n <= n_past. */
+pi_status pi_state_discard(pi_state *s, int64_t p0, int64_t n);
+
 /* Run n tokens through the model at positions n_past.. and advance n_past.
    Afterwards pi_state_logits() holds the logits of the last token.
    PI_ERR_INVALID when the tokens would not fit in the context or an id is

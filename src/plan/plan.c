@@ -7,6 +7,7 @@
 
 #include "gguf/bundle.h"
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 #include "store/cache.h"
 
 #include <ctype.h>
@@ -70,11 +71,11 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
 
     /* activation probabilities: the stored counts, else a uniform guess */
     int64_t tokens = 0;
-    p->have_stats = !pi_gguf_get_i64(g, PI_BUNDLE_KEY_STATS_TOKENS, &tokens) && tokens > 0;
+    p->have_stats = !pi_gguf_get_i64(g, PI_KEY_STATS_TOKENS, &tokens) && tokens > 0;
     p->tokens = (double)tokens;
     for (int64_t l = 0; l < L && p->have_stats; l++) {
         char nm[64];
-        snprintf(nm, sizeof nm, PI_BUNDLE_ACT_COUNT, (int)l);
+        snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)l);
         const pi_gguf_tensor *t = pi_gguf_find_tensor(g, nm);
         if (!t || t->ne[0] != F || (t->type != PI_TYPE_I32 && t->type != PI_TYPE_F32)) {
             p->have_stats = false;
@@ -91,10 +92,10 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     /* the predictor's recall and precision per layer */
     float rec[PI_PLAN_MAX_LAYERS], prec[PI_PLAN_MAX_LAYERS];
     float r1, p1;
-    if (f32_array(g, "pinfer.predictor.val_recall", L, rec) && f32_array(g, "pinfer.predictor.val_precision", L, prec)) {
+    if (f32_array(g, PI_KEY_PREDICTOR_VAL_RECALL, L, rec) && f32_array(g, PI_KEY_PREDICTOR_VAL_PRECISION, L, prec)) {
         snprintf(p->source, sizeof p->source, "train-predictor's held-out figures");
-    } else if (!pi_gguf_get_f32(g, "pinfer.gen.expected_recall", &r1) &&
-               !pi_gguf_get_f32(g, "pinfer.gen.expected_precision", &p1)) {
+    } else if (!pi_gguf_get_f32(g, PI_KEY_GEN_EXPECTED_RECALL, &r1) &&
+               !pi_gguf_get_f32(g, PI_KEY_GEN_EXPECTED_PRECISION, &p1)) {
         for (int64_t l = 0; l < L; l++) rec[l] = r1, prec[l] = p1;
         snprintf(p->source, sizeof p->source, "gen-model's planted figures");
     } else {

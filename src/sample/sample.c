@@ -29,7 +29,8 @@ pi_sampler_params pi_sampler_default_params(void) {
 }
 
 pi_status pi_sampler_create(const pi_sampler_params *p, int64_t n_vocab, pi_sampler **out) {
-    *out = NULL;
+    if (out) *out = NULL;
+    if (!p || !out) return pi_error(PI_ERR_INVALID, "pi_sampler_create: %s is NULL", !p ? "params" : "out");
     if (n_vocab <= 0 || n_vocab > (1 << 26)) return pi_error(PI_ERR_INVALID, "sampler: vocabulary of %lld", (long long)n_vocab);
     if (!(p->top_p > 0.0f) || p->min_p > 1.0f || !(p->repeat_penalty > 0.0f) || p->repeat_last_n < 0 || isnan(p->temp))
         return pi_error(PI_ERR_INVALID, "sampler: need top_p in (0, 1], min_p <= 1, repeat_penalty > 0, repeat_last_n >= 0");
@@ -56,11 +57,13 @@ void pi_sampler_free(pi_sampler *s) {
 }
 
 void pi_sampler_reset(pi_sampler *s) {
+    if (!s) return;
     s->n_recent = s->head = 0;
     s->rng = s->par.seed;
 }
 
 void pi_sampler_accept(pi_sampler *s, int32_t token) {
+    if (!s) return;
     int32_t cap = s->par.repeat_last_n;
     if (cap <= 0) return;
     s->recent[s->head] = token;
@@ -104,6 +107,10 @@ static void select_top(cand *c, int64_t n, int64_t k) {
 }
 
 int32_t pi_sampler_sample(pi_sampler *s, const float *logits) {
+    if (!s || !logits) {
+        pi_error(PI_ERR_INVALID, "pi_sampler_sample: %s is NULL", !s ? "the sampler" : "logits");
+        return -1;
+    }
     const pi_sampler_params *p = &s->par;
     int64_t n = s->n_vocab;
     cand *c = s->c;

@@ -56,8 +56,7 @@ static void *zalloc(size_t n) {
     return p;
 }
 
-pi_status pi_sparse_ffn_create(const pi_lm *m, pi_ffn_mode mode, int64_t hot, pi_sparse_ffn **out) {
-    *out = NULL;
+pi_status pi_sparse_ffn_check(const pi_lm *m, pi_ffn_mode mode, bool need_down_t) {
     if (mode != PI_FFN_SPARSE && mode != PI_FFN_ORACLE)
         return pi_error(PI_ERR_INVALID, "a sparse FFN computes in SPARSE or ORACLE mode, not mode %d", (int)mode);
     if (m->hp.n_expert || m->hp.act == PI_ACT_SILU)
@@ -66,9 +65,16 @@ pi_status pi_sparse_ffn_create(const pi_lm *m, pi_ffn_mode mode, int64_t hot, pi
     if (mode == PI_FFN_SPARSE && !m->has_predictor)
         return pi_error(PI_ERR_INVALID, "%s: no activation predictors (blk.N.fc1/fc2): train them with "
                         "pinfer train-predictor, or use the dense path", m->path);
-    for (int64_t il = 0; il < m->hp.n_layer; il++)
+    for (int64_t il = 0; need_down_t && il < m->hp.n_layer; il++)
         if (!m->layers[il].ffn_down_t.data)
             return pi_error(PI_ERR_INVALID, "layer %lld has no ffn_down_t (pi_lm_make_down_t)", (long long)il);
+    return PI_OK;
+}
+
+pi_status pi_sparse_ffn_create(const pi_lm *m, pi_ffn_mode mode, int64_t hot, pi_sparse_ffn **out) {
+    *out = NULL;
+    pi_status st0 = pi_sparse_ffn_check(m, mode, true);
+    if (st0) return st0;
     pi_sparse_ffn *f = calloc(1, sizeof *f);
     if (!f) return pi_error(PI_ERR_NOMEM, "sparse FFN: out of memory");
     size_t sz[6];

@@ -41,6 +41,10 @@ typedef struct pi_sparse_ffn {
 
 extern const pi_ffn_ops pi_sparse_ffn_ops;
 
+/* Whether m can run a sparse FFN in mode (the checks of
+   pi_sparse_ffn_create, the ffn_down_t one only when need_down_t). */
+pi_status pi_sparse_ffn_check(const pi_lm *m, pi_ffn_mode mode, bool need_down_t);
+
 /* A sparse FFN for m. PI_ERR_INVALID (message says why) unless m is a dense
    ReLU or dReLU model whose layers all have ffn_down_t
    (pi_lm_make_down_t), with predictors for SPARSE; mode must be SPARSE or

@@ -329,21 +329,3 @@ fail:
     pi_lm_free(m);
     return st;
 }
-
-void pi_offload_describe(const pi_offload *o, char *buf, size_t n) {
-    int64_t hmin = o->n_ff, hmax = 0;
-    for (int64_t il = 0; il < o->n_layer; il++) {
-        hmin = o->hot[il] < hmin ? o->hot[il] : hmin;
-        hmax = o->hot[il] > hmax ? o->hot[il] : hmax;
-    }
-    const pi_budget *b = &o->budget;
-    snprintf(buf, n,
-             "memory budget %.1f MiB, used %.1f: fixed %.1f, KV %.1f, scratch %.1f, I/O %.1f, hot %.1f "
-             "(%lld-%lld of %lld neurons per layer), neuron cache %.1f (%lld slots of %zu bytes); I/O: %s",
-             (double)b->limit / (1 << 20), (double)pi_budget_used(b) / (1 << 20),
-             (double)b->used[PI_MEM_FIXED] / (1 << 20), (double)b->used[PI_MEM_KV] / (1 << 20),
-             (double)b->used[PI_MEM_SCRATCH] / (1 << 20), (double)b->used[PI_MEM_IO] / (1 << 20),
-             (double)b->used[PI_MEM_HOT] / (1 << 20), (long long)hmin, (long long)hmax, (long long)o->n_ff,
-             (double)b->used[PI_MEM_COLD] / (1 << 20), (long long)pi_ncache_slots(o->cache), o->stride,
-             pi_io_backend_name(o->io));
-}

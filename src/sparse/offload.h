@@ -103,7 +103,4 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
 pi_status pi_offload_load(const char *path, const pi_offload_opts *o, pi_lm **model, pi_offload **out);
 void pi_offload_free(pi_offload *off); /* accepts NULL; frees the state, not the model */
 
-/* Where the budget went, one line per region, for --stats and bench. */
-void pi_offload_describe(const pi_offload *off, char *buf, size_t n);
-
 #endif

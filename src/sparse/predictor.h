@@ -46,14 +46,7 @@
 
 #include <stdint.h>
 
-/* The keys are in gguf/names.h (PI_KEY_SPARSE_THRESHOLD, PI_KEY_PREDICTOR_*);
-   these older spellings stay for the code that still uses them. */
-#define PI_PRED_KEY_THRESHOLD PI_KEY_SPARSE_THRESHOLD
-#define PI_PRED_KEY_THRESHOLDS PI_KEY_PREDICTOR_THRESHOLDS
-#define PI_PRED_KEY_RANK PI_KEY_PREDICTOR_RANK
-#define PI_PRED_KEY_RECALL PI_KEY_PREDICTOR_RECALL_TARGET
-#define PI_PRED_KEY_VAL_RECALL PI_KEY_PREDICTOR_VAL_RECALL
-#define PI_PRED_KEY_VAL_PRECISION PI_KEY_PREDICTOR_VAL_PRECISION
+/* The keys are in gguf/names.h (PI_KEY_SPARSE_THRESHOLD, PI_KEY_PREDICTOR_*). */
 
 #define PI_PRED_MAX_CANDIDATES 8 /* ranks tried per layer when choosing automatically */
 

@@ -60,8 +60,4 @@ pi_status pi_budget_charge(pi_budget *b, pi_mem_region r, uint64_t bytes, const 
 uint64_t pi_budget_used(const pi_budget *b);
 uint64_t pi_budget_left(const pi_budget *b); /* UINT64_MAX when unlimited */
 
-/* "600M", "2G", "1.5GiB", "123456" (bytes); K/M/G/T are powers of 1024, as
-   in llama.cpp and most tools. PI_ERR_INVALID for anything else. */
-pi_status pi_parse_size(const char *s, uint64_t *out);
-
 #endif

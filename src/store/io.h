@@ -36,7 +36,9 @@
 #define PI_IO_MAX_QUEUE_DEPTH 4096
 #define PI_IO_MAX_PENDING (1 << 20)
 
-typedef enum pi_io_backend { PI_IO_AUTO = 0, PI_IO_URING, PI_IO_PREAD, PI_IO_TEST } pi_io_backend;
+/* pi_io_backend is the public enum (include/pinfer.h): AUTO, URING, PREAD;
+   and, for the library's own tests, synchronous reads with injected faults: */
+#define PI_IO_TEST ((pi_io_backend)3)
 
 typedef enum pi_io_fault_kind {
     PI_FAULT_NONE = 0,

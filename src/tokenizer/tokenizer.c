@@ -13,13 +13,14 @@
  * the metadata that was read (or, per call, to the text being processed).
  */
 #include "tok_internal.h"
+
+#include "gguf/names.h"
 #include "unicode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define KEY(x) "tokenizer.ggml." x
 
 /* Longest text pi_tokenize accepts: symbol indices are int32 and SPM
    triples the size of every space. */
@@ -80,9 +81,9 @@ static size_t pow2_at_least(size_t n) {
 
 static pi_status load_strings(pi_tokenizer *t, const pi_gguf_kv *kv) {
     uint64_t n = kv->arr_n;
-    if (n == 0) return pi_error(PI_ERR_FORMAT, "tokenizer: %s is empty", KEY("tokens"));
+    if (n == 0) return pi_error(PI_ERR_FORMAT, "tokenizer: %s is empty", PI_KEY_TOKENIZER_TOKENS);
     if (n > (uint64_t)INT32_MAX - 1)
-        return pi_error(PI_ERR_FORMAT, "tokenizer: %s has %llu entries, more than ids can address", KEY("tokens"),
+        return pi_error(PI_ERR_FORMAT, "tokenizer: %s has %llu entries, more than ids can address", PI_KEY_TOKENIZER_TOKENS,
                         (unsigned long long)n);
     t->n_vocab = (int32_t)n;
     char empty[32];
@@ -120,7 +121,7 @@ static pi_status load_strings(pi_tokenizer *t, const pi_gguf_kv *kv) {
         if (dup >= 0) {
             size_t len;
             const char *s = pi_tok_str(t, i, &len);
-            return pi_error(PI_ERR_FORMAT, "tokenizer: %s[%d] repeats token %d ('%.*s')", KEY("tokens"), i, dup,
+            return pi_error(PI_ERR_FORMAT, "tokenizer: %s[%d] repeats token %d ('%.*s')", PI_KEY_TOKENIZER_TOKENS, i, dup,
                             SHOWN(len), s);
         }
     }
@@ -133,24 +134,24 @@ static pi_status load_scores_types(pi_tokenizer *t, const pi_gguf *g) {
     t->type = malloc(n);
     if (!t->score || !t->type) return pi_error(PI_ERR_NOMEM, "tokenizer: out of memory");
     const pi_gguf_kv *kv;
-    pi_status st = pi_gguf_get_arr(g, KEY("scores"), PI_GGUF_FLOAT32, &kv);
+    pi_status st = pi_gguf_get_arr(g, PI_KEY_TOKENIZER_SCORES, PI_GGUF_FLOAT32, &kv);
     if (st == PI_OK) {
         if (kv->arr_n != n)
-            return pi_error(PI_ERR_FORMAT, "tokenizer: %s has %llu entries but %s has %zu", KEY("scores"),
-                            (unsigned long long)kv->arr_n, KEY("tokens"), n);
+            return pi_error(PI_ERR_FORMAT, "tokenizer: %s has %llu entries but %s has %zu", PI_KEY_TOKENIZER_SCORES,
+                            (unsigned long long)kv->arr_n, PI_KEY_TOKENIZER_TOKENS, n);
         memcpy(t->score, kv->arr_data, n * sizeof(float));
     } else if (st != PI_ERR_NOT_FOUND) {
         return pi_error_prefix(st, "tokenizer");
     }
     memset(t->type, PI_TOKEN_NORMAL, n); /* llama.cpp's default without a type array */
-    st = pi_gguf_get_arr(g, KEY("token_type"), -1, &kv);
+    st = pi_gguf_get_arr(g, PI_KEY_TOKENIZER_TOKEN_TYPE, -1, &kv);
     if (st == PI_OK) {
         if (kv->arr_type != PI_GGUF_INT32 && kv->arr_type != PI_GGUF_UINT32)
-            return pi_error(PI_ERR_FORMAT, "tokenizer: %s holds %s, expected i32", KEY("token_type"),
+            return pi_error(PI_ERR_FORMAT, "tokenizer: %s holds %s, expected i32", PI_KEY_TOKENIZER_TOKEN_TYPE,
                             pi_gguf_vtype_name(kv->arr_type));
         if (kv->arr_n != n)
-            return pi_error(PI_ERR_FORMAT, "tokenizer: %s has %llu entries but %s has %zu", KEY("token_type"),
-                            (unsigned long long)kv->arr_n, KEY("tokens"), n);
+            return pi_error(PI_ERR_FORMAT, "tokenizer: %s has %llu entries but %s has %zu", PI_KEY_TOKENIZER_TOKEN_TYPE,
+                            (unsigned long long)kv->arr_n, PI_KEY_TOKENIZER_TOKENS, n);
         const uint8_t *p = kv->arr_data;
         for (size_t i = 0; i < n; i++) {
             int32_t v;
@@ -231,9 +232,9 @@ static int32_t find_first(const pi_tokenizer *t, const char *const *names, size_
 static pi_status find_named_tokens(pi_tokenizer *t, const pi_gguf *g) {
     int32_t fim[6] = {-1, -1, -1, -1, -1, -1}; /* pre, suf, mid, pad, rep, sep */
     static const char *const fim_keys[6][2] = {
-        {KEY("fim_pre_token_id"), KEY("prefix_token_id")}, {KEY("fim_suf_token_id"), KEY("suffix_token_id")},
-        {KEY("fim_mid_token_id"), KEY("middle_token_id")}, {KEY("fim_pad_token_id"), NULL},
-        {KEY("fim_rep_token_id"), NULL},                   {KEY("fim_sep_token_id"), NULL},
+        {PI_KEY_TOKENIZER_FIM_PRE_ID, PI_KEY_TOKENIZER_PREFIX_ID}, {PI_KEY_TOKENIZER_FIM_SUF_ID, PI_KEY_TOKENIZER_SUFFIX_ID},
+        {PI_KEY_TOKENIZER_FIM_MID_ID, PI_KEY_TOKENIZER_MIDDLE_ID}, {PI_KEY_TOKENIZER_FIM_PAD_ID, NULL},
+        {PI_KEY_TOKENIZER_FIM_REP_ID, NULL},                   {PI_KEY_TOKENIZER_FIM_SEP_ID, NULL},
     };
     pi_status st;
     for (int k = 0; k < 6; k++)
@@ -440,33 +441,33 @@ pi_status pi_tokenizer_load(const pi_gguf *g, pi_tokenizer **out) {
     *out = NULL;
     if (!g) return pi_error(PI_ERR_INVALID, "pi_tokenizer_load: no file");
     pi_gguf_str model, pre = {0, NULL};
-    pi_status st = pi_gguf_get_str(g, KEY("model"), &model);
-    if (st == PI_ERR_NOT_FOUND) return pi_error(st, "tokenizer: missing key %s", KEY("model"));
+    pi_status st = pi_gguf_get_str(g, PI_KEY_TOKENIZER_MODEL, &model);
+    if (st == PI_ERR_NOT_FOUND) return pi_error(st, "tokenizer: missing key %s", PI_KEY_TOKENIZER_MODEL);
     if (st) return pi_error_prefix(st, "tokenizer");
     pi_tokenizer_kind kind;
     if (pi_gguf_str_eq(model, "llama")) kind = PI_TOKENIZER_SPM;
     else if (pi_gguf_str_eq(model, "gpt2")) kind = PI_TOKENIZER_BPE;
     else
         return pi_error(PI_ERR_UNSUPPORTED, "tokenizer: %s '%.*s' is not supported (supported: llama, gpt2)",
-                        KEY("model"), SHOWN(model.len), model.data);
+                        PI_KEY_TOKENIZER_MODEL, SHOWN(model.len), model.data);
     pi_bpe_pre pre_kind = PI_PRE_NONE;
     if (kind == PI_TOKENIZER_BPE) {
-        st = pi_gguf_get_str(g, KEY("pre"), &pre);
+        st = pi_gguf_get_str(g, PI_KEY_TOKENIZER_PRE, &pre);
         if (st == PI_ERR_NOT_FOUND) pre_kind = PI_PRE_DEFAULT; /* llama.cpp warns and uses its default */
         else if (st) return pi_error_prefix(st, "tokenizer");
         else if ((pre_kind = pi_bpe_pre_from_name(pre.data, (size_t)pre.len)) == PI_PRE_NONE)
             return pi_error(PI_ERR_UNSUPPORTED,
                             "tokenizer: pre-tokenizer '%.*s' (%s) is not supported (supported: gpt-2 and its "
                             "aliases, deepseek-llm, default)",
-                            SHOWN(pre.len), pre.data, KEY("pre"));
+                            SHOWN(pre.len), pre.data, PI_KEY_TOKENIZER_PRE);
     }
     const pi_gguf_kv *tokens, *merges = NULL;
-    st = pi_gguf_get_arr(g, KEY("tokens"), PI_GGUF_STRING, &tokens);
-    if (st == PI_ERR_NOT_FOUND) return pi_error(st, "tokenizer: missing key %s", KEY("tokens"));
+    st = pi_gguf_get_arr(g, PI_KEY_TOKENIZER_TOKENS, PI_GGUF_STRING, &tokens);
+    if (st == PI_ERR_NOT_FOUND) return pi_error(st, "tokenizer: missing key %s", PI_KEY_TOKENIZER_TOKENS);
     if (st) return pi_error_prefix(st, "tokenizer");
     if (kind == PI_TOKENIZER_BPE) {
-        st = pi_gguf_get_arr(g, KEY("merges"), PI_GGUF_STRING, &merges);
-        if (st == PI_ERR_NOT_FOUND) return pi_error(st, "tokenizer: missing key %s (required for gpt2)", KEY("merges"));
+        st = pi_gguf_get_arr(g, PI_KEY_TOKENIZER_MERGES, PI_GGUF_STRING, &merges);
+        if (st == PI_ERR_NOT_FOUND) return pi_error(st, "tokenizer: missing key %s (required for gpt2)", PI_KEY_TOKENIZER_MERGES);
         if (st) return pi_error_prefix(st, "tokenizer");
     }
 
@@ -488,17 +489,18 @@ pi_status pi_tokenizer_load(const pi_gguf *g, pi_tokenizer **out) {
     if (t->eos >= t->n_vocab) t->eos = -1;
     if (t->unk >= t->n_vocab) t->unk = -1;
     t->eot = t->eom = t->pad = -1;
-    if ((st = get_id(t, g, KEY("bos_token_id"), &t->bos)) || (st = get_id(t, g, KEY("eos_token_id"), &t->eos)) ||
-        (st = get_id(t, g, KEY("eot_token_id"), &t->eot)) || (st = get_id(t, g, KEY("eom_token_id"), &t->eom)) ||
-        (st = get_id(t, g, KEY("unknown_token_id"), &t->unk)) ||
-        (st = get_id(t, g, KEY("padding_token_id"), &t->pad)) ||
-        (st = get_flag(g, KEY("add_bos_token"), &t->add_bos)) ||
-        (st = get_flag(g, KEY("add_eos_token"), &t->add_eos)) ||
-        (st = get_flag(g, KEY("add_space_prefix"), &t->add_space_prefix)))
+    if ((st = get_id(t, g, PI_KEY_TOKENIZER_BOS_ID, &t->bos)) || (st = get_id(t, g, PI_KEY_TOKENIZER_EOS_ID, &t->eos)) ||
+        (st = get_id(t, g, PI_KEY_TOKENIZER_EOT_ID, &t->eot)) || (st = get_id(t, g, PI_KEY_TOKENIZER_EOM_ID, &t->eom)) ||
+        (st = get_id(t, g, PI_KEY_TOKENIZER_UNK_ID, &t->unk)) ||
+        (st = get_id(t, g, PI_KEY_TOKENIZER_PAD_ID, &t->pad)) ||
+        (st = get_flag(g, PI_KEY_TOKENIZER_ADD_BOS, &t->add_bos)) ||
+        (st = get_flag(g, PI_KEY_TOKENIZER_ADD_EOS, &t->add_eos)) ||
+        (st = get_flag(g, PI_KEY_TOKENIZER_ADD_SPACE_PREFIX, &t->add_space_prefix)))
         goto fail;
     if ((st = find_named_tokens(t, g)) || (st = build_specials(t)) || (st = build_pieces(t))) goto fail;
     build_byte_tables(t);
     if (kind == PI_TOKENIZER_BPE && (st = pi_bpe_load_merges(t, merges))) goto fail;
+    t->chat = pi_chat_family_of(g);
     *out = t;
     return PI_OK;
 fail:
@@ -525,16 +527,17 @@ void pi_tokenizer_free(pi_tokenizer *t) {
 
 pi_tokenizer_kind pi_tokenizer_kind_of(const pi_tokenizer *t) { return t->kind; }
 const char *pi_tokenizer_pre(const pi_tokenizer *t) { return pi_bpe_pre_name(t->pre); }
-int32_t pi_tokenizer_n_vocab(const pi_tokenizer *t) { return t->n_vocab; }
-int32_t pi_tokenizer_bos(const pi_tokenizer *t) { return t->bos; }
-int32_t pi_tokenizer_eos(const pi_tokenizer *t) { return t->eos; }
-int32_t pi_tokenizer_eot(const pi_tokenizer *t) { return t->eot; }
-int32_t pi_tokenizer_unk(const pi_tokenizer *t) { return t->unk; }
-int32_t pi_tokenizer_pad(const pi_tokenizer *t) { return t->pad; }
-bool pi_tokenizer_add_bos(const pi_tokenizer *t) { return t->add_bos; }
-bool pi_tokenizer_add_eos(const pi_tokenizer *t) { return t->add_eos; }
-bool pi_tokenizer_add_space_prefix(const pi_tokenizer *t) { return t->add_space_prefix; }
-bool pi_tokenizer_is_eog(const pi_tokenizer *t, int32_t id) { return id >= 0 && eog_has(t, id); }
+/* The queries accept NULL (public API): 0, -1 or false. */
+int32_t pi_tokenizer_n_vocab(const pi_tokenizer *t) { return t ? t->n_vocab : 0; }
+int32_t pi_tokenizer_bos(const pi_tokenizer *t) { return t ? t->bos : -1; }
+int32_t pi_tokenizer_eos(const pi_tokenizer *t) { return t ? t->eos : -1; }
+int32_t pi_tokenizer_eot(const pi_tokenizer *t) { return t ? t->eot : -1; }
+int32_t pi_tokenizer_unk(const pi_tokenizer *t) { return t ? t->unk : -1; }
+int32_t pi_tokenizer_pad(const pi_tokenizer *t) { return t ? t->pad : -1; }
+bool pi_tokenizer_add_bos(const pi_tokenizer *t) { return t && t->add_bos; }
+bool pi_tokenizer_add_eos(const pi_tokenizer *t) { return t && t->add_eos; }
+bool pi_tokenizer_add_space_prefix(const pi_tokenizer *t) { return t && t->add_space_prefix; }
+bool pi_tokenizer_is_eog(const pi_tokenizer *t, int32_t id) { return t && id >= 0 && eog_has(t, id); }
 
 pi_token_type pi_tokenizer_token_type(const pi_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab ? (pi_token_type)t->type[id] : PI_TOKEN_UNDEFINED;
@@ -654,7 +657,7 @@ nomem:
 pi_status pi_tokenize(const pi_tokenizer *t, const char *text, size_t len, bool add_bos, bool parse_special,
                       int32_t *out, size_t cap, size_t *n_out) {
     if (!t || !n_out || (len && !text) || (cap && !out))
-        return pi_error(PI_ERR_INVALID, "tokenize: bad arguments");
+        return pi_error(PI_ERR_INVALID, "pi_tokenize: a NULL tokenizer, text, out or n_out");
     *n_out = 0;
     if (len > PI_TOK_MAX_TEXT)
         return pi_error(PI_ERR_INVALID, "tokenize: text of %zu bytes exceeds the limit of %zu", len, PI_TOK_MAX_TEXT);
@@ -698,7 +701,7 @@ static const char *piece_of(const pi_tokenizer *t, int32_t id, bool special, siz
 }
 
 pi_status pi_token_piece(const pi_tokenizer *t, int32_t id, bool special, const char **piece, size_t *len) {
-    if (!t || !piece || !len) return pi_error(PI_ERR_INVALID, "token_piece: bad arguments");
+    if (!t || !piece || !len) return pi_error(PI_ERR_INVALID, "pi_token_piece: a NULL tokenizer, piece or len");
     if (id < 0 || id >= t->n_vocab)
         return pi_error(PI_ERR_INVALID, "token_piece: token id %d is out of range [0, %d)", id, t->n_vocab);
     *piece = piece_of(t, id, special, len);
@@ -739,7 +742,7 @@ static size_t clean_spaces(char *t, size_t total) {
 }
 
 pi_status pi_detokenize(const pi_tokenizer *t, const int32_t *ids, size_t n, char *buf, size_t cap, size_t *n_out) {
-    if (!t || !n_out || (n && !ids) || (cap && !buf)) return pi_error(PI_ERR_INVALID, "detokenize: bad arguments");
+    if (!t || !n_out || (n && !ids) || (cap && !buf)) return pi_error(PI_ERR_INVALID, "pi_detokenize: a NULL tokenizer, ids, buf or n_out");
     *n_out = 0;
     /* The token whose leading space is the dummy prefix: the first, or the
        one after a leading BOS. */

@@ -20,7 +20,7 @@
 #ifndef PI_TOKENIZER_H
 #define PI_TOKENIZER_H
 
-#include "../gguf/gguf.h"
+#include "gguf/gguf.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -59,23 +59,15 @@ void pi_tokenizer_free(pi_tokenizer *tok); /* accepts NULL */
 pi_tokenizer_kind pi_tokenizer_kind_of(const pi_tokenizer *tok);
 /* The pre-tokenizer in use: "gpt-2", "deepseek-llm", "default"; "" for SPM. */
 const char *pi_tokenizer_pre(const pi_tokenizer *tok);
-int32_t pi_tokenizer_n_vocab(const pi_tokenizer *tok);
 
-/* Special token ids; -1 when the vocabulary has none. */
-int32_t pi_tokenizer_bos(const pi_tokenizer *tok);
-int32_t pi_tokenizer_eos(const pi_tokenizer *tok);
-int32_t pi_tokenizer_eot(const pi_tokenizer *tok);
+/* Special token ids (bos, eos, eot: include/pinfer.h); -1 when the vocabulary has none. */
 int32_t pi_tokenizer_unk(const pi_tokenizer *tok);
 int32_t pi_tokenizer_pad(const pi_tokenizer *tok);
-/* Whether the model wants BOS prepended / EOS appended to a prompt
-   (tokenizer.ggml.add_bos_token / add_eos_token, with llama.cpp's defaults). */
-bool pi_tokenizer_add_bos(const pi_tokenizer *tok);
+/* Whether the model wants EOS appended to a prompt (tokenizer.ggml.add_eos_token,
+   with llama.cpp's default; add_bos is public). */
 bool pi_tokenizer_add_eos(const pi_tokenizer *tok);
 /* Whether SPM text gets a leading space (tokenizer.ggml.add_space_prefix). */
 bool pi_tokenizer_add_space_prefix(const pi_tokenizer *tok);
-/* Whether id ends generation: EOS, EOT, EOM, or a token named like one
-   ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", ...), as llama.cpp decides. */
-bool pi_tokenizer_is_eog(const pi_tokenizer *tok, int32_t id);
 
 /* Per-token data; the id must be in [0, n_vocab) (PI_TOKEN_UNDEFINED / 0 /
    NULL otherwise). The type reflects llama.cpp's adjustments (end-of-turn
@@ -88,35 +80,21 @@ const char *pi_tokenizer_text(const pi_tokenizer *tok, int32_t id, size_t *len);
 /* The id whose vocabulary string is exactly text[0..len), or -1. */
 int32_t pi_tokenizer_find(const pi_tokenizer *tok, const char *text, size_t len);
 
-/* Tokenize text[0..len) (any bytes; invalid UTF-8 is handled as llama.cpp
-   does). add_bos prepends the BOS id (PI_ERR_INVALID when there is none);
-   EOS is never appended (callers check pi_tokenizer_add_eos). parse_special:
-   control and unknown tokens written in the text become their ids.
-   Writes at most cap ids to out and sets *n_out to the number the text needs:
-   PI_ERR_INVALID (and nothing useful in out) when that exceeds cap, so
-   calling with cap 0 measures. */
-pi_status pi_tokenize(const pi_tokenizer *tok, const char *text, size_t len, bool add_bos, bool parse_special,
-                      int32_t *out, size_t cap, size_t *n_out);
+/* Public (include/pinfer.h), with these details:
+   - pi_tokenize: EOS is never appended (callers check pi_tokenizer_add_eos);
+     control and unknown tokens become their ids with parse_special.
+   - pi_token_piece: U+2581 becomes a space, byte tokens one raw byte, BPE
+     tokens are mapped back to bytes; with special false, control and unknown
+     tokens give an empty piece (llama.cpp's llama_token_to_piece).
+   - pi_detokenize: llama.cpp's llama_detokenize(remove_special=false,
+     unparse_special=false): for SPM vocabularies with a space prefix, one
+     leading space of the first token is removed, also after a leading BOS,
+     so detokenize(tokenize(x)) == x with or without BOS (llama.cpp keeps
+     the space after a BOS); BPE vocabularies of the gpt-2/default kind get
+     llama.cpp's clean-up of spaces before punctuation and contractions.
+   - the chat templates (chat.c) and the text stream (stream.c). */
 
-/* The bytes one token contributes to output, for streaming: U+2581 becomes a
-   space, byte tokens one raw byte, BPE tokens are mapped back to bytes. With
-   special false, control and unknown tokens give an empty piece (as in
-   llama.cpp's llama_token_to_piece); with special true, their text. A piece
-   may be an incomplete UTF-8 sequence. PI_ERR_INVALID for a bad id. */
-pi_status pi_token_piece(const pi_tokenizer *tok, int32_t id, bool special, const char **piece, size_t *len);
-
-/* Text of n ids, as llama.cpp's llama_detokenize(remove_special=false,
-   unparse_special=false): control/unknown tokens give nothing; for SPM
-   vocabularies with a space prefix, one leading space of the first token is
-   removed — also when that token follows a leading BOS, so that
-   detokenize(tokenize(x)) == x with or without BOS (llama.cpp keeps the space
-   after a BOS); BPE vocabularies of the gpt-2/default kind get llama.cpp's
-   clean-up of spaces before punctuation and contractions. Writes at most cap
-   bytes and sets *n_out to the full length; a NUL follows when cap > length.
-   PI_ERR_INVALID when the text does not fit or an id is out of range.
-   To print text as it is generated, concatenate pi_token_piece() instead:
-   the first token of a continuation keeps its space there. */
-pi_status pi_detokenize(const pi_tokenizer *tok, const int32_t *ids, size_t n, char *buf, size_t cap,
-                        size_t *n_out);
+/* The chat template family recognised at load (chat.c). */
+int pi_chat_family_of(const pi_gguf *g);
 
 #endif

@@ -1,0 +1,338 @@
+/*
+ * model.c — pi_model: opening a model file as the engine's policy says
+ * (a plan or the default split under a memory budget, huge-page loading or
+ * a mapping otherwise, the sparse FFN where the model allows it), and the
+ * model's queries (include/pinfer.h).
+ */
+#include "api.h"
+
+#include "api/engine.h"
+#include "base/cpu.h"
+#include "base/log.h"
+#include "base/pool.h"
+#include "gguf/names.h"
+#include "kernels/kernels.h"
+#include "plan/hwprobe.h"
+#include "sparse/ffn_sparse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_CTX_MAX 4096 /* sessions' default context: the model's, at most this */
+#define DEFAULT_QD 64
+
+const char *pi_version(void) { return PI_VERSION_STRING; }
+
+const char *pi_system_info(void) {
+    static char buf[256];
+    static atomic_flag made = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&made))
+        snprintf(buf, sizeof buf, "cpu: %s; kernels: %s; %d CPUs", pi_cpu_describe(), pi_kernels_get()->name,
+                 pi_cpu_count());
+    return buf;
+}
+
+pi_model_params pi_model_default_params(void) {
+    pi_model_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+static int64_t default_ctx(int64_t n_ctx_train) {
+    return n_ctx_train > 0 && n_ctx_train < DEFAULT_CTX_MAX ? n_ctx_train : DEFAULT_CTX_MAX;
+}
+
+static char *gguf_strdup(const pi_gguf *g, const char *key) {
+    pi_gguf_str v = {0, NULL};
+    if (pi_gguf_get_str(g, key, &v) != PI_OK) v.len = 0;
+    char *s = malloc(v.len + 1);
+    if (!s) return NULL;
+    if (v.len) memcpy(s, v.data, v.len);
+    s[v.len] = '\0';
+    return s;
+}
+
+static pi_status check_params(const pi_model_params *p) {
+    if (p->n_threads < 0 || p->n_threads > 1024)
+        return pi_error(PI_ERR_INVALID, "pi_model_open: n_threads %d is outside [0, 1024]", p->n_threads);
+    if (p->n_ctx < 0 || p->n_ctx > ((int64_t)1 << 24))
+        return pi_error(PI_ERR_INVALID, "pi_model_open: n_ctx %lld is outside [0, 16777216]", (long long)p->n_ctx);
+    if ((int)p->ffn < PI_FFN_AUTO || (int)p->ffn > PI_FFN_ORACLE)
+        return pi_error(PI_ERR_INVALID, "pi_model_open: ffn mode %d is not a pi_ffn_mode", (int)p->ffn);
+    if (p->hot < 0) return pi_error(PI_ERR_INVALID, "pi_model_open: hot %lld is negative", (long long)p->hot);
+    if ((int)p->io < PI_IO_AUTO || (int)p->io > PI_IO_PREAD)
+        return pi_error(PI_ERR_INVALID, "pi_model_open: io backend %d is not a pi_io_backend", (int)p->io);
+    if (p->queue_depth < 0 || p->queue_depth > PI_IO_MAX_QUEUE_DEPTH)
+        return pi_error(PI_ERR_INVALID, "pi_model_open: queue_depth %d is outside [0, %d]", p->queue_depth,
+                        PI_IO_MAX_QUEUE_DEPTH);
+    if (p->ffn == PI_FFN_ORACLE && p->mem_budget)
+        return pi_error(PI_ERR_INVALID, "the oracle FFN computes every gate and needs the FFN in memory: it cannot "
+                        "run under a memory budget");
+    return PI_OK;
+}
+
+/* A plan from plan_path, checked against the file and the budget asked for. */
+static pi_status load_plan(const char *path, const pi_model_params *p, pi_plan *plan) {
+    pi_status st = pi_plan_load(p->plan_path, plan);
+    if (st) return st;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && plan->model_size && (uint64_t)sb.st_size != plan->model_size)
+        return pi_error(PI_ERR_INVALID, "%s was made for a file of %llu bytes, %s has %llu: plan again", p->plan_path,
+                        (unsigned long long)plan->model_size, path, (unsigned long long)sb.st_size);
+    if (p->mem_budget && p->mem_budget != plan->mem_budget)
+        return pi_error(PI_ERR_INVALID, "the memory budget differs from %s's %.0f MiB: plan again or drop one",
+                        p->plan_path, (double)plan->mem_budget / (1 << 20));
+    return PI_OK;
+}
+
+/* Under a budget: the flash state and the model whose FFN it reads. */
+static pi_status open_offloaded(const char *path, const pi_model_params *p, int64_t n_ctx, pi_model *m) {
+    pi_offload_opts oo = {.mem_budget = p->mem_budget, .n_ctx = n_ctx};
+    oo.io.backend = p->io;
+    oo.io.queue_depth = p->queue_depth ? p->queue_depth : DEFAULT_QD;
+    oo.cold_cache_bytes = p->cache_bytes;
+    if (m->planned) {
+        oo.hot = m->plan.hot;
+        oo.cold_cache_bytes = m->plan.cache_bytes;
+    }
+    if (!oo.n_ctx) { /* the session's context is known only from the model: peek at it */
+        pi_lm *peek;
+        pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &peek);
+        if (st) return st;
+        oo.n_ctx = default_ctx(peek->hp.n_ctx_train);
+        pi_lm_free(peek);
+    }
+    m->n_ctx = oo.n_ctx;
+    return pi_offload_load(path, &oo, &m->lm, &m->off);
+}
+
+/* The sessions' default FFN mode: AUTO becomes sparse where it can run. */
+static pi_status resolve_ffn(pi_model *m, pi_ffn_mode want) {
+    const pi_lm *lm = m->lm;
+    if (want == PI_FFN_AUTO)
+        want = lm->has_predictor && !lm->hp.n_expert && lm->hp.act != PI_ACT_SILU ? PI_FFN_SPARSE : PI_FFN_DENSE;
+    if (want != PI_FFN_DENSE) {
+        pi_status st = pi_sparse_ffn_check(lm, want, false);
+        if (st) return st;
+        if ((st = pi_lm_make_down_t(m->lm))) return st;
+    }
+    m->ffn = want;
+    return PI_OK;
+}
+
+void pi_model_close(pi_model *m) {
+    if (!m) return;
+    pi_offload_free(m->off);
+    pi_tokenizer_free(m->tok);
+    pi_lm_free(m->lm);
+    free(m->arch);
+    free(m->name);
+    if (m->life) {
+        atomic_store(&m->life->alive, false);
+        if (atomic_fetch_sub(&m->life->refs, 1) == 1) free(m->life);
+    }
+    free(m);
+}
+
+pi_status pi_model_open(const char *path, const pi_model_params *params, pi_model **out) {
+    if (out) *out = NULL;
+    if (!path || !out) return pi_error(PI_ERR_INVALID, "pi_model_open: %s is NULL", !path ? "path" : "out");
+    pi_model_params p = params ? *params : pi_model_default_params();
+    pi_status st = check_params(&p);
+    if (st) return st;
+    pi_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->life = calloc(1, sizeof *m->life))) {
+        free(m);
+        return pi_error(PI_ERR_NOMEM, "pi_model_open: out of memory");
+    }
+    atomic_init(&m->life->refs, 1);
+    atomic_init(&m->life->alive, true);
+    atomic_init(&m->off_users, 0);
+
+    /* the plan: from a file, or made now for a budget */
+    if (p.plan_path) {
+        if ((st = load_plan(path, &p, &m->plan))) goto fail;
+        m->planned = true;
+    } else if (p.mem_budget && !p.no_plan && !p.cache_bytes) {
+        pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0};
+        st = pi_engine_plan(path, p.hw_path, p.n_ctx, &lim, &m->plan);
+        if (st) PI_LOGW("planning failed (%s); using the default split", pi_last_error());
+        m->planned = st == PI_OK;
+    }
+    if (m->planned) {
+        p.mem_budget = m->plan.mem_budget;
+        if (!p.n_ctx) p.n_ctx = m->plan.n_ctx;
+        if (!p.n_threads) p.n_threads = m->plan.threads;
+        if (!p.queue_depth) p.queue_depth = m->plan.queue_depth;
+    }
+
+    if (p.mem_budget) st = open_offloaded(path, &p, p.n_ctx, m);
+    else st = pi_lm_load(path, p.use_mmap ? PI_MAP_FILE : PI_MAP_LOAD, &m->lm);
+    if (st) goto fail;
+    if ((st = pi_tokenizer_load(m->lm->gguf, &m->tok))) goto fail;
+    if (pi_tokenizer_n_vocab(m->tok) > m->lm->hp.n_vocab) {
+        st = pi_error(PI_ERR_FORMAT, "%s: the tokenizer has %d tokens but the model only %lld", path,
+                      pi_tokenizer_n_vocab(m->tok), (long long)m->lm->hp.n_vocab);
+        goto fail;
+    }
+    if (!m->n_ctx) m->n_ctx = p.n_ctx ? p.n_ctx : default_ctx(m->lm->hp.n_ctx_train);
+    m->n_threads = p.n_threads;
+    m->hot = p.hot;
+    if ((st = resolve_ffn(m, p.ffn))) goto fail;
+    m->arch = gguf_strdup(m->lm->gguf, PI_KEY_GENERAL_ARCHITECTURE);
+    m->name = gguf_strdup(m->lm->gguf, PI_KEY_GENERAL_NAME);
+    if (!m->arch || !m->name) {
+        st = pi_error(PI_ERR_NOMEM, "pi_model_open: out of memory");
+        goto fail;
+    }
+    m->file_size = pi_gguf_file_size(m->lm->gguf);
+    *out = m;
+    return PI_OK;
+fail:;
+    pi_error_saved e;
+    pi_error_save(&e);
+    pi_model_close(m);
+    pi_error_restore(&e);
+    return st;
+}
+
+static bool model_ok(const pi_model *m, const char *fn) {
+    if (m) return true;
+    pi_error(PI_ERR_INVALID, "%s: the model is NULL", fn);
+    return false;
+}
+
+pi_lm *pi_model_lm(pi_model *m) { return m ? m->lm : NULL; }
+
+int64_t pi_model_n_vocab(const pi_model *m) { return m ? m->lm->hp.n_vocab : 0; }
+
+const pi_tokenizer *pi_model_tokenizer(const pi_model *m) { return m ? m->tok : NULL; }
+
+/* Weight bytes of the dense FFNs (gate, up, down) of all layers. */
+static uint64_t ffn_bytes(const pi_lm *lm) {
+    uint64_t b = 0;
+    for (int64_t il = 0; il < lm->hp.n_layer; il++) {
+        const pi_layer *l = &lm->layers[il];
+        const pi_weight *down = l->ffn_down.data ? &l->ffn_down : &l->ffn_down_t;
+        b += pi_weight_nbytes(&l->ffn_gate) + pi_weight_nbytes(&l->ffn_up) + pi_weight_nbytes(down);
+        if (l->ffn_gate_exps.data)
+            b += pi_weight_nbytes(&l->ffn_gate_exps) + pi_weight_nbytes(&l->ffn_up_exps) +
+                 pi_weight_nbytes(&l->ffn_down_exps);
+    }
+    return b;
+}
+
+pi_status pi_model_get_info(const pi_model *m, pi_model_info *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!model_ok(m, "pi_model_get_info")) return PI_ERR_INVALID;
+    if (!out) return pi_error(PI_ERR_INVALID, "pi_model_get_info: out is NULL");
+    const pi_lm *lm = m->lm;
+    const pi_hparams *hp = &lm->hp;
+    out->path = lm->path;
+    out->arch = m->arch;
+    out->name = m->name;
+    out->activation = pi_ffn_act_name(hp->act);
+    out->kernels = pi_kernels_get()->name;
+    out->n_vocab = hp->n_vocab;
+    out->n_ctx_train = hp->n_ctx_train;
+    out->n_embd = hp->n_embd;
+    out->n_layer = hp->n_layer;
+    out->n_head = hp->n_head;
+    out->n_head_kv = hp->n_head_kv;
+    out->n_ff = hp->n_ff;
+    out->n_expert = hp->n_expert;
+    out->n_expert_used = hp->n_expert_used;
+    out->has_predictor = lm->has_predictor;
+    out->bundled = lm->bundled;
+    out->offloaded = m->off != NULL;
+    out->ffn = m->ffn;
+    out->hot = m->hot;
+    out->n_ctx = m->n_ctx;
+    out->n_threads = m->n_threads;
+    out->file_size = m->file_size;
+    out->weight_bytes = lm->weight_bytes;
+    out->bytes_per_token = pi_lm_bytes_per_token(lm);
+    out->ffn_bytes = ffn_bytes(lm);
+    out->planned = m->planned;
+    if (m->planned) {
+        out->plan_tok_s = m->plan.cost.tok_s;
+        out->plan_threads = m->plan.threads;
+        out->plan_queue_depth = m->plan.queue_depth;
+        out->plan_cache_bytes = m->plan.cache_bytes;
+    }
+    return PI_OK;
+}
+
+pi_status pi_model_memory(const pi_model *m, pi_memory_report *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!model_ok(m, "pi_model_memory")) return PI_ERR_INVALID;
+    if (!out) return pi_error(PI_ERR_INVALID, "pi_model_memory: out is NULL");
+    out->weights = m->lm->weight_bytes;
+    out->io_backend = "";
+    const pi_offload *o = m->off;
+    if (!o) return PI_OK;
+    const pi_budget *b = &o->budget;
+    out->limit = b->limit;
+    out->used = pi_budget_used(b);
+    out->fixed = b->used[PI_MEM_FIXED];
+    out->kv = b->used[PI_MEM_KV];
+    out->scratch = b->used[PI_MEM_SCRATCH];
+    out->io = b->used[PI_MEM_IO];
+    out->hot = b->used[PI_MEM_HOT];
+    out->cache = b->used[PI_MEM_COLD];
+    out->hot_min = o->n_ff;
+    for (int64_t il = 0; il < o->n_layer; il++) {
+        out->hot_min = o->hot[il] < out->hot_min ? o->hot[il] : out->hot_min;
+        out->hot_max = o->hot[il] > out->hot_max ? o->hot[il] : out->hot_max;
+    }
+    out->cache_slots = pi_ncache_slots(o->cache);
+    out->slot_bytes = o->stride;
+    out->io_backend = pi_io_backend_name(o->io);
+    out->weights = o->fixed_bytes + o->hot_bytes;
+    return PI_OK;
+}
+
+pi_status pi_budget_query(const char *path, int64_t n_ctx, pi_budget_info *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!path || !out) return pi_error(PI_ERR_INVALID, "pi_budget_query: %s is NULL", !path ? "path" : "out");
+    if (n_ctx < 0 || n_ctx > ((int64_t)1 << 24))
+        return pi_error(PI_ERR_INVALID, "pi_budget_query: n_ctx %lld is outside [0, 16777216]", (long long)n_ctx);
+    pi_lm *lm;
+    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &lm);
+    if (st) return st;
+    if (!lm->bundled) {
+        st = pi_error(PI_ERR_INVALID, "%s: a memory budget needs a bundle file: convert it with "
+                      "pinfer convert -m %s --bundle -o OUT.gguf", path, path);
+        pi_lm_free(lm);
+        return st;
+    }
+    if (!n_ctx) n_ctx = default_ctx(lm->hp.n_ctx_train);
+    pi_budget_needs z;
+    if (!(st = pi_offload_measure(lm, n_ctx, 0, 4096, &z))) {
+        out->minimum = z.minimum;
+        out->fixed = z.fixed;
+        out->kv = z.kv;
+        out->scratch = z.session - z.kv;
+        out->io = z.io;
+        out->min_cache = z.min_cold;
+        out->ffn_bytes = (uint64_t)z.bundle_mem * (uint64_t)(z.n_layer * z.n_ff);
+        out->n_ctx = n_ctx;
+    }
+    pi_lm_free(lm);
+    return st;
+}
+
+pi_status pi_probe_memory_bandwidth(int n_threads, size_t bytes, double *gb_s) {
+    if (gb_s) *gb_s = 0.0;
+    if (!gb_s) return pi_error(PI_ERR_INVALID, "pi_probe_memory_bandwidth: gb_s is NULL");
+    if (n_threads < 0 || n_threads > 1024)
+        return pi_error(PI_ERR_INVALID, "pi_probe_memory_bandwidth: n_threads %d is outside [0, 1024]", n_threads);
+    pi_pool *pool;
+    pi_status st = pi_pool_create(n_threads, &pool);
+    if (st) return st;
+    st = pi_probe_read_bw(pool, bytes ? bytes : (size_t)1 << 30, 3, gb_s);
+    pi_pool_free(pool);
+    return st;
+}
