@@ -9,9 +9,15 @@
  * valid UTF-8 must come back byte for byte where the tokenizer is lossless
  * (SPM without U+2581 in the text, deepseek-llm without special-token
  * parsing).
+ * The ids also pass through a text stream: its pieces are whole UTF-8
+ * characters when the text was valid, and joined they equal the token
+ * pieces joined. The text, cut at newlines into messages, goes through the
+ * chat template: the measuring call agrees, and each shorter conversation's
+ * text is a prefix of the longer's.
  * Loader mode (input starting with "GGUF"): the input is parsed as a GGUF file
- * and, when it holds a usable vocabulary, a fixed sample is tokenized with it;
- * load must fail cleanly or give a tokenizer whose ids are in range.
+ * and, when it holds a usable vocabulary, a fixed sample is tokenized with it
+ * and put in a chat (its chat template, if any, is the file's); load must
+ * fail cleanly or give a tokenizer whose ids are in range.
  *
  * Build with clang from the repository root: fuzz/fuzz_tokenizer.c, every .c
  * file of src/tokenizer, src/gguf and src/base, and src/kernels/types.c, with
@@ -112,6 +118,63 @@ static char *detok(const pi_tokenizer *t, const int32_t *ids, size_t n, size_t *
     return b;
 }
 
+/* Stream ids[0..n) (after BOS when bos): whole characters for valid text,
+   and always the pieces joined, less the dummy-prefix space after BOS. */
+static void stream_check(const pi_tokenizer *t, const int32_t *ids, size_t n, bool bos, bool valid) {
+    pi_text_stream *st;
+    must(pi_text_stream_create(t, &st) == PI_OK, "text stream");
+    pi_text_stream_reset(st, bos && n ? ids[0] : -1);
+    size_t joined = 0, pieces = 0;
+    for (size_t i = bos ? 1 : 0; i < n; i++) {
+        const char *txt, *pc;
+        size_t len, pl;
+        must(pi_text_stream_push(st, ids[i], &txt, &len) == PI_OK, "stream push");
+        must(pi_token_piece(t, ids[i], false, &pc, &pl) == PI_OK, "piece");
+        /* a piece right after BOS loses its leading space */
+        const bool after_bos = i > 0 && ids[i - 1] == pi_tokenizer_bos(t);
+        if (after_bos && pi_tokenizer_add_space_prefix(t) && pl && pc[0] == ' ') pl--;
+        if (valid) must(pi_utf8_valid((const uint8_t *)txt, len, NULL), "stream gives whole characters");
+        joined += len, pieces += pl;
+    }
+    const char *txt;
+    size_t len;
+    pi_text_stream_flush(st, &txt, &len);
+    must(joined + len == pieces, "stream text is the pieces joined");
+    pi_text_stream_free(st);
+}
+
+/* The text cut at newlines into at most 8 messages of cycling roles. */
+static void chat_check(const pi_tokenizer *t, const char *s, size_t n) {
+    static const char *const roles[] = {"system", "user", "assistant"};
+    pi_chat_message msg[8];
+    char *copy = malloc(n + 1);
+    must(copy != NULL, "malloc");
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    size_t k = 0;
+    for (char *p = copy; k < 8;) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = '\0';
+        msg[k] = (pi_chat_message){roles[k % 3], p};
+        k++;
+        if (!nl) break;
+        p = nl + 1;
+    }
+    size_t full = 0, len = 0;
+    pi_status st = pi_chat_apply(t, msg, k, true, NULL, 0, &full);
+    must(st == (full ? PI_ERR_INVALID : PI_OK), "measuring chat");
+    char *all = malloc(full + 1), *part = malloc(full + 1);
+    must(all && part, "malloc");
+    must(pi_chat_apply(t, msg, k, true, all, full + 1, &len) == PI_OK && len == full, "chat");
+    for (size_t j = 1; j < k; j++) {
+        must(pi_chat_apply(t, msg, j, false, part, full + 1, &len) == PI_OK && len <= full, "shorter chat");
+        must(!memcmp(part, all, len), "a shorter conversation's text is a prefix");
+    }
+    free(all);
+    free(part);
+    free(copy);
+}
+
 /* Longer texts add little coverage and cost much time: the unit test covers
    100 KB inputs. */
 #define TEXT_MAX 4096
@@ -133,9 +196,11 @@ static void text_mode(const uint8_t *data, size_t size) {
                             ((spm && !memmem(s, size, "\xE2\x96\x81", 3)) ||
                              strcmp(pi_tokenizer_pre(t), "deepseek-llm") == 0);
             if (lossless) must(len == size && memcmp(back, s, size) == 0, "round trip");
+            stream_check(t, ids, n, bos, valid && !special);
             free(back);
             free(ids);
         }
+        chat_check(t, s, size);
     }
 }
 
@@ -155,8 +220,10 @@ static void loader_mode(const uint8_t *data, size_t size) {
         size_t n, len;
         int32_t *ids = run_one(t, sample, sizeof sample - 1, mode & 1, mode & 2, true, &n);
         free(detok(t, ids, n, &len));
+        stream_check(t, ids, n, mode & 1, false);
         free(ids);
     }
+    chat_check(t, sample, sizeof sample - 1);
     int32_t nv = pi_tokenizer_n_vocab(t);
     for (int32_t id = 0; id < nv && id < 4096; id++) {
         const char *p;

@@ -28,11 +28,7 @@ struct pi_text_stream {
 pi_status pi_text_stream_create(const pi_tokenizer *tok, pi_text_stream **out) {
     if (out) *out = NULL;
     if (!tok || !out) return pi_error(PI_ERR_INVALID, "pi_text_stream_create: %s is NULL", !tok ? "tok" : "out");
-    size_t longest = 0;
-    for (int32_t i = 0; i < tok->n_vocab; i++) {
-        size_t n = tok->piece_off[i + 1] - tok->piece_off[i];
-        longest = n > longest ? n : longest;
-    }
+    const size_t longest = tok->max_piece_len;
     pi_text_stream *st = calloc(1, sizeof *st);
     if (!st || !(st->buf = malloc(longest + 8))) {
         free(st);

@@ -50,6 +50,7 @@ struct pi_tokenizer {
     uint8_t *type;       /* (n_vocab) pi_token_type */
     char *piece;         /* output bytes of every token (special tokens as text) */
     size_t *piece_off;   /* (n_vocab + 1) offsets into piece */
+    size_t max_piece_len; /* the longest piece (with special tokens as text) */
 
     pi_tok_slot *slots;  /* (slot_mask + 1) string -> id */
     size_t slot_mask;

@@ -400,7 +400,9 @@ static pi_status build_pieces(pi_tokenizer *t) {
     if (!t->piece_off) return pi_error(PI_ERR_NOMEM, "tokenizer: out of memory");
     for (size_t i = 0; i < n; i++) {
         t->piece_off[i] = total;
-        total += make_piece(t, (int32_t)i, NULL);
+        const size_t len = make_piece(t, (int32_t)i, NULL);
+        t->max_piece_len = len > t->max_piece_len ? len : t->max_piece_len;
+        total += len;
     }
     t->piece_off[n] = total;
     t->piece = malloc(total ? total : 1);
