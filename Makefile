@@ -48,6 +48,17 @@ ifeq ($(HAVE_URING),1)
   LDLIBS += -luring
 endif
 
+# cJSON (libcjson-dev) writes the tools' JSON output (bench -o json, inspect
+# --json) and reads it back in the tests; only the tools and tests link it,
+# never libpinfer. Optional like liburing: without it (the static aarch64
+# cross build) JSON output is refused with a message.
+HAVE_CJSON := $(shell printf '$(HASH)include <cjson/cJSON.h>\nint main(void) { cJSON_Delete(cJSON_CreateObject()); return 0; }\n' | \
+  $(CC) -x c - -o /dev/null $(if $(filter neon,$(MODE)),-static) -lcjson >/dev/null 2>&1 && echo 1)
+ifeq ($(HAVE_CJSON),1)
+  TOOL_CFLAGS := -DPI_HAVE_CJSON
+  TOOL_LDLIBS := -lcjson
+endif
+
 ifeq ($(MODE),release)
   OPT := -O2 -g
 else ifeq ($(MODE),asan)
@@ -113,6 +124,8 @@ $(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ISA) -MMD -MP -c $< -o $@
 
+$(TOOL_OBJ) $(TEST_BIN:%=%.o): ALL_CFLAGS += $(TOOL_CFLAGS)
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
@@ -136,10 +149,10 @@ endef
 export PC_TEXT
 
 $(PINFER): $(TOOL_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(TOOL_LDLIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(TOOL_LDLIBS) $(LDLIBS)
 
 $(FUZZ_REPLAY): $(BUILD)/fuzz/fuzz_gguf.o $(BUILD)/fuzz/replay_main.o $(LIB)
 	@mkdir -p $(dir $@)

@@ -9,9 +9,9 @@ need=()      # "command package" pairs that the target cannot do without
 optional=()  # pairs whose absence only skips a part
 
 case $target in
-build | demo | asan) need=("cc gcc" "make make")
+build | demo | asan) need=("cc gcc" "make make" "/usr/include/cjson/cJSON.h libcjson-dev")
       optional=("/usr/include/liburing.h liburing-dev") ;;
-test) need=("cc gcc" "make make")
+test) need=("cc gcc" "make make" "/usr/include/cjson/cJSON.h libcjson-dev")
       optional=("/usr/include/liburing.h liburing-dev" "aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user"
                 "pkg-config pkgconf" "g++ g++") ;;
 neon) need=("aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user") ;;
