@@ -5,6 +5,7 @@
 #include "engine.h"
 
 #include "base/log.h"
+#include "base/timer.h"
 #include "sparse/offload.h"
 
 #include <stdio.h>
@@ -17,7 +18,8 @@ pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out) 
     if (st) return st;
     if (!m->bundled) {
         pi_lm_free(m);
-        return pi_error(PI_ERR_INVALID, "%s: the planner needs a bundle file (pinfer convert --bundle)", path);
+        return pi_error(PI_ERR_INVALID, "%s has no neuron bundles: --mem-budget reads the FFN from a bundle file; "
+                        "make one with: pinfer convert -m %s --bundle -o OUT.gguf", path, path);
     }
     if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
     pi_budget_needs z;
@@ -34,12 +36,26 @@ pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out) 
     uint64_t dev = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_dev : 0;
     if (!pi_hw_default_path(path, sizeof path, dev)) path[0] = '\0';
     if (path[0] && pi_hw_load(path, out) == PI_OK) return PI_OK;
-    PI_LOGW("no hardware figures cached (%s): measuring them now (pinfer hwprobe --quick)", path);
+    PI_LOGW("no hardware figures for this disk yet: measuring memory, kernels and flash once now "
+            "(pinfer hwprobe --quick, 10-20 s; kept in %s)", path[0] ? path : "no cache file");
+    const double t0 = pi_time_s();
     pi_hwprobe_opts po = {.file = model_path, .quick = true};
     pi_status st = pi_hwprobe_run(&po, out);
     if (st) return st;
+    PI_LOGW("hardware measured in %.1f s", pi_time_s() - t0);
     if (path[0] && pi_hw_save(out, path)) PI_LOGW("%s", pi_last_error());
     return PI_OK;
+}
+
+pi_status pi_engine_solve(const pi_mprofile *mp, const pi_hw *hw, const char *model_path, const pi_plan_limits *lim,
+                          pi_plan *out) {
+    pi_status st = pi_plan_solve(mp, hw, lim, out);
+    if (st && st != PI_ERR_INVALID) return st;
+    out->have_stats = mp->have_stats;
+    snprintf(out->model, sizeof out->model, "%s", model_path);
+    struct stat sb;
+    out->model_size = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    return st;
 }
 
 pi_status pi_engine_plan(const char *model_path, const char *hw_path, int64_t n_ctx, const pi_plan_limits *lim,
@@ -48,17 +64,7 @@ pi_status pi_engine_plan(const char *model_path, const char *hw_path, int64_t n_
     pi_status st = pi_engine_profile(model_path, n_ctx, &mp);
     if (st) return st;
     pi_hw hw;
-    if ((st = pi_engine_hw(model_path, hw_path, &hw))) {
-        pi_mprofile_free(mp);
-        return st;
-    }
-    st = pi_plan_solve(mp, &hw, lim, out);
-    const bool have_stats = mp->have_stats;
+    if (!(st = pi_engine_hw(model_path, hw_path, &hw))) st = pi_engine_solve(mp, &hw, model_path, lim, out);
     pi_mprofile_free(mp);
-    if (st && st != PI_ERR_INVALID) return st;
-    out->have_stats = have_stats;
-    snprintf(out->model, sizeof out->model, "%s", model_path);
-    struct stat sb;
-    out->model_size = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
     return st;
 }

@@ -20,8 +20,13 @@ pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out);
 
 /* The hardware figures for running model_path: from hw_path when given,
    else the cached probe of its filesystem, else measured now (hwprobe
-   --quick, ~12 s; a warning says so) and cached. */
+   --quick, 10-20 s; warnings say so and how long it took) and cached. */
 pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out);
+
+/* pi_plan_solve for a profile measured from model_path, with out->model,
+   model_size and have_stats filled; errors as pi_engine_plan. */
+pi_status pi_engine_solve(const pi_mprofile *mp, const pi_hw *hw, const char *model_path, const pi_plan_limits *lim,
+                          pi_plan *out);
 
 /* The fastest plan for the bundle file under lim (pi_plan_solve), with
    out->model and model_size filled and out->have_stats telling whether the

@@ -13,6 +13,7 @@
 #include "gguf/names.h"
 #include "kernels/kernels.h"
 #include "plan/hwprobe.h"
+#include "base/units.h"
 #include "sparse/ffn_sparse.h"
 
 #include <stdio.h>
@@ -82,8 +83,8 @@ static pi_status load_plan(const char *path, const pi_model_params *p, pi_plan *
         return pi_error(PI_ERR_INVALID, "%s was made for a file of %llu bytes, %s has %llu: plan again", p->plan_path,
                         (unsigned long long)plan->model_size, path, (unsigned long long)sb.st_size);
     if (p->mem_budget && p->mem_budget != plan->mem_budget)
-        return pi_error(PI_ERR_INVALID, "the memory budget differs from %s's %.0f MiB: plan again or drop one",
-                        p->plan_path, (double)plan->mem_budget / (1 << 20));
+        return pi_error(PI_ERR_INVALID, "the memory budget differs from %s's %s: plan again or drop one",
+                        p->plan_path, PI_BYTES(plan->mem_budget));
     return PI_OK;
 }
 
@@ -156,10 +157,26 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         if ((st = load_plan(path, &p, &m->plan))) goto fail;
         m->planned = true;
     } else if (p.mem_budget && !p.no_plan && !p.cache_bytes) {
-        pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0};
-        st = pi_engine_plan(path, p.hw_path, p.n_ctx, &lim, &m->plan);
-        if (st) PI_LOGW("planning failed (%s); using the default split", pi_last_error());
-        m->planned = st == PI_OK;
+        /* The file's own problems (no bundles, a budget below its minimum)
+           end here with their message; without the machine's figures the
+           default split still runs. */
+        pi_mprofile *mp = NULL;
+        if ((st = pi_engine_profile(path, p.n_ctx, &mp))) goto fail;
+        if (p.mem_budget < mp->needs.minimum) { /* said before the machine is measured */
+            st = pi_budget_below_minimum(&mp->needs, p.mem_budget, mp->n_ctx);
+            pi_mprofile_free(mp);
+            goto fail;
+        }
+        pi_hw hw;
+        if (pi_engine_hw(path, p.hw_path, &hw)) {
+            PI_LOGW("cannot measure this machine for the planner (%s); using the default split", pi_last_error());
+        } else {
+            pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0};
+            st = pi_engine_solve(mp, &hw, path, &lim, &m->plan);
+            m->planned = st == PI_OK;
+        }
+        pi_mprofile_free(mp);
+        if (st) goto fail;
     }
     if (m->planned) {
         p.mem_budget = m->plan.mem_budget;

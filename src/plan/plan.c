@@ -5,6 +5,8 @@
  */
 #include "plan.h"
 
+#include "base/units.h"
+
 #include "gguf/bundle.h"
 #include "gguf/gguf.h"
 #include "gguf/names.h"
@@ -56,6 +58,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     p->n_ff = F;
     p->n_embd = z->n_embd;
     p->n_ctx = z->n_ctx;
+    p->needs = *z;
     p->fixed = z->fixed;
     p->session = z->session;
     p->io = z->io;
@@ -368,11 +371,7 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
     out->mem_budget = lim->mem_budget;
     const uint64_t base = mp->fixed + mp->session + mp->io;
     if (lim->mem_budget && lim->mem_budget < base + mp->min_cold)
-        return pi_error(PI_ERR_NOMEM, "--mem-budget %.0f MiB is below this model's minimum of %.0f MiB (fixed region "
-                        "%.1f, session %.1f, I/O %.1f, smallest neuron cache %.1f MiB)",
-                        (double)lim->mem_budget / (1 << 20), (double)(base + mp->min_cold) / (1 << 20),
-                        (double)mp->fixed / (1 << 20), (double)mp->session / (1 << 20), (double)mp->io / (1 << 20),
-                        (double)mp->min_cold / (1 << 20));
+        return pi_budget_below_minimum(&mp->needs, lim->mem_budget, mp->n_ctx);
     cand *order = malloc((size_t)(L * F) * sizeof *order);
     if (!order) return pi_error(PI_ERR_NOMEM, "out of memory");
     /* within a layer s_i need not be sorted if the counts were not: rank by s, then keep prefixes */
@@ -439,7 +438,7 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
     best.resident_bytes = base + hot_bytes + (lim->mem_budget ? best.cache_bytes : 0);
     *out = best;
     if (lim->min_speed > 0.0 && best.cost.tok_s < lim->min_speed)
-        return pi_error(PI_ERR_INVALID, "no plan reaches %.2f tok/s within %.0f MiB: the best predicts %.2f tok/s",
-                        lim->min_speed, (double)lim->mem_budget / (1 << 20), best.cost.tok_s);
+        return pi_error(PI_ERR_INVALID, "no plan reaches %.2f tok/s within %s: the best predicts %.2f tok/s",
+                        lim->min_speed, PI_BYTES(lim->mem_budget), best.cost.tok_s);
     return PI_OK;
 }

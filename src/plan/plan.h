@@ -82,6 +82,7 @@ typedef struct pi_mprofile {
     double *sel;            /* (n_layer * n_ff) s_i */
     double recall[PI_PLAN_MAX_LAYERS], precision[PI_PLAN_MAX_LAYERS];
     char source[96];        /* where recall/precision came from */
+    pi_budget_needs needs;  /* the loader's figures, whole */
 } pi_mprofile;
 
 /* The profile of a bundle file from its metadata g (activation counts

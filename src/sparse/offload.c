@@ -223,12 +223,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     const size_t min_cold = z.min_cold;
     const uint64_t sess = z.session, kv = z.kv, io_bytes = z.io, minimum = z.minimum;
     if (o->budget.limit && o->budget.limit < minimum) {
-        st = pi_error(PI_ERR_NOMEM, "--mem-budget %.0f MiB is below this model's minimum of %.0f MiB at context %lld: "
-                      "fixed region %.1f MiB (attention, norms, predictors, output head), KV cache %.1f MiB, scratch "
-                      "%.1f MiB, I/O buffers %.1f MiB, smallest neuron cache %.1f MiB",
-                      (double)o->budget.limit / (1 << 20), (double)minimum / (1 << 20), (long long)opt->n_ctx,
-                      (double)fixed / (1 << 20), (double)kv / (1 << 20), (double)(sess - kv) / (1 << 20),
-                      (double)io_bytes / (1 << 20), (double)min_cold / (1 << 20));
+        st = pi_budget_below_minimum(&z, o->budget.limit, opt->n_ctx);
         goto fail;
     }
     if ((st = pi_budget_charge(&o->budget, PI_MEM_FIXED, fixed, "the fixed region")) ||

@@ -3,7 +3,10 @@
  */
 #include "budget.h"
 
+#include "base/units.h"
+
 #include <stdint.h>
+#include <stdio.h>
 
 static const char *const region_names[PI_MEM_N] = {"fixed", "kv", "scratch", "io", "hot", "cold"};
 
@@ -23,9 +26,30 @@ uint64_t pi_budget_left(const pi_budget *b) {
 
 pi_status pi_budget_charge(pi_budget *b, pi_mem_region r, uint64_t bytes, const char *what) {
     if (b->limit && bytes > pi_budget_left(b))
-        return pi_error(PI_ERR_NOMEM, "memory budget of %.1f MiB exceeded: %s needs %.1f MiB, %.1f MiB are left "
-                        "(%.1f MiB already used)", (double)b->limit / (1 << 20), what, (double)bytes / (1 << 20),
-                        (double)pi_budget_left(b) / (1 << 20), (double)pi_budget_used(b) / (1 << 20));
+        return pi_error(PI_ERR_NOMEM, "memory budget of %s exceeded: %s needs %s, %s are left (%s already used)",
+                        PI_BYTES(b->limit), what, PI_BYTES(bytes), PI_BYTES(pi_budget_left(b)),
+                        PI_BYTES(pi_budget_used(b)));
     b->used[r] += bytes;
     return PI_OK;
+}
+
+pi_status pi_budget_below_minimum(const pi_budget_needs *z, uint64_t limit, int64_t n_ctx) {
+    /* everything but the KV cache stays; the KV cache scales with -c */
+    const uint64_t rest = z->minimum - z->kv;
+    const double per_pos = n_ctx > 0 ? (double)z->kv / (double)n_ctx : 0.0;
+    char lever[160] = "";
+    if (per_pos > 0.0 && limit > rest) {
+        int64_t fit = (int64_t)((double)(limit - rest) / per_pos) / 256 * 256;
+        if (fit >= 256 && fit < n_ctx)
+            snprintf(lever, sizeof lever, "; a smaller context lowers it: -c %lld fits in this budget", (long long)fit);
+    }
+    if (!lever[0] && per_pos > 0.0 && n_ctx > 256)
+        snprintf(lever, sizeof lever, "; a smaller context lowers it (-c 256 needs %s), the rest is fixed",
+                 PI_BYTES(rest + (uint64_t)(per_pos * 256.0)));
+    return pi_error(PI_ERR_NOMEM,
+                    "--mem-budget %s is below this model's minimum of %s at context %lld (-c): fixed region %s "
+                    "(attention, norms, predictors, output head), KV cache %s, scratch %s, I/O buffers %s, smallest "
+                    "neuron cache %s%s",
+                    PI_BYTES(limit), PI_BYTES(z->minimum), (long long)n_ctx, PI_BYTES(z->fixed), PI_BYTES(z->kv),
+                    PI_BYTES(z->session - z->kv), PI_BYTES(z->io), PI_BYTES(z->min_cold), lever);
 }

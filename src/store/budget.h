@@ -57,6 +57,11 @@ typedef struct pi_budget_needs {
 /* Charge bytes to region r; PI_ERR_NOMEM naming `what` when the total would
    exceed the limit (nothing is charged then). */
 pi_status pi_budget_charge(pi_budget *b, pi_mem_region r, uint64_t bytes, const char *what);
+/* PI_ERR_NOMEM with the message for a budget below z->minimum: the parts of
+   the minimum, and -c as the lever (the KV cache grows with the context: the
+   largest context that fits in `limit`, or the minimum at a small one). */
+pi_status pi_budget_below_minimum(const pi_budget_needs *z, uint64_t limit, int64_t n_ctx);
+
 uint64_t pi_budget_used(const pi_budget *b);
 uint64_t pi_budget_left(const pi_budget *b); /* UINT64_MAX when unlimited */
 
