@@ -9,6 +9,71 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const struct {
+    const char *from, *to;
+} k_aliases[] = {
+    {"--model", "-m"},   {"--prompt", "-p"},      {"--file", "-f"},        {"--n-predict", "-n"},
+    {"--predict", "-n"}, {"--threads", "-t"},     {"--ctx-size", "-c"},    {"--output", "-o"},
+    {"-s", "--seed"},    {"--repetitions", "-r"}, {"--n-prompt", "-p"},    {"--n-gen", "-n"},
+};
+
+/* Options of any command that take no value: the word after them is an
+   option again, so it may be rewritten. Every other option takes one. */
+static const char *const k_flags[] = {
+    "-h",     "--help",    "--version", "--mmap", "--dense",   "--no-plan", "--ignore-eos", "--special",
+    "--stats", "--compare-dense", "--ids", "--no-bos", "--naive", "--quick", "--all", "--json", "--bundle",
+};
+
+static bool is_flag(const char *a) {
+    for (size_t k = 0; k < sizeof k_flags / sizeof k_flags[0]; k++)
+        if (!strcmp(a, k_flags[k])) return true;
+    return false;
+}
+
+char **arg_normalize(int *argc, char **argv) {
+    /* at most one extra word per argument */
+    char **out = calloc(2 * (size_t)*argc + 1, sizeof *out);
+    if (!out) return NULL;
+    int n = 0;
+    bool value_next = false, rest = false;
+    for (int i = 0; i < *argc; i++) {
+        char *a = argv[i];
+        if (i == 0 || rest || value_next || a[0] != '-' || !a[1]) {
+            out[n++] = a;
+            value_next = false;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            out[n++] = a;
+            rest = true;
+            continue;
+        }
+        char *eq = a[1] == '-' ? strchr(a, '=') : NULL, *val = NULL;
+        if (eq) {
+            char *name = strndup(a, (size_t)(eq - a));
+            if (!name) return NULL;
+            a = name;
+            val = eq + 1;
+        }
+        for (size_t k = 0; k < sizeof k_aliases / sizeof k_aliases[0]; k++)
+            if (!strcmp(a, k_aliases[k].from)) {
+                a = (char *)k_aliases[k].to;
+                break;
+            }
+        out[n++] = a;
+        if (val) out[n++] = val;
+        else value_next = !is_flag(a);
+    }
+    out[n] = NULL;
+    *argc = n;
+    return out;
+}
+
+int arg_unknown(const char *cmd, const char *opt) {
+    fprintf(stderr, "pinfer: %s: unknown option '%s'; see pinfer %s --help\n", cmd, opt, cmd);
+    return 2;
+}
+
 const char *arg_value(const char *cmd, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
         fprintf(stderr, "pinfer: %s: option %s needs a value\n", cmd, argv[*i]);

@@ -10,6 +10,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* llama.cpp's spellings, for every command: "--opt=value" becomes "--opt"
+   "value", and the long forms of the short options (--model, --prompt,
+   --file, --n-predict/--predict, --threads, --ctx-size, --output,
+   --repetitions) and -s (--seed) become the forms the commands read. Values
+   of options are never rewritten, and nothing after "--" is. Returns a new
+   argv (with *argc updated) that lives until exit, or NULL when out of
+   memory. */
+char **arg_normalize(int *argc, char **argv);
+
+/* "pinfer: CMD: unknown option 'OPT'; see pinfer CMD --help" on stderr;
+   returns 2, the exit status of usage errors. */
+int arg_unknown(const char *cmd, const char *opt);
+
 /* The value after option argv[*i] (advancing *i), or NULL with a message. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 

@@ -170,9 +170,7 @@ int cmd_bench_io(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
+            return arg_unknown(cmd, a);
         }
     }
     if (!path) {

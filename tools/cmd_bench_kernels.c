@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "usage: pinfer bench-kernels [options]\n"
             "  --types LIST      weight types (default f32,f16,bf16,q8_0,q4_0)\n"
             "  --variants LIST   kernel sets (default: every one this CPU runs)\n"
-            "  --threads LIST    thread counts (default 1,<cores>)\n"
+            "  -t, --threads LIST  thread counts (default 1,<cores>)\n"
             "  --rows N --cols N matrix shape (default 14336 x 4096)\n"
             "  --ws-mib N        working set rotated over, MiB (default 768; keep it > 512)\n"
             "  --reps N          timed passes per point, median reported (default 5)\n"
@@ -48,16 +48,14 @@ int cmd_bench_kernels(int argc, char **argv) {
         if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
         if (!strcmp(a, "--types")) snprintf(types_buf, sizeof types_buf, "%s", v);
         else if (!strcmp(a, "--variants")) snprintf(variants_buf, sizeof variants_buf, "%s", v);
-        else if (!strcmp(a, "--threads")) snprintf(threads_buf, sizeof threads_buf, "%s", v);
+        else if (!strcmp(a, "-t")) snprintf(threads_buf, sizeof threads_buf, "%s", v);
         else if (!strcmp(a, "--rows")) { if (!arg_int(cmd, a, v, 1, 1 << 20, &rows)) return 2; }
         else if (!strcmp(a, "--cols")) { if (!arg_int(cmd, a, v, 32, PI_MAX_ROW, &cols)) return 2; }
         else if (!strcmp(a, "--ws-mib")) { if (!arg_int(cmd, a, v, 1, 1 << 16, &ws_mib)) return 2; }
         else if (!strcmp(a, "--reps")) { if (!arg_int(cmd, a, v, 1, MAX_REPS, &reps)) return 2; }
         else if (!strcmp(a, "--bw-mib")) { if (!arg_int(cmd, a, v, 64, 1 << 16, &bw_mib)) return 2; }
         else {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
+            return arg_unknown(cmd, a);
         }
     }
     if (cols % 32) {
@@ -91,9 +89,9 @@ int cmd_bench_kernels(int argc, char **argv) {
     int ncpu = pi_cpu_count();
     long thread_counts[MAX_ITEMS];
     if (threads_buf[0]) {
-        if ((n_threads_list = arg_list(cmd, "--threads", threads_buf, threads_s, MAX_ITEMS)) < 0) return 2;
+        if ((n_threads_list = arg_list(cmd, "-t", threads_buf, threads_s, MAX_ITEMS)) < 0) return 2;
         for (int i = 0; i < n_threads_list; i++)
-            if (!arg_int(cmd, "--threads", threads_s[i], 1, 256, &thread_counts[i])) return 2;
+            if (!arg_int(cmd, "-t", threads_s[i], 1, 256, &thread_counts[i])) return 2;
     } else {
         n_threads_list = 0;
         thread_counts[n_threads_list++] = 1;

@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: pinfer perplexity -m FILE --text FILE [-c CTX] [--chunks N] [-t N]\n"
-               "  --text FILE          text to score (UTF-8)\n"
+    fprintf(f, "usage: pinfer perplexity -m FILE -f FILE [-c CTX] [--chunks N] [-t N]\n"
+               "  -f, --file FILE      text to score (UTF-8; - for standard input; also --text FILE)\n"
                "  -c CTX               window size in tokens (default 512, at most the model's context)\n"
                "  --chunks N           score at most N windows (default: all)\n"
                "  --compare-dense      also score with the dense FFN: top-1 agreement and perplexity change\n");
@@ -88,15 +88,21 @@ int cmd_perplexity(int argc, char **argv) {
     const char *text_path = pa.text_path;
     const long chunks_max = pa.chunks_max;
     const bool compare = pa.compare;
-    if (!text_path) {
-        fprintf(stderr, "pinfer: %s: --text FILE is required\n", cmd);
-        usage(stderr);
+    if (text_path && o.prompt_file && strcmp(text_path, o.prompt_file)) {
+        fprintf(stderr, "pinfer: %s: give the text with -f or --text, not both\n", cmd);
         return 2;
     }
-    o.prompt_file = text_path;
-    const char *text;
-    char *owned;
-    if (!app_prompt_text(cmd, &o, &text, &owned)) return 2;
+    if (o.prompt) {
+        fprintf(stderr, "pinfer: %s: perplexity scores a file: give it with -f FILE (not -p)\n", cmd);
+        return 2;
+    }
+    if (!text_path && !(text_path = o.prompt_file)) {
+        fprintf(stderr, "pinfer: %s: the text to score is required: -f FILE; see pinfer %s --help\n", cmd, cmd);
+        return 2;
+    }
+    char *owned = app_read_text(cmd, text_path, "text");
+    if (!owned) return 2;
+    const char *text = owned;
     app a;
     int32_t *ids = NULL, *wtok = NULL;
     float *logits = NULL, *dlogits = NULL;
@@ -147,9 +153,10 @@ int cmd_perplexity(int argc, char **argv) {
     fprintf(stderr, "perplexity: %zu tokens, %lld windows of %lld, scoring the last %lld of each (%s FFN)\n", n_ids,
             (long long)n_chunks, (long long)n_ctx, (long long)(n_ctx - 1 - first), app_ffn_mode(&a));
     double sum = 0.0, dsum = 0.0, t0 = app_time_s();
-    int64_t count = 0, agree = 0, compared = 0;
+    int64_t count = 0, agree = 0, compared = 0, done = 0;
     pi_session_reset_stats(a.s);
-    for (int64_t c = 0; c < n_chunks; c++) {
+    app_catch_interrupt();
+    for (int64_t c = 0; c < n_chunks && !app_interrupted(); c++, done++) {
         const int32_t *win = ids + c * n_ctx;
         memcpy(wtok, win, (size_t)(n_ctx - 1) * sizeof *wtok);
         if (bos >= 0) wtok[0] = bos;
@@ -172,8 +179,15 @@ int cmd_perplexity(int argc, char **argv) {
             fprintf(stderr, "[%lld]%.4f%s", (long long)(c + 1), exp(sum / (double)count), c + 1 == n_chunks ? "\n" : ",");
     }
     if (tty) fputc('\n', stderr);
+    if (!done) {
+        fprintf(stderr, "perplexity: interrupted before the first window was scored\n");
+        rc = 130;
+        goto out;
+    }
+    if (done < n_chunks) fprintf(stderr, "\nperplexity: interrupted: %lld of %lld windows scored\n", (long long)done,
+                                 (long long)n_chunks);
     printf("perplexity: %.4f over %lld tokens (%lld windows of %lld)\n", exp(sum / (double)count), (long long)count,
-           (long long)n_chunks, (long long)n_ctx);
+           (long long)done, (long long)n_ctx);
     if (compare) {
         uint64_t pred = 0, tokens = 0;
         for (int64_t il = 0; il < a.info.n_layer; il++) {
@@ -190,8 +204,8 @@ int cmd_perplexity(int argc, char **argv) {
                tokens ? (double)pred / (double)tokens / (double)a.info.n_ff : 0.0, (long long)a.info.n_ff);
     }
     fprintf(stderr, "perplexity: %.1f s, %.1f tok/s\n", app_time_s() - t0,
-            (double)(n_chunks * (n_ctx - 1)) / (app_time_s() - t0));
-    rc = 0;
+            (double)(done * (n_ctx - 1)) / (app_time_s() - t0));
+    rc = done < n_chunks ? 130 : 0;
 out:
     free(wtok);
     free(logits);

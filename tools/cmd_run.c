@@ -9,13 +9,12 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: pinfer run -m FILE [-p PROMPT | -f FILE] [-n N] [options]\n"
-               "  -p PROMPT            text to complete (default: empty, i.e. BOS only)\n"
-               "  -f FILE              read the prompt from a file\n"
-               "  -n N                 tokens to generate (default 128; -1: until end of text or context)\n"
+               "  -p, --prompt PROMPT  text to complete (default: empty, i.e. BOS only)\n"
+               "  -f, --file FILE      read the prompt from a file (- for standard input)\n"
+               "  -n, --n-predict N    tokens to generate (default 128; -1: until end of text or context)\n"
                "  --ignore-eos         keep generating past end-of-text tokens\n"
                "  --special            parse special tokens (e.g. <s>) written in the prompt\n"
                "  --stats              with --mem-budget: memory per region, cache hits and misses, reads and\n"
@@ -35,7 +34,7 @@ static int put_piece(void *ctx, const char *text, size_t len, int32_t token) {
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     r->out_nl = text[len - 1] == '\n';
-    return 0;
+    return !app_stdout_ok(); /* nobody reads the rest */
 }
 
 typedef struct {
@@ -59,7 +58,6 @@ int cmd_run(int argc, char **argv) {
     int pr = app_parse_args(cmd, argc, argv, &o, NULL, run_option, &ra, usage);
     if (pr <= 0) return pr ? 2 : 0;
     const bool stats = ra.stats;
-    if (!o.seed_given) o.sp.seed = (uint64_t)time(NULL) & 0x7fffffff;
     const char *text;
     char *owned;
     if (!app_prompt_text(cmd, &o, &text, &owned)) return 2;
@@ -90,6 +88,7 @@ int cmd_run(int argc, char **argv) {
     pi_generate_params gp = pi_generate_default_params();
     gp.n_predict = o.n_predict;
     gp.ignore_eos = o.ignore_eos;
+    gp.stop = app_catch_interrupt();
     pi_generate_result res;
     pi_status st = pi_generate(a.s, smp, ids, n_ids, &gp, put_piece, &ro, &res);
     if (!ro.out_nl) fputc('\n', stdout);
@@ -98,9 +97,13 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "\npinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
-    fprintf(stderr, "\n%s", res.stop == PI_STOP_CONTEXT ? "run: stopped: the context is full (raise -c)\n"
-                            : res.stop == PI_STOP_EOG   ? "run: end of text\n"
-                                                        : "");
+    const char *why = res.stop == PI_STOP_CONTEXT ? "stopped: the context is full (raise -c)"
+                    : res.stop == PI_STOP_EOG     ? "end of text"
+                    : !app_stdout_ok()            ? "stopped: standard output failed"
+                    : app_interrupted()           ? "interrupted"
+                                                  : NULL;
+    fprintf(stderr, "\n");
+    if (why) fprintf(stderr, "run: %s\n", why);
     fprintf(stderr, "run: load %.2f s; prompt %zu tokens in %.3f s (%.1f tok/s); generated %lld tokens in %.3f s (%.2f tok/s)\n",
             a.load_s, n_ids, res.prompt_s, (double)n_ids / res.prompt_s, (long long)res.n_generated, res.gen_s,
             res.n_generated ? (double)res.n_generated / res.gen_s : 0.0);
@@ -108,7 +111,7 @@ int cmd_run(int argc, char **argv) {
             pi_session_n_threads(a.s), (long long)pi_session_n_ctx(a.s),
             (unsigned long long)o.sp.seed, a.info.kernels, app_ffn_mode(&a), app_peak_rss_mib());
     if (stats) app_print_offload(&a, stderr);
-    rc = 0;
+    rc = app_interrupted() ? 130 : 0;
 out:
     pi_sampler_free(smp);
     free(ids);

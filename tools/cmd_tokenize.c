@@ -110,9 +110,7 @@ int cmd_tokenize(int argc, char **argv) {
             } else if (!strcmp(a, "--special")) {
                 special = true;
             } else {
-                fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-                usage(stderr);
-                return 2;
+                return arg_unknown(cmd, a);
             }
             continue;
         }

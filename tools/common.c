@@ -6,9 +6,14 @@
 
 #include "args.h"
 
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,9 +26,9 @@ void app_opts_init(app_opts *o) {
 
 void app_usage_common(FILE *f) {
     fprintf(f,
-            "  -m FILE              model (GGUF)\n"
-            "  -t N                 threads (default: all cores)\n"
-            "  -c N                 context size (default: the model's, at most 4096)\n"
+            "  -m, --model FILE     model (GGUF)\n"
+            "  -t, --threads N      threads (default: all cores)\n"
+            "  -c, --ctx-size N     context size (default: the model's, at most 4096)\n"
             "  --dense              compute every FFN neuron (default: sparse when the model has predictors)\n"
             "  --predictor P        model (the file's predictors) or oracle (exact mask, for testing)\n"
             "  --hot N              neurons of each layer's hot prefix computed densely (default 0)\n"
@@ -43,7 +48,8 @@ void app_usage_common(FILE *f) {
             "  --top-p P            (default 0.95; 1 = off)\n"
             "  --min-p P            (default 0.05; 0 = off)\n"
             "  --repeat-penalty R   (default 1 = off)   --repeat-last-n N (default 64)\n"
-            "  --seed N             sampling seed (default: random, printed)\n");
+            "  -s, --seed N         sampling seed (default: random, printed)\n"
+            "  every option also takes the form --option=value\n");
 }
 
 /* A float option's value in [lo, hi] (and above 0 for --top-p). */
@@ -67,7 +73,7 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     long n;
     if (!strcmp(a, "--ignore-eos")) return o->ignore_eos = true, 1;
     if (!strcmp(a, "--mmap")) return mp->use_mmap = true, 1;
-    if (!strcmp(a, "--dense")) return mp->ffn = PI_FFN_DENSE, 1;
+    if (!strcmp(a, "--dense")) return mp->ffn = PI_FFN_DENSE, o->dense_given = true, 1;
     if (!strcmp(a, "--no-plan")) return mp->no_plan = true, 1;
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
@@ -82,17 +88,18 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     else if (!strcmp(a, "--plan")) mp->plan_path = v;
     else if (!strcmp(a, "-n")) { if (!arg_int(cmd, a, v, -1, 1 << 24, &o->n_predict)) return -1; }
     else if (!strcmp(a, "-t")) { if (!arg_int(cmd, a, v, 1, 1024, &n)) return -1; mp->n_threads = (int)n; }
-    else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &n)) return -1; mp->n_ctx = n; }
+    else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &n)) return -1; mp->n_ctx = n; o->ctx_given = true; }
     else if (!strcmp(a, "--hot")) { if (!arg_int(cmd, a, v, 0, 1 << 24, &n)) return -1; mp->hot = n; }
     else if (!strcmp(a, "--qd")) { if (!arg_int(cmd, a, v, 1, 4096, &n)) return -1; mp->queue_depth = (int)n; }
     else if (!strcmp(a, "--mem-budget")) {
         if (!arg_size(cmd, a, v, &mp->mem_budget)) return -1;
+        o->budget_arg = v;
         if (!mp->mem_budget) {
             fprintf(stderr, "pinfer: %s: --mem-budget expects a size such as 600M or 2G, got '%s'\n", cmd, v);
             return -1;
         }
     }
-    else if (!strcmp(a, "--cache")) { if (!arg_size(cmd, a, v, &mp->cache_bytes)) return -1; }
+    else if (!strcmp(a, "--cache")) { if (!arg_size(cmd, a, v, &mp->cache_bytes)) return -1; o->cache_arg = v; }
     else if (!strcmp(a, "--io")) {
         if (!strcmp(v, "uring")) mp->io = PI_IO_URING;
         else if (!strcmp(v, "pread")) mp->io = PI_IO_PREAD;
@@ -106,7 +113,8 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
             fprintf(stderr, "pinfer: %s: --predictor is 'model' (the file's predictors) or 'oracle' (exact mask)\n", cmd);
             return -1;
         }
-        if (!strcmp(v, "oracle")) mp->ffn = PI_FFN_ORACLE;
+        mp->ffn = !strcmp(v, "oracle") ? PI_FFN_ORACLE : PI_FFN_SPARSE;
+        o->predictor_given = true;
     }
     else if (!strcmp(a, "--top-k")) { if (!arg_int(cmd, a, v, 0, 1 << 24, &n)) return -1; o->sp.top_k = (int32_t)n; }
     else if (!strcmp(a, "--repeat-last-n")) { if (!arg_int(cmd, a, v, 0, 1 << 20, &n)) return -1; o->sp.repeat_last_n = (int32_t)n; }
@@ -116,6 +124,41 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     else if (!strcmp(a, "--min-p")) { if (!float_value(cmd, a, v, &o->sp.min_p)) return -1; }
     else if (!float_value(cmd, a, v, &o->sp.repeat_penalty)) return -1;
     return 1;
+}
+
+int app_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Options that cannot go together, found once all are read. */
+static bool check_conflicts(const char *cmd, const app_opts *o) {
+    const pi_model_params *mp = &o->mp;
+    const char *clash = NULL;
+    char buf[256];
+    if (mp->plan_path && mp->no_plan) clash = "--plan FILE and --no-plan contradict each other: give one";
+    else if (o->dense_given && o->predictor_given) clash = "--dense and --predictor contradict each other: give one";
+    else if (mp->cache_bytes && !mp->mem_budget && !mp->plan_path)
+        clash = "--cache sizes the neuron cache of --mem-budget: give a budget too";
+    else if (mp->cache_bytes && mp->mem_budget && mp->cache_bytes >= mp->mem_budget) {
+        snprintf(buf, sizeof buf, "--cache %s is not below --mem-budget %s: the cache is a share of the budget",
+                 o->cache_arg, o->budget_arg);
+        clash = buf;
+    } else if (mp->cache_bytes && mp->plan_path)
+        clash = "--cache and --plan: the plan sizes the neuron cache; give one";
+    else if (mp->ffn == PI_FFN_ORACLE && mp->mem_budget)
+        clash = "--predictor oracle computes every gate and needs the FFN in memory: drop --mem-budget";
+    if (clash) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, clash);
+        return false;
+    }
+    const int cores = app_cores();
+    if (mp->n_threads > cores)
+        fprintf(stderr, "%s: warning: -t %d is above the %d cores this process may use; threads will share cores "
+                        "and each token waits for the slowest\n", cmd, mp->n_threads, cores);
+    return true;
 }
 
 int app_parse_args(const char *cmd, int argc, char **argv, app_opts *o, const char *const *allowed, app_opt_fn fn,
@@ -134,13 +177,52 @@ int app_parse_args(const char *cmd, int argc, char **argv, app_opts *o, const ch
         }
         if (r < 0) return -1;
         if (r == 0) {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
+            if (a[0] == '-' && a[1]) arg_unknown(cmd, a);
+            else fprintf(stderr, "pinfer: %s: unexpected argument '%s'; see pinfer %s --help\n", cmd, a, cmd);
             return -1;
         }
     }
-    return 1;
+    if (!o->seed_given) o->sp.seed = app_random_seed();
+    return check_conflicts(cmd, o) ? 1 : -1;
 }
+
+uint64_t app_random_seed(void) {
+    uint32_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec * 2654435761u ^ (uint32_t)getpid() * 40503u;
+    }
+    return v & 0x7fffffff;
+}
+
+/* Ctrl-C: the first asks generation to stop (the tools then print their
+   summary); a second one ends the process as usual. */
+static volatile int g_interrupted;
+
+static void on_interrupt(int sig) {
+    if (g_interrupted) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    g_interrupted = 1;
+}
+
+const volatile int *app_catch_interrupt(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a blocked read of stdin returns */
+    sigaction(SIGINT, &sa, NULL);
+    return &g_interrupted;
+}
+
+bool app_interrupted(void) { return g_interrupted != 0; }
+
+void app_clear_interrupt(void) { g_interrupted = 0; }
+
+bool app_stdout_ok(void) { return !ferror(stdout); }
 
 double app_time_s(void) {
     struct timespec ts;
@@ -213,19 +295,8 @@ void app_free(app *a) {
     memset(a, 0, sizeof *a);
 }
 
-bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char **owned) {
-    *owned = NULL;
-    *text = o->prompt ? o->prompt : "";
-    if (!o->prompt_file) return true;
-    if (o->prompt) {
-        fprintf(stderr, "pinfer: %s: give the prompt with -p or -f, not both\n", cmd);
-        return false;
-    }
-    FILE *f = fopen(o->prompt_file, "rb");
-    if (!f) {
-        fprintf(stderr, "pinfer: %s: cannot open prompt file %s\n", cmd, o->prompt_file);
-        return false;
-    }
+/* All of f into a NUL-terminated buffer (NULL with a message). */
+static char *read_all(const char *cmd, FILE *f, const char *name, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
@@ -234,24 +305,63 @@ bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char
             char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
             if (!nb) {
                 free(buf);
-                buf = NULL;
-                break;
+                fprintf(stderr, "pinfer: %s: %s is too large (over 1 GiB)\n", cmd, name);
+                return NULL;
             }
             buf = nb;
             cap *= 2;
         }
     }
-    fclose(f);
     if (!buf) {
-        fprintf(stderr, "pinfer: %s: prompt file %s is too large\n", cmd, o->prompt_file);
-        return false;
+        fprintf(stderr, "pinfer: %s: out of memory reading %s\n", cmd, name);
+        return NULL;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "pinfer: %s: cannot read %s: %s\n", cmd, name, strerror(errno));
+        free(buf);
+        return NULL;
     }
     buf[n] = '\0';
-    if (strlen(buf) != n) {
-        fprintf(stderr, "pinfer: %s: prompt file %s contains a NUL byte\n", cmd, o->prompt_file);
+    *len = n;
+    return buf;
+}
+
+char *app_read_text(const char *cmd, const char *path, const char *what) {
+    const bool std_in = !strcmp(path, "-");
+    char name[600];
+    snprintf(name, sizeof name, std_in ? "%s from standard input" : "%s file %s", what, path);
+    FILE *f = std_in ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "pinfer: %s: cannot open %s: %s\n", cmd, name, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "pinfer: %s: %s is a directory\n", cmd, name);
+        if (!std_in) fclose(f);
+        return NULL;
+    }
+    size_t n = 0;
+    char *buf = read_all(cmd, f, name, &n);
+    if (!std_in) fclose(f);
+    if (buf && strlen(buf) != n) {
+        fprintf(stderr, "pinfer: %s: %s contains a NUL byte\n", cmd, name);
         free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char **owned) {
+    *owned = NULL;
+    *text = o->prompt ? o->prompt : "";
+    if (!o->prompt_file) return true;
+    if (o->prompt) {
+        fprintf(stderr, "pinfer: %s: give the prompt with -p or -f, not both\n", cmd);
         return false;
     }
+    char *buf = app_read_text(cmd, o->prompt_file, "prompt");
+    if (!buf) return false;
     *text = *owned = buf;
     return true;
 }

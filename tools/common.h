@@ -10,6 +10,8 @@
 #include "pinfer.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct app_opts {
@@ -19,7 +21,9 @@ typedef struct app_opts {
     long n_predict;      /* -n */
     bool ignore_eos;
     bool special;        /* parse special tokens in the prompt */
-    bool seed_given;
+    bool seed_given;     /* else a random seed (getrandom) is drawn */
+    bool ctx_given, dense_given, predictor_given;
+    const char *budget_arg, *cache_arg; /* as typed, for messages */
     pi_model_params mp;  /* -t, -c, --mmap, --dense, --predictor, --hot, --mem-budget, --plan, --no-plan,
                             --io, --qd, --cache */
     pi_sampler_params sp;
@@ -53,6 +57,31 @@ typedef int (*app_opt_fn)(void *ctx, const char *cmd, int argc, char **argv, int
 int app_parse_args(const char *cmd, int argc, char **argv, app_opts *o, const char *const *allowed, app_opt_fn fn,
                    void *ctx, void (*usage)(FILE *f));
 
+/* After the options: a seed is drawn when none was given, and conflicting
+   options are refused (--plan with --no-plan, --dense with --predictor,
+   --cache without or above --mem-budget, ...); -t above the cores this
+   process may use is warned about. */
+
+/* Cores this process may run on. */
+int app_cores(void);
+
+/* A random sampling seed in [0, 2^31) from getrandom. */
+uint64_t app_random_seed(void);
+
+/* Catch Ctrl-C: the returned flag turns non-zero at the first one (pass it
+   as pi_generate_params.stop); a second one ends the process. Reads of stdin
+   are interrupted rather than restarted. */
+const volatile int *app_catch_interrupt(void);
+bool app_interrupted(void);
+void app_clear_interrupt(void); /* the next Ctrl-C stops again rather than ends */
+
+/* stdout has not failed so far (a full disk, /dev/full, a closed pipe). */
+bool app_stdout_ok(void);
+
+/* A text file whole, "-" for stdin; directories, NUL bytes and read errors
+   refused with a message naming `what` ("prompt", "text"). Caller frees. */
+char *app_read_text(const char *cmd, const char *path, const char *what);
+
 /* Help text of the common options. */
 void app_usage_common(FILE *f);
 
@@ -67,7 +96,8 @@ void app_free(app *a);
    context when it is shorter. */
 bool app_fit_window(const char *cmd, const app_opts *o, bool user_ctx, app *a);
 
-/* The prompt text: -p, or -f FILE read whole (caller frees *owned). */
+/* The prompt text: -p, or -f FILE read whole, -f - from stdin (caller frees
+   *owned). */
 bool app_prompt_text(const char *cmd, const app_opts *o, const char **text, char **owned);
 
 /* Tokenize text (UTF-8 checked) with BOS as the model wants; *ids malloc'd. */

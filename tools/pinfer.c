@@ -1,11 +1,14 @@
 /*
  * pinfer.c — entry point of the `pinfer` command: dispatches to subcommands.
  */
+#include "args.h"
 #include "cmds.h"
 #include "pinfer.h"
 #include "base/cpu.h"
 #include "kernels/kernels.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,18 +44,37 @@ static void usage(FILE *f) {
     fprintf(f, "\n`pinfer COMMAND --help` describes a command's options.\n");
 }
 
+/* A command's output reached stdout, or its exit status says it did not:
+   a full disk or /dev/full must not look like success. */
+static int finish_stdout(const char *cmd, int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout) && fclose(stdout) == 0) return rc;
+    fprintf(stderr, "pinfer: %s: cannot write to standard output: %s\n", cmd, errno ? strerror(errno) : "write error");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
+    /* A write past `ulimit -f` fails with EFBIG (and the output's temporary
+       is removed) instead of killing the process mid-file. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return finish_stdout("help", argc < 2 ? 2 : 0);
     }
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("pinfer %s\ncpu: %s\nkernels: %s\n", PI_VERSION_STRING, pi_cpu_describe(), pi_kernels_get()->name);
-        return 0;
+        return finish_stdout("version", 0);
     }
-    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "pinfer: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
+        if (strcmp(argv[1], k_commands[i].name)) continue;
+        int n = argc - 1;
+        char **args = arg_normalize(&n, argv + 1);
+        if (!args) {
+            fprintf(stderr, "pinfer: out of memory\n");
+            return 1;
+        }
+        return finish_stdout(k_commands[i].name, k_commands[i].fn(n, args));
+    }
+    fprintf(stderr, "pinfer: unknown command '%s'; see pinfer --help\n", argv[1]);
     return 2;
 }
