@@ -329,6 +329,7 @@ static int turn(const char *cmd, app *a, pi_sampler *smp, chat *c, const char *l
     c->generated += res.n_generated;
     c->gen_s += res.gen_s;
     fputc('\n', stdout);
+    fflush(stdout);
     if (res.stop == PI_STOP_LENGTH && capped)
         fprintf(stderr, "chat: the reply reached the end of the context and was cut\n");
     if (res.stop == PI_STOP_CALLER && app_interrupted()) fprintf(stderr, "chat: reply stopped\n");
@@ -431,9 +432,9 @@ int cmd_chat(int argc, char **argv) {
             break;
         }
     }
-    fprintf(stderr, "chat: %d turns, %lld tokens generated (%.2f tok/s), %d context shifts%s; context %lld of %lld "
+    fprintf(stderr, "chat: %d turn%s, %lld tokens generated (%.2f tok/s), %d context shifts%s; context %lld of %lld "
                     "in use; peak RSS %.1f MiB\n",
-            c.turns, (long long)c.generated, c.gen_s > 0.0 ? (double)c.generated / c.gen_s : 0.0, c.shifts,
+            c.turns, c.turns == 1 ? "" : "s", (long long)c.generated, c.gen_s > 0.0 ? (double)c.generated / c.gen_s : 0.0, c.shifts,
             c.reevals ? " (re-evaluated)" : "", (long long)pi_session_n_past(a.s), (long long)pi_session_n_ctx(a.s),
             app_peak_rss_mib());
     if (o.mp.mem_budget) app_print_offload(&a, stderr);
