@@ -1,19 +1,26 @@
 /*
  * cmd_convert.c — `pinfer convert`: import other formats into a GGUF that
  * pinfer (and llama.cpp) load.
+ *
+ * The output reaches -o only when complete (the GGUF writer goes through
+ * base/outfile.h): a failure leaves a previous file there untouched. An -o
+ * that names one of the inputs (also through a link) is refused before any
+ * work. Progress goes to stderr (tools/progress.h), then one summary line.
  */
 #include "args.h"
 #include "cmds.h"
+#include "progress.h"
 
+#include "base/outfile.h"
+#include "base/timer.h"
+#include "gguf/bundle.h"
 #include "model/llama2c.h"
 #include "sparse/reorder.h"
-#include "gguf/bundle.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: pinfer convert --from-llama2c MODEL.bin --tokenizer TOK.bin -o OUT.gguf [--name NAME]\n"
@@ -28,7 +35,24 @@ static void usage(FILE *f) {
                "         with --reorder the neurons are first ordered by activation frequency\n");
 }
 
+/* The end of a conversion: the error, or the summary line. */
+static int finish(const char *cmd, pi_status st, progress *pr, const char *out, double t0, const char *what) {
+    if (st) {
+        progress_abort(pr);
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 1;
+    }
+    const double el = pi_time_s() - t0;
+    struct stat sb;
+    const double mib = stat(out, &sb) ? 0.0 : (double)sb.st_size / (1 << 20);
+    fprintf(stderr, "convert: wrote %s (%.1f MiB in %.1f s, %.1f MiB/s%s%s)\n", out, mib, el, el > 0 ? mib / el : 0.0,
+            *what ? "; " : "", what);
+    return 0;
+}
+
 int cmd_convert(int argc, char **argv) {
+    static const char *const valued[] = {"--from-llama2c", "--tokenizer", "-o", "--name", "-m", "--reorder",
+                                         "--bundle-align"};
     const char *cmd = "convert", *l2c = NULL, *tok = NULL, *out = NULL, *name = NULL, *model = NULL, *stats = NULL;
     bool bundle = false, align_given = false;
     long align = PI_BUNDLE_DEFAULT_ALIGN;
@@ -42,6 +66,9 @@ int cmd_convert(int argc, char **argv) {
             bundle = true;
             continue;
         }
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
+        if (!known) return arg_unknown(cmd, a);
         if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
         if (!strcmp(a, "--from-llama2c")) l2c = v;
         else if (!strcmp(a, "--tokenizer")) tok = v;
@@ -57,65 +84,52 @@ int cmd_convert(int argc, char **argv) {
                 return 2;
             }
             align_given = true;
-        } else {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
         }
     }
-    if (bundle) {
-        if (!model || !out || l2c) {
-            fprintf(stderr, "pinfer: %s: --bundle takes -m MODEL, -o OUT and optionally --reorder STATS\n", cmd);
-            return 2;
-        }
-        pi_stats *st = NULL;
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        if ((stats && pi_stats_load(stats, &st)) || pi_bundle_write(model, st, (uint32_t)align, out)) {
-            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-            pi_stats_free(st);
-            return 1;
-        }
-        pi_stats_free(st);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        struct stat sb;
-        double mib = stat(out, &sb) ? 0.0 : (double)sb.st_size / (1 << 20);
-        char how[48];
-        if (align) snprintf(how, sizeof how, "aligned to %ld bytes", align);
-        else snprintf(how, sizeof how, "packed");
-        fprintf(stderr, "convert: wrote %s (%.1f MiB in %.1f s; FFN as bundles, %s%s)\n", out, mib,
-                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), how,
-                stats ? ", neurons ordered by activation frequency" : "");
-        return 0;
+    /* refused before any work: an output that would replace an input */
+    if (out && (pi_outfile_check_distinct(out, model, "the input model") ||
+                pi_outfile_check_distinct(out, stats, "the statistics") ||
+                pi_outfile_check_distinct(out, l2c, "the llama2.c checkpoint") ||
+                pi_outfile_check_distinct(out, tok, "the tokenizer"))) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
     }
-    if (align_given) {
+    if (align_given && !bundle) {
         fprintf(stderr, "pinfer: %s: --bundle-align needs --bundle\n", cmd);
         return 2;
     }
-    if (model || stats) {
-        if (!model || !stats || !out || l2c) {
-            fprintf(stderr, "pinfer: %s: reordering takes -m MODEL, --reorder STATS and -o OUT\n", cmd);
-            return 2;
-        }
-        pi_stats *st = NULL;
-        if (pi_stats_load(stats, &st) || pi_reorder_write(model, st, out)) {
-            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-            pi_stats_free(st);
-            return 1;
-        }
-        pi_stats_free(st);
-        fprintf(stderr, "convert: wrote %s (neurons ordered by activation frequency)\n", out);
-        return 0;
+    if (bundle && (!model || !out || l2c)) {
+        fprintf(stderr, "pinfer: %s: --bundle takes -m MODEL, -o OUT and optionally --reorder STATS\n", cmd);
+        return 2;
     }
-    if (!l2c || !tok || !out) {
+    if (!bundle && (model || stats) && (!model || !stats || !out || l2c)) {
+        fprintf(stderr, "pinfer: %s: reordering takes -m MODEL, --reorder STATS and -o OUT\n", cmd);
+        return 2;
+    }
+    if (!model && (!l2c || !tok || !out)) {
         fprintf(stderr, "pinfer: %s: --from-llama2c, --tokenizer and -o are required\n", cmd);
         usage(stderr);
         return 2;
     }
-    if (pi_llama2c_convert(l2c, tok, out, name)) {
-        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
-        return 1;
+    const double t0 = pi_time_s();
+    progress pr;
+    progress_init(&pr, "convert", "bytes", 0);
+    if (!model)
+        return finish(cmd, pi_llama2c_convert_progress(l2c, tok, out, name, progress_bytes, &pr), &pr, out, t0,
+                      "from a llama2.c checkpoint");
+    pi_stats *st = NULL;
+    pi_status s = stats ? pi_stats_load(stats, &st) : PI_OK;
+    if (!s) {
+        const pi_rewrite_params rp = {.st = st, .bundle = bundle, .align = (uint32_t)align,
+                                      .progress = progress_bytes, .progress_ctx = &pr};
+        s = pi_rewrite_model(model, &rp, out);
     }
-    fprintf(stderr, "convert: wrote %s\n", out);
-    return 0;
+    pi_stats_free(st);
+    char what[128] = "";
+    if (bundle && align) snprintf(what, sizeof what, "FFN as bundles aligned to %ld bytes", align);
+    else if (bundle) snprintf(what, sizeof what, "FFN as packed bundles");
+    if (stats)
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%sneurons ordered by activation frequency",
+                 bundle ? ", " : "");
+    return finish(cmd, s, &pr, out, t0, what);
 }

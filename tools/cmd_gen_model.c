@@ -9,10 +9,17 @@
  * (fraction of neurons that account for 80% of activations) and, with a
  * predictor, its recall and precision against the exact mask, evaluated on
  * the FFN inputs the run observed with the same kernels decode uses.
+ *
+ * The file reaches -o only when complete (the GGUF writer goes through
+ * base/outfile.h): a failure (disk full, `ulimit -f`) leaves a previous file
+ * there untouched. Progress goes to stderr (tools/progress.h), then one
+ * summary line.
  */
 #include "args.h"
 #include "cmds.h"
+#include "progress.h"
 
+#include "base/outfile.h"
 #include "base/timer.h"
 #include "model/genmodel.h"
 #include "model/session.h"
@@ -22,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void usage(FILE *f) {
@@ -252,6 +260,10 @@ out:
 }
 
 int cmd_gen_model(int argc, char **argv) {
+    static const char *const valued[] = {"-o", "--preset", "--type", "--embd-type", "--output-type", "--pred-type",
+                                         "--vocab", "--active", "--skew", "--act", "--dim", "--n-head", "--n-head-kv",
+                                         "--ffn", "--layers", "--ctx", "--vocab-size", "--pred-rank", "--seed", "-t",
+                                         "--check"};
     const char *cmd = "gen-model", *out = NULL, *preset = "7b-l8", *vocab = NULL;
     pi_genmodel_params p;
     /* the preset is applied first, the shape options after it */
@@ -275,6 +287,9 @@ int cmd_gen_model(int argc, char **argv) {
             p.predictor = true;
             continue;
         }
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
+        if (!known) return arg_unknown(cmd, a);
         if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
         if (!strcmp(a, "-o")) out = v;
         else if (!strcmp(a, "--preset")) continue;
@@ -317,15 +332,7 @@ int cmd_gen_model(int argc, char **argv) {
                 p.n_threads = (int)n;
                 found = true;
             }
-            if (!found && !strcmp(a, "--check")) {
-                if (!arg_int(cmd, a, v, 1, 4096, &check)) return 2;
-                found = true;
-            }
-            if (!found) {
-                fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-                usage(stderr);
-                return 2;
-            }
+            if (!found && !arg_int(cmd, a, v, 1, 4096, &check)) return 2; /* --check */
         }
     }
     if (!out) {
@@ -339,15 +346,29 @@ int cmd_gen_model(int argc, char **argv) {
         return 2;
     }
     if (!vocab_given && access(default_vocab, R_OK) == 0) vocab = default_vocab;
+    /* refused before any work: an output that would replace the vocabulary it copies */
+    if (pi_outfile_check_distinct(out, vocab, "the vocabulary")) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
+    }
     p.vocab_path = vocab;
-    double t0 = pi_time_s();
+    progress pr;
+    progress_init(&pr, "gen-model", "bytes", 0);
+    p.progress = progress_bytes;
+    p.progress_ctx = &pr;
+    const double t0 = pi_time_s();
     if (pi_genmodel_write(&p, out)) {
+        progress_abort(&pr);
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }
-    fprintf(stderr, "gen-model: wrote %s (%s: dim %lld, %lld layers, ffn %lld, heads %lld/%lld, %s) in %.1f s\n", out,
-            preset, (long long)p.n_embd, (long long)p.n_layer, (long long)p.n_ff, (long long)p.n_head,
-            (long long)p.n_head_kv, pi_type_name(p.type), pi_time_s() - t0);
+    const double el = pi_time_s() - t0;
+    struct stat sb;
+    const double mib = stat(out, &sb) ? 0.0 : (double)sb.st_size / (1 << 20);
+    fprintf(stderr, "gen-model: wrote %s (%.1f MiB in %.1f s, %.1f MiB/s; %s: dim %lld, %lld layers, ffn %lld, "
+                    "heads %lld/%lld, %s)\n",
+            out, mib, el, el > 0 ? mib / el : 0.0, preset, (long long)p.n_embd, (long long)p.n_layer, (long long)p.n_ff,
+            (long long)p.n_head, (long long)p.n_head_kv, pi_type_name(p.type));
     if (p.active > 0.0) {
         pi_genmodel_plant info;
         if (pi_genmodel_plant_info(&p, &info) == PI_OK) {

@@ -8,11 +8,13 @@
 #include "args.h"
 #include "cmds.h"
 
+#include "base/outfile.h"
 #include "base/timer.h"
 #include "plan/hwprobe.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -28,6 +30,20 @@ static void usage(FILE *f) {
             "              measured are interpolated and marked \"est\"\n"
             "  -t N        measure 1..N threads (default: every core, at most %d)\n",
             PI_HW_MAX_THREADS);
+}
+
+/* Whether pi_hw_save can write path: the nearest directory of it that
+   exists (pi_hw_save creates the missing ones) is writable. */
+static bool out_writable(const char *path) {
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return true; /* let the save report it */
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) return access(".", W_OK) == 0;
+        if (slash == dir) return access("/", W_OK) == 0;
+        *slash = '\0';
+        if (access(dir, F_OK) == 0) return access(dir, W_OK) == 0;
+    }
 }
 
 static const char *kernel_name(int w) { return w == PI_HW_MATVEC ? "matvec" : w == PI_HW_ROWDOT ? "rowdot" : "axpy"; }
@@ -81,6 +97,7 @@ static void print_table(const pi_hw *hw) {
 }
 
 int cmd_hwprobe(int argc, char **argv) {
+    static const char *const valued[] = {"-m", "--model", "--dir", "-o", "-t", "--threads"};
     const char *cmd = "hwprobe";
     const char *model = NULL, *dir = NULL, *out = NULL;
     long threads = 0;
@@ -95,17 +112,14 @@ int cmd_hwprobe(int argc, char **argv) {
             quick = true;
             continue;
         }
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
+        if (!known) return arg_unknown(cmd, a);
         if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--dir")) dir = v;
         else if (!strcmp(a, "-o")) out = v;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!arg_int(cmd, a, v, 1, PI_HW_MAX_THREADS, &threads)) return 2;
-        } else {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
-        }
+        else if (!arg_int(cmd, a, v, 1, PI_HW_MAX_THREADS, &threads)) return 2; /* -t */
     }
     if (model && dir) {
         fprintf(stderr, "pinfer: %s: -m and --dir both name what to measure: give one\n", cmd);
@@ -114,6 +128,16 @@ int cmd_hwprobe(int argc, char **argv) {
     if (!model && !dir) {
         dir = ".";
         fprintf(stderr, "hwprobe: no -m or --dir: measuring the filesystem of the current directory\n");
+    }
+    /* refused before the measuring (1-2 min): an -o that would replace the
+       model read, or that cannot be written */
+    if (out && pi_outfile_check_distinct(out, model, "the model measured (-m)")) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
+    }
+    if (out && !out_writable(out)) {
+        fprintf(stderr, "pinfer: %s: cannot write %s: its directory is not writable\n", cmd, out);
+        return 1;
     }
     pi_hwprobe_opts o = {.dir = dir, .file = model, .max_threads = (int)threads, .quick = quick, .verbose = true};
     pi_hw hw;

@@ -1,11 +1,14 @@
 /*
  * cmd_plan.c — `pinfer plan`: the configuration the planner chooses for a
- * bundle file under a memory budget, and the speed it predicts.
+ * bundle file under a memory budget, and the speed it predicts. The plan
+ * file reaches -o whole or not at all (pi_plan_save).
  */
 #include "args.h"
 #include "cmds.h"
+#include "common.h"
 
 #include "api/engine.h"
+#include "base/outfile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,7 @@ static void print_plan(const pi_plan *p, FILE *f) {
 }
 
 int cmd_plan(int argc, char **argv) {
+    static const char *const valued[] = {"-m", "-o", "--hw", "--mem-budget", "-t", "-c", "--min-speed"};
     const char *cmd = "plan", *model = NULL, *out = NULL, *hw_path = NULL;
     uint64_t budget = 0;
     long threads = 0, n_ctx = 0;
@@ -54,6 +58,9 @@ int cmd_plan(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
+        if (!known) return arg_unknown(cmd, a);
         if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
         if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "-o")) out = v;
@@ -61,17 +68,13 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(a, "--mem-budget")) { if (!arg_size(cmd, a, v, &budget)) return 2; }
         else if (!strcmp(a, "-t")) { if (!arg_int(cmd, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &n_ctx)) return 2; }
-        else if (!strcmp(a, "--min-speed")) {
+        else { /* --min-speed */
             char *end;
             min_speed = strtod(v, &end);
             if (end == v || *end || !(min_speed > 0.0)) {
                 fprintf(stderr, "pinfer: %s: --min-speed expects tokens per second above 0, got '%s'\n", cmd, v);
                 return 2;
             }
-        } else {
-            fprintf(stderr, "pinfer: %s: unknown option '%s'\n", cmd, a);
-            usage(stderr);
-            return 2;
         }
     }
     if (!model || !budget) {
@@ -79,19 +82,33 @@ int cmd_plan(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* before the planning, which may measure the hardware first (~20 s) */
+    if (out && (pi_outfile_check_distinct(out, model, "the input model") ||
+                pi_outfile_check_distinct(out, hw_path, "the hardware figures (--hw)"))) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
+    }
+    if (out && !app_out_writable(out)) {
+        fprintf(stderr, "pinfer: %s: cannot write %s: its directory is missing or not writable\n", cmd, out);
+        return 1;
+    }
     pi_plan p;
+    memset(&p, 0, sizeof p);
     pi_plan_limits lim = {budget, (int)threads, min_speed};
     pi_status st = pi_engine_plan(model, hw_path, n_ctx, &lim, &p);
-    if (st && st != PI_ERR_INVALID) {
+    /* PI_ERR_INVALID with a plan filled in: --min-speed is out of reach; the
+       best plan is shown, but not written over -o */
+    const bool have_plan = !st || (st == PI_ERR_INVALID && min_speed > 0.0 && p.n_layer > 0);
+    if (!have_plan) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }
     if (!p.have_stats)
         fprintf(stderr, "%s: %s has no activation counts (convert with --reorder STATS): assuming uniform activity\n",
                 cmd, model);
-    const int rc = st ? 1 : 0;
-    if (st) fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+    if (st) fprintf(stderr, "pinfer: %s: %s%s\n", cmd, pi_last_error(), out ? "; the plan is not written" : "");
     print_plan(&p, stdout);
+    if (st) return 1;
     if (out) {
         if (pi_plan_save(&p, out)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -99,5 +116,5 @@ int cmd_plan(int argc, char **argv) {
         }
         printf("wrote %s\n", out);
     }
-    return rc;
+    return 0;
 }

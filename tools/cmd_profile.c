@@ -21,8 +21,10 @@
 #include "common.h"
 
 #include "api/api.h"
+#include "progress.h"
 #include "window.h"
 
+#include "base/outfile.h"
 #include "base/timer.h"
 #include "sparse/stats.h"
 
@@ -30,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define DEFAULT_CTX 512      /* window size unless -c; at most the model's context */
 #define DEFAULT_SAMPLED 8192 /* tokens to sample when there is no --text and no --tokens */
@@ -52,42 +53,9 @@ static void usage(FILE *f) {
             DEFAULT_SAMPLED, DEFAULT_CTX, (double)PI_STATS_SILU_THRESHOLD);
 }
 
-/* Progress on stderr: a redrawn bar with ETA on a terminal, otherwise a
-   line per tenth of the work (logs stay short). */
-typedef struct {
-    bool tty;
-    int64_t total;
-    double t0, last_draw;
-    int last_tenth;
-} progress;
-
-static void progress_show(void *ctx, int64_t done) {
-    progress *p = ctx;
-    double now = pi_time_s(), el = now - p->t0;
-    double rate = el > 0 ? (double)done / el : 0.0, eta = rate > 0 ? (double)(p->total - done) / rate : 0.0;
-    double frac = p->total ? (double)done / (double)p->total : 1.0;
-    if (p->tty) {
-        if (done < p->total && now - p->last_draw < 0.1) return;
-        p->last_draw = now;
-        char bar[31];
-        int fill = (int)(frac * 30.0);
-        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
-        bar[30] = '\0';
-        fprintf(stderr, "\rprofile [%s] %3.0f%%  %lld/%lld tokens  %.0f tok/s  ETA %.0f s   ", bar, frac * 100.0,
-                (long long)done, (long long)p->total, rate, eta);
-        if (done == p->total) fputc('\n', stderr);
-        return;
-    }
-    int tenth = (int)(frac * 10.0);
-    if (tenth == p->last_tenth && done < p->total) return;
-    p->last_tenth = tenth;
-    fprintf(stderr, "profile: %lld/%lld tokens (%.0f%%), %.0f tok/s, ETA %.0f s\n", (long long)done,
-            (long long)p->total, frac * 100.0, rate, eta);
-}
-
 /* A decode failed: end the progress line and say why. */
-static bool failed(const char *cmd, const progress *p) {
-    if (p->tty) fputc('\n', stderr);
+static bool failed(const char *cmd, progress *p) {
+    progress_abort(p);
     fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
     return false;
 }
@@ -96,7 +64,8 @@ static bool failed(const char *cmd, const progress *p) {
    windows of n_ctx, at most max_tokens of them; *n_win counts windows. */
 static bool profile_text(const char *cmd, app *a, const int32_t *ids, int64_t n_ids, int32_t bos, int64_t max_tokens,
                          int64_t *n_win) {
-    progress p = {isatty(2), window_total(pi_session_n_ctx(a->s), n_ids, bos, max_tokens), pi_time_s(), 0.0, -1};
+    progress p;
+    progress_init(&p, "profile", "tokens", window_total(pi_session_n_ctx(a->s), n_ids, bos, max_tokens));
     int64_t done;
     if (window_feed(pi_session_state(a->s), ids, n_ids, bos, max_tokens, progress_show, &p, n_win, &done)) return failed(cmd, &p);
     return true;
@@ -131,7 +100,8 @@ static bool profile_sampled(const char *cmd, app *a, int32_t bos, uint64_t seed,
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return false;
     }
-    progress p = {isatty(2), max_tokens, pi_time_s(), 0.0, -1};
+    progress p;
+    progress_init(&p, "profile", "tokens", max_tokens);
     sampled_progress spg = {&p, a->s, 0};
     bool ok = true;
     *n_win = 0;
@@ -211,13 +181,18 @@ int cmd_profile(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* refused before any work: an output that would replace an input */
+    if (pi_outfile_check_distinct(out_path, o.model, "the input model") ||
+        pi_outfile_check_distinct(out_path, text_path, "the calibration text")) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
+    }
     if (!app_out_writable(out_path)) {
         fprintf(stderr, "pinfer: %s: cannot write %s: its directory is missing or not writable\n", cmd, out_path);
         return 1;
     }
     const bool user_ctx = o.mp.n_ctx > 0;
     if (!user_ctx) o.mp.n_ctx = DEFAULT_CTX;
-    if (!o.seed_given) o.sp.seed = (uint64_t)time(NULL) & 0x7fffffff;
     const char *text = NULL;
     char *owned = NULL;
     o.prompt_file = text_path;

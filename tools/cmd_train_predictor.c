@@ -23,8 +23,10 @@
 #include "common.h"
 
 #include "api/api.h"
+#include "progress.h"
 #include "window.h"
 
+#include "base/outfile.h"
 #include "base/timer.h"
 #include "sparse/predictor.h"
 #include "sparse/stats.h"
@@ -33,8 +35,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define DEFAULT_CTX 512              /* window size unless -c; at most the model's context */
 #define DEFAULT_TOKENS 50000         /* tokens recorded unless --tokens */
@@ -69,55 +69,6 @@ static void usage(FILE *f) {
             (double)d.neuron_cost, DEFAULT_CTX, (unsigned long long)d.seed);
 }
 
-/* Progress on stderr: a redrawn bar with ETA on a terminal, otherwise a
-   line per tenth of the work (logs stay short). */
-typedef struct {
-    const char *what, *unit;
-    bool tty;
-    int64_t total;
-    double t0, last_draw;
-    int last_tenth;
-    bool finished; /* the 100% line is out */
-} progress;
-
-static void progress_init(progress *p, const char *what, const char *unit, int64_t total) {
-    *p = (progress){what, unit, isatty(2), total, pi_time_s(), 0.0, -1, false};
-}
-
-static void progress_show(void *ctx, int64_t done) {
-    progress *p = ctx;
-    double now = pi_time_s(), el = now - p->t0;
-    double rate = el > 0 ? (double)done / el : 0.0, eta = rate > 0 ? (double)(p->total - done) / rate : 0.0;
-    double frac = p->total ? (double)done / (double)p->total : 1.0;
-    if (p->finished) return;
-    p->finished = done >= p->total;
-    if (p->tty) {
-        if (done < p->total && now - p->last_draw < 0.1) return;
-        p->last_draw = now;
-        char bar[31];
-        int fill = (int)(frac * 30.0);
-        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
-        bar[30] = '\0';
-        if (p->unit)
-            fprintf(stderr, "\r%-8s [%s] %3.0f%%  %lld/%lld %s  %.0f %s/s  ETA %.0f s   ", p->what, bar, frac * 100.0,
-                    (long long)done, (long long)p->total, p->unit, rate, p->unit, eta);
-        else
-            fprintf(stderr, "\r%-8s [%s] %3.0f%%  %.0f s  ETA %.0f s   ", p->what, bar, frac * 100.0, el, eta);
-        if (p->finished) fputc('\n', stderr);
-        return;
-    }
-    int tenth = (int)(frac * 10.0);
-    if (tenth == p->last_tenth && done < p->total) return;
-    p->last_tenth = tenth;
-    fprintf(stderr, "%s: %.0f%%, %.0f s, ETA %.0f s\n", p->what, frac * 100.0, el, eta);
-}
-
-static void train_progress(void *ctx, int64_t done, int64_t total) {
-    progress *p = ctx;
-    p->total = total;
-    progress_show(p, done);
-}
-
 /* Run the text's tokens (ids, starting with BOS when bos >= 0) through the
    session in windows of n_ctx, at most max_tokens of them (0: all), with
    whatever observer is installed; *n_win counts windows, *n_done tokens. */
@@ -126,7 +77,7 @@ static bool run_windows(const char *cmd, app *a, const char *what, const int32_t
     progress p;
     progress_init(&p, what, "tokens", window_total(pi_session_n_ctx(a->s), n_ids, bos, max_tokens));
     if (window_feed(pi_session_state(a->s), ids, n_ids, bos, max_tokens, progress_show, &p, n_win, n_done)) {
-        if (p.tty) fputc('\n', stderr);
+        progress_abort(&p);
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return false;
     }
@@ -148,11 +99,6 @@ static char *read_text(const char *cmd, const char *opt, const char *path) {
     const char *text;
     char *owned = NULL;
     return app_prompt_text(cmd, &o, &text, &owned) ? owned : NULL;
-}
-
-static bool same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 static double frac_of(int64_t n, const pi_pred_counts *c, int64_t n_ff) {
@@ -273,14 +219,16 @@ int cmd_train_predictor(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* refused before any work: an output that would replace an input */
+    if (pi_outfile_check_distinct(out_path, o.model, "the input model") ||
+        pi_outfile_check_distinct(out_path, text_path, "the calibration text (--text)") ||
+        pi_outfile_check_distinct(out_path, hold_path, "the held-out text (--holdout-text)")) {
+        fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+        return 2;
+    }
     if (!app_out_writable(out_path)) {
         fprintf(stderr, "pinfer: %s: cannot write %s: its directory is missing or not writable\n", cmd, out_path);
         return 1;
-    }
-    if (same_file(out_path, o.model)) {
-        fprintf(stderr, "pinfer: %s: -o %s is the input model itself; write the copy to another file\n", cmd,
-                out_path);
-        return 2;
     }
     /* every input is read before the long work starts */
     char *text = read_text(cmd, "--text", text_path), *hold = NULL;
@@ -363,11 +311,11 @@ int cmd_train_predictor(int argc, char **argv) {
     /* 2. train */
     progress tp;
     progress_init(&tp, "train", NULL, 1);
-    pp.progress = train_progress;
+    pp.progress = progress_update;
     pp.progress_ctx = &tp;
     t0 = pi_time_s();
     if (pi_pred_train(d, &pp, pi_session_state(a.s)->pool, &P)) {
-        if (tp.tty) fputc('\n', stderr);
+        progress_abort(&tp);
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }

@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
         if (strcmp(argv[1], k_commands[i].name)) continue;
         int n = argc - 1;
-        char **args = arg_normalize(&n, argv + 1);
+        static char **args; /* lives until exit */
+        args = arg_normalize(&n, argv + 1);
         if (!args) {
             fprintf(stderr, "pinfer: out of memory\n");
             return 1;

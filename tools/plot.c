@@ -1,8 +1,11 @@
 /*
  * plot.c — a minimal SVG line chart (no dependencies): lines of (x, y)
- * points on linear axes with ticks, a title and a legend.
+ * points on linear axes with ticks, a title and a legend. Written through
+ * base/outfile.h, so a failed write leaves an older chart in place.
  */
 #include "plot.h"
+
+#include "base/outfile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,8 +30,9 @@ static void xml_text(FILE *f, const char *s) {
 
 int plot_svg(const char *path, const char *title, const char *xlabel, const char *ylabel, const plot_series *s,
              int n_series) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
+    pi_outfile *of;
+    if (pi_outfile_open(path, &of)) return -1;
+    FILE *f = pi_outfile_stream(of);
     const double W = 720, H = 440, L = 70, R = 20, T = 40, B = 55;
     double x0 = INFINITY, x1 = -INFINITY, y1 = 0.0;
     for (int k = 0; k < n_series; k++)
@@ -86,5 +90,5 @@ int plot_svg(const char *path, const char *title, const char *xlabel, const char
     fputs("</svg>\n", f);
 #undef PX
 #undef PY
-    return fclose(f) ? -1 : 0;
+    return pi_outfile_commit(of) ? -1 : 0;
 }

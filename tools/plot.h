@@ -13,7 +13,9 @@ typedef struct plot_series {
     bool dashed;
 } plot_series;
 
-/* Write the chart to path; 0 on success, -1 when the file cannot be written. */
+/* Write the chart to path (the whole chart or nothing: a previous file stays
+   on failure); 0 on success, -1 with pi_last_error() naming path and the
+   cause when the file cannot be written. */
 int plot_svg(const char *path, const char *title, const char *xlabel, const char *ylabel, const plot_series *s,
              int n_series);
 

@@ -4,6 +4,7 @@
 #include "base/outfile.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -42,20 +43,27 @@ static char *dir_of(const char *path) {
 pi_status pi_outfile_open(const char *path, pi_outfile **out) {
     *out = NULL;
     if (!path || !*path) return pi_error(PI_ERR_INVALID, "empty output path");
+    /* A symbolic link is followed: the file it names is replaced, the link
+       stays (as an editor saving through a link does). */
+    char *real = NULL;
+    struct stat lsb;
+    if (lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) real = realpath(path, NULL);
     pi_outfile *of = calloc(1, sizeof *of);
-    if (!of || !(of->path = strdup(path)) || !(of->dir = dir_of(path)) || !(of->buf = malloc(OUT_BUF))) {
+    if (of) of->path = real ? real : strdup(path);
+    else free(real);
+    if (!of || !of->path || !(of->dir = dir_of(of->path)) || !(of->buf = malloc(OUT_BUF))) {
         if (of) outfile_free(of);
         return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     }
     struct stat sb;
-    if (stat(path, &sb) == 0) {
+    if (stat(of->path, &sb) == 0) {
         if (S_ISDIR(sb.st_mode)) {
             outfile_free(of);
             return pi_error(PI_ERR_INVALID, "%s: is a directory", path);
         }
         if (!S_ISREG(sb.st_mode)) {
             /* a device or FIFO: write in place */
-            if (!(of->f = fopen(path, "wb"))) {
+            if (!(of->f = fopen(of->path, "wb"))) {
                 int e = errno;
                 outfile_free(of);
                 return pi_error(PI_ERR_IO, "%s: cannot open for writing: %s", path, strerror(e));
@@ -69,8 +77,8 @@ pi_status pi_outfile_open(const char *path, pi_outfile **out) {
     }
     /* The temporary is hidden and named after the target, so a leftover from
        a killed run is easy to recognise. */
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
+    const char *base = strrchr(of->path, '/');
+    base = base ? base + 1 : of->path;
     size_t n = strlen(of->dir) + strlen(base) + 16;
     if (!(of->tmp = malloc(n))) {
         outfile_free(of);

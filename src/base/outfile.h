@@ -9,6 +9,9 @@
  * output is written is never truncated under the mapping, even when both
  * paths name the same file.
  *
+ * A target that is a symbolic link is followed: the file it names is
+ * replaced and the link stays.
+ *
  * A target that exists and is not a regular file (a device such as /dev/null
  * or /dev/full, a FIFO, /dev/stdout) is written in place: there is nothing to
  * replace, and such a path must never be renamed over.

@@ -12,7 +12,10 @@
  * Writer: metadata and tensor infos are collected first, then the header is
  * written and tensor data streamed in declaration order (in pieces if wanted),
  * with alignment padding inserted automatically. Nothing of the tensor data is
- * held in memory.
+ * held in memory. The file goes through base/outfile.h: it is written to a
+ * temporary beside the target and renamed over it only when complete, so a
+ * failure or an abandoned writer leaves a previous file at the path untouched
+ * (and an input mapped from that path is never truncated under its reader).
  */
 #ifndef PI_GGUF_H
 #define PI_GGUF_H
@@ -152,16 +155,31 @@ bool pi_gguf_str_has_prefix(pi_gguf_str s, const char *prefix);
 
 typedef struct pi_gguf_writer pi_gguf_writer;
 
-/* Start a file (version 3, "GGUF" magic unless pwri). Nothing is written
-   until pi_gguf_writer_begin_data(). */
+/* Progress of the tensor data: done of total bytes of the data section
+   (alignment padding included). Called on the writing thread: once at the
+   end of begin_data (done 0), after every piece of written data (a large
+   write_data is reported in pieces of a few MiB) and last with done == total
+   when the file is complete. The callee limits how often it prints. */
+typedef void (*pi_gguf_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+/* Start a file (version 3, "GGUF" magic unless pwri). The output is opened
+   now, so a path whose directory is missing or not writable fails before any
+   work (PI_ERR_NOT_FOUND / PI_ERR_IO); nothing reaches the path itself until
+   a successful close. */
 pi_status pi_gguf_writer_create(const char *path, bool pwri, pi_gguf_writer **out);
-/* Abandon or finish: closing before all data is written removes the file
-   and returns PI_ERR_INVALID. Accepts NULL. */
+/* Report progress through fn (NULL: none). Any time before the last write. */
+void pi_gguf_writer_set_progress(pi_gguf_writer *w, pi_gguf_progress_fn fn, void *ctx);
+/* Finish or abandon. When every tensor is complete, the file is flushed,
+   synced and renamed into place (PI_ERR_IO naming the path if that fails,
+   e.g. disk full or a file size limit). Closing before all data is written
+   abandons the file (PI_ERR_INVALID), as does an earlier error (returned
+   again). Abandoning removes the temporary and leaves the path as it was.
+   Accepts NULL. */
 pi_status pi_gguf_writer_close(pi_gguf_writer *w);
 /* The end of every write: st is how the caller's work went. When st is an
-   error, close w (removing the partial file) and return st with its message
-   kept (closing's own complaint is dropped); otherwise return what closing
-   returns. Accepts NULL (then returns st). */
+   error, abandon w and return st with its message kept (closing's own
+   complaint is dropped); otherwise return what closing returns. Accepts NULL
+   (then returns st). */
 pi_status pi_gguf_writer_finish(pi_gguf_writer *w, pi_status st);
 
 /* Metadata. Keys must be unique (PI_ERR_INVALID otherwise). Setting
@@ -191,7 +209,7 @@ pi_status pi_gguf_writer_begin_data(pi_gguf_writer *w);
    next tensor happens when the current one is complete. Writing more than a
    tensor's size is PI_ERR_INVALID (a call never spans two tensors; nothing is
    written then). An I/O error (PI_ERR_IO, e.g. disk full) is sticky: later
-   calls fail and close removes the file. */
+   calls fail and close abandons the file. */
 pi_status pi_gguf_write_data(pi_gguf_writer *w, const void *data, size_t n);
 
 #endif

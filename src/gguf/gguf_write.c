@@ -13,7 +13,10 @@
  *     section start; zero padding is inserted lazily when a tensor's first
  *     byte arrives, so pos == offset[cur] + written;
  *   - the first error is sticky: later calls fail with the same status and
- *     close() removes the partial file and reports that first message again.
+ *     close() abandons the file and reports that first message again;
+ *   - the bytes go to a base/outfile temporary, renamed over the path only by
+ *     a successful close, so the path holds either its old content or the
+ *     complete new file, never a partial one.
  * Everything the writer emits is something gguf_read.c accepts: values are
  * range-checked (bools 0/1, alignment a power of two, shapes as the reader
  * requires) before they are recorded.
@@ -21,12 +24,13 @@
 #include "gguf.h"
 #include "names.h"
 
+#include "base/outfile.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define WRITE_BUF (1u << 20) /* stdio buffer: few syscalls for small pieces */
+#define PROGRESS_PIECE ((size_t)8 << 20) /* a large write is reported in pieces of this */
 
 typedef struct {
     char *name;
@@ -47,8 +51,8 @@ enum { PHASE_COLLECT, PHASE_DATA, PHASE_FAILED };
 
 struct pi_gguf_writer {
     char *path;
-    FILE *f;
-    char *fbuf;
+    pi_outfile *of; /* NULL once committed or abandoned */
+    FILE *f;        /* of's stream */
     bool pwri;
     int phase;
     uint32_t alignment;
@@ -64,6 +68,10 @@ struct pi_gguf_writer {
     size_t cur;           /* tensor receiving data */
     uint64_t cur_written; /* bytes of it written so far */
     uint64_t pos;         /* bytes written after the data section start */
+    uint64_t data_total;  /* the data section's size, padding included; set by begin_data */
+
+    pi_gguf_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
 
     pi_status failed;
     char failmsg[PI_ERRMSG_MAX];
@@ -452,30 +460,33 @@ pi_status pi_gguf_writer_create(const char *path, bool pwri, pi_gguf_writer **ou
     PI_ASSERT(path && outp);
     *outp = NULL;
     pi_gguf_writer *w = calloc(1, sizeof *w);
-    if (!w) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
-    w->path = strdup(path);
-    w->fbuf = malloc(WRITE_BUF);
-    if (!w->path || !w->fbuf) {
-        free(w->path);
-        free(w->fbuf);
+    if (!w || !(w->path = strdup(path))) {
         free(w);
         return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     }
     /* Opened now so an unwritable path fails early, before any work. */
-    w->f = fopen(path, "wb");
-    if (!w->f) {
-        int e = errno;
+    pi_status st = pi_outfile_open(path, &w->of);
+    if (st) {
         free(w->path);
-        free(w->fbuf);
         free(w);
-        return pi_error(e == ENOENT ? PI_ERR_NOT_FOUND : PI_ERR_IO, "%s: cannot create: %s", path, strerror(e));
+        return st;
     }
-    setvbuf(w->f, w->fbuf, _IOFBF, WRITE_BUF);
+    w->f = pi_outfile_stream(w->of);
     w->pwri = pwri;
     w->alignment = PI_GGUF_DEFAULT_ALIGNMENT;
     w->phase = PHASE_COLLECT;
     *outp = w;
     return PI_OK;
+}
+
+void pi_gguf_writer_set_progress(pi_gguf_writer *w, pi_gguf_progress_fn fn, void *ctx) {
+    PI_ASSERT(w);
+    w->progress = fn;
+    w->progress_ctx = ctx;
+}
+
+static void tell_progress(const pi_gguf_writer *w) {
+    if (w->progress) w->progress(w->progress_ctx, w->pos, w->data_total);
 }
 
 pi_status pi_gguf_writer_begin_data(pi_gguf_writer *w) {
@@ -489,6 +500,7 @@ pi_status pi_gguf_writer_begin_data(pi_gguf_writer *w) {
             return fail(w, pi_error(PI_ERR_INVALID, "%s: tensor data exceeds 2^64 bytes", w->path));
         off = align_up(off + w->t[i].nbytes, w->alignment);
     }
+    w->data_total = off;
 
     uint8_t hdr[24];
     memcpy(hdr, w->pwri ? PI_GGUF_MAGIC_PWRI : PI_GGUF_MAGIC, 4);
@@ -518,6 +530,7 @@ pi_status pi_gguf_writer_begin_data(pi_gguf_writer *w) {
     w->cur = 0;
     w->cur_written = 0;
     w->pos = 0;
+    tell_progress(w);
     return PI_OK;
 }
 
@@ -548,9 +561,17 @@ pi_status pi_gguf_write_data(pi_gguf_writer *w, const void *data, size_t n) {
         if ((st = out_zeros(w, t->offset - w->pos))) return st;
         w->pos = t->offset;
     }
-    if ((st = out(w, data, n))) return st;
-    w->cur_written += n;
-    w->pos += n;
+    /* in pieces, so progress moves during a tensor of hundreds of MiB */
+    const uint8_t *p = data;
+    while (n) {
+        size_t k = w->progress && n > PROGRESS_PIECE ? PROGRESS_PIECE : n;
+        if ((st = out(w, p, k))) return st;
+        w->cur_written += k;
+        w->pos += k;
+        p += k;
+        n -= k;
+        tell_progress(w);
+    }
     return PI_OK;
 }
 
@@ -559,22 +580,16 @@ static void writer_free(pi_gguf_writer *w) {
     free(w->t);
     free(w->keys);
     free(w->meta);
-    free(w->fbuf);
     free(w->path);
     free(w);
 }
 
-/* Abandon: close and remove the partial file, keep the message of st. Only a
-   regular file is removed: a writer pointed at a device or FIFO (/dev/full in
-   the tests) must never unlink it. */
+/* Abandon: remove the temporary (the path keeps what it had; a device or
+   FIFO such as /dev/full was written in place and is never removed), keep
+   the message of st. */
 static pi_status abandon(pi_gguf_writer *w, pi_status st) {
-    char msg[PI_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "%s", pi_last_error());
-    if (w->f) fclose(w->f);
-    struct stat sb;
-    if (stat(w->path, &sb) == 0 && S_ISREG(sb.st_mode)) remove(w->path);
+    pi_outfile_abort(w->of);
     writer_free(w);
-    pi_error(st, "%s", msg);
     return st;
 }
 
@@ -585,27 +600,27 @@ pi_status pi_gguf_writer_close(pi_gguf_writer *w) {
         return abandon(w, w->failed);
     }
     if (w->phase == PHASE_COLLECT)
-        return abandon(
-            w, pi_error(PI_ERR_INVALID, "%s: closed before pi_gguf_writer_begin_data(); file removed", w->path));
+        return abandon(w, pi_error(PI_ERR_INVALID, "%s: closed before pi_gguf_writer_begin_data(); not written",
+                                   w->path));
     advance(w);
     if (w->cur < w->n_t) {
         const wtensor *t = &w->t[w->cur];
-        return abandon(
-            w, pi_error(PI_ERR_INVALID,
-                        "%s: closed with tensor %zu '%s' incomplete (%llu of %llu bytes written); file removed",
-                        w->path, w->cur, t->name, (unsigned long long)w->cur_written, (unsigned long long)t->nbytes));
+        return abandon(w, pi_error(PI_ERR_INVALID,
+                                   "%s: closed with tensor %zu '%s' incomplete (%llu of %llu bytes written); not written",
+                                   w->path, w->cur, t->name, (unsigned long long)w->cur_written,
+                                   (unsigned long long)t->nbytes));
     }
     /* Pad the end like ggml does, so the last tensor also ends aligned. */
-    pi_status st = out_zeros(w, align_up(w->pos, w->alignment) - w->pos);
+    pi_status st = out_zeros(w, w->data_total - w->pos);
     if (st) return abandon(w, st);
-    errno = 0;
-    if (fflush(w->f) != 0 || ferror(w->f)) return abandon(w, io_fail(w));
-    FILE *f = w->f;
+    w->pos = w->data_total;
+    /* flush, sync, rename into place; on failure the temporary is gone */
+    st = pi_outfile_commit(w->of);
+    w->of = NULL;
     w->f = NULL;
-    errno = 0;
-    if (fclose(f) != 0) return abandon(w, io_fail(w));
+    if (!st) tell_progress(w);
     writer_free(w);
-    return PI_OK;
+    return st;
 }
 
 pi_status pi_gguf_writer_finish(pi_gguf_writer *w, pi_status st) {

@@ -687,8 +687,10 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
     const int64_t E = p->n_embd, hd = p->n_embd / p->n_head, KV = hd * p->n_head_kv, F = p->n_ff;
     const bool planted = p->active != 0.0;
 
-    if (planted && (st = plant_init(p, &pl))) return st;
-    if ((st = pi_gguf_writer_create(path, false, &w))) goto done;
+    /* the output first: an unwritable path fails before any work */
+    if ((st = pi_gguf_writer_create(path, false, &w))) return st;
+    pi_gguf_writer_set_progress(w, p->progress, p->progress_ctx);
+    if (planted && (st = plant_init(p, &pl))) goto done;
     if (p->vocab_path) st = copy_vocab(w, p->vocab_path, &n_vocab);
     else st = synthetic_vocab(w, n_vocab);
     if (st) goto done;

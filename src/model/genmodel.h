@@ -43,6 +43,8 @@ typedef struct pi_genmodel_params {
     bool predictor;      /* also write predictors and powerinfer.sparse_threshold */
     int64_t pred_rank;   /* predictor rank; 0: n_embd / 4 (see genmodel.c) */
     pi_type pred_type;   /* predictor matrices (presets: Q8_0) */
+    pi_gguf_progress_fn progress; /* bytes of tensor data written; NULL (presets): none */
+    void *progress_ctx;
 } pi_genmodel_params;
 
 /* What a planted model looks like, computed from the parameters alone. */
@@ -68,7 +70,9 @@ const char *const *pi_genmodel_preset_names(void);
 
 /* Write the model. Deterministic for a given seed (independent of threads).
    PI_ERR_INVALID (naming the field) for a shape, type or planting parameter
-   out of range. */
+   out of range. The file reaches path only when complete (gguf.h's writer):
+   on failure (disk full, a file size limit) a previous file there is
+   untouched. */
 pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path);
 
 /* The planted design of p (p->active > 0): sizes, the analytic skew, the

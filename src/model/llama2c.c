@@ -161,6 +161,11 @@ static int is_byte_token(const char *s, uint64_t n) {
 }
 
 pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const char *out_path, const char *name) {
+    return pi_llama2c_convert_progress(ckpt_path, tok_path, out_path, name, NULL, NULL);
+}
+
+pi_status pi_llama2c_convert_progress(const char *ckpt_path, const char *tok_path, const char *out_path,
+                                      const char *name, pi_gguf_progress_fn progress, void *progress_ctx) {
     pi_mapping ck = {0}, tk = {0};
     pi_gguf_writer *w = NULL;
     char **strs = NULL;
@@ -193,6 +198,7 @@ pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const 
 
     const int64_t d = c.dim, hd = c.hidden_dim, hs = c.dim / c.n_heads, kv = hs * c.n_kv_heads, V = c.vocab_size;
     if ((st = pi_gguf_writer_create(out_path, false, &w))) goto done;
+    pi_gguf_writer_set_progress(w, progress, progress_ctx);
     if ((st = pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_ARCH_LLAMA)) ||
         (st = pi_gguf_set_str(w, PI_KEY_GENERAL_NAME, name ? name : "llama2.c")) ||
         (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_CONTEXT_LENGTH), (uint32_t)c.seq_len)) ||

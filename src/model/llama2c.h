@@ -6,6 +6,7 @@
 #define PI_MODEL_LLAMA2C_H
 
 #include "base/status.h"
+#include "gguf/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +30,13 @@ pi_status pi_llama2c_parse_vocab(const void *data, size_t size, int32_t n_vocab,
 void pi_llama2c_vocab_free(char **strs, uint64_t *lens, float *scores);
 
 /* Convert checkpoint + tokenizer into a GGUF at out_path (F32 tensors, llama
-   names and keys, SentencePiece tokenizer metadata). */
+   names and keys, SentencePiece tokenizer metadata). The file reaches
+   out_path only when complete (gguf.h's writer): on failure a previous file
+   there is untouched. */
 pi_status pi_llama2c_convert(const char *ckpt_path, const char *tok_path, const char *out_path, const char *name);
+
+/* The same, telling progress (may be NULL) of the tensor bytes written. */
+pi_status pi_llama2c_convert_progress(const char *ckpt_path, const char *tok_path, const char *out_path,
+                                      const char *name, pi_gguf_progress_fn progress, void *progress_ctx);
 
 #endif

@@ -37,6 +37,7 @@
  */
 #include "hwprobe.h"
 
+#include "base/outfile.h"
 #include "kernels/types.h"
 
 #include <errno.h>
@@ -46,7 +47,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define HW_HEADER "pinfer-hwprobe"
 #define HW_LINE_MAX 1024      /* longest line accepted */
@@ -217,31 +217,17 @@ pi_status pi_hw_save(const pi_hw *hw, const char *path) {
     if (!path) return pi_error(PI_ERR_INVALID, "hwprobe: no path to save to");
     long len = pi_hw_format(hw, NULL, 0);
     if (len < 0) return pi_error_prefix(PI_ERR_INVALID, "%s: not saved", path);
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return pi_error(PI_ERR_INVALID, "%s: path too long", path);
     pi_status st = make_parents(path);
     if (st) return st;
     char *text = malloc((size_t)len + 1);
     if (!text) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     pi_hw_format(hw, text, (size_t)len + 1);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        st = pi_error(PI_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto out;
+    /* beside the path and renamed over it: readers never see half a file */
+    pi_outfile *of;
+    if (!(st = pi_outfile_open(path, &of))) {
+        (void)fwrite(text, 1, (size_t)len, pi_outfile_stream(of)); /* a failure sets the error commit reports */
+        st = pi_outfile_commit(of);
     }
-    size_t put = fwrite(text, 1, (size_t)len, f);
-    int e = errno;
-    if (fclose(f) != 0 || put != (size_t)len) {
-        st = pi_error(PI_ERR_IO, "%s: write failed: %s", tmp, strerror(put != (size_t)len ? e : errno));
-        unlink(tmp);
-        goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        st = pi_error(PI_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-    }
-out:
     free(text);
     return st;
 }

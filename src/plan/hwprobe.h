@@ -93,8 +93,9 @@ pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out);
    truncated file is recognised). Doubles are written with %.17g and read back
    bit-exact. See hwfile.c for the keys. */
 
-/* Write hw to path (through path.tmp.<pid> and a rename, so readers never see
-   half a file), creating missing parent directories. PI_ERR_INVALID when hw fails the loader's checks (so every
+/* Write hw to path (through a temporary beside it, renamed over it when
+   complete: base/outfile.h, so readers never see half a file), creating
+   missing parent directories. PI_ERR_INVALID when hw fails the loader's checks (so every
    saved file loads), PI_ERR_IO when writing fails. */
 pi_status pi_hw_save(const pi_hw *hw, const char *path);
 

@@ -1,9 +1,12 @@
 /*
  * planfile.c — the plan file: "pinfer-plan 1", then "key value" lines
  * (# comments). Kept apart from the planner so the parser's fuzz target
- * links only this file and base/.
+ * links only this file and base/. A plan is saved through base/outfile.h:
+ * the path holds the old plan or the whole new one, never half of one.
  */
 #include "plan.h"
+
+#include "base/outfile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,8 +16,10 @@
 #include <string.h>
 
 pi_status pi_plan_save(const pi_plan *p, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return pi_error(PI_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    pi_outfile *of;
+    pi_status st = pi_outfile_open(path, &of);
+    if (st) return st;
+    FILE *f = pi_outfile_stream(of);
     fprintf(f, "pinfer-plan 1\n");
     fprintf(f, "model %s\n", p->model);
     fprintf(f, "model_size %llu\n", (unsigned long long)p->model_size);
@@ -31,9 +36,8 @@ pi_status pi_plan_save(const pi_plan *p, const char *path) {
                "(%.3f hidden), overhead %.3f\n",
             p->cost.ms_fixed, p->cost.ms_pred, p->cost.ms_gu, p->cost.ms_down, p->cost.ms_io, p->cost.ms_io_hidden,
             p->cost.ms_overhead);
-    bool bad = ferror(f) != 0;
-    if (fclose(f) || bad) return pi_error(PI_ERR_IO, "%s: write failed", path);
-    return PI_OK;
+    /* a failed fprintf leaves the stream's error flag set: commit reports it */
+    return pi_outfile_commit(of);
 }
 
 static bool parse_u64(const char *s, uint64_t *v) {

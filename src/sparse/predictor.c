@@ -35,6 +35,7 @@
  */
 #include "predictor.h"
 
+#include "base/outfile.h"
 #include "gguf/names.h"
 #include "kernels/kernels.h"
 
@@ -44,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define MAX_LAYERS 65536
 
@@ -793,9 +793,8 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
         return pi_error(PI_ERR_INVALID, "%s: predictors for %lld layers of %lld -> %lld do not fit %s (%lld of %lld -> %lld)",
                         path, (long long)P->n_layer, (long long)P->n_embd, (long long)P->n_ff, m->path,
                         (long long)hp->n_layer, (long long)hp->n_embd, (long long)hp->n_ff);
-    struct stat a, b;
-    if (stat(path, &a) == 0 && stat(m->path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return pi_error(PI_ERR_INVALID, "%s: is the input model itself; write the copy to another file", path);
+    pi_status st = pi_outfile_check_distinct(path, m->path, "the input model");
+    if (st) return st;
     const pi_gguf *g = m->gguf;
     const int64_t L_n = P->n_layer, E = P->n_embd, F = P->n_ff;
     float *thr = malloc((size_t)L_n * sizeof *thr);
@@ -812,7 +811,7 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
         thr_min = thr[l] < thr_min ? thr[l] : thr_min;
     }
     pi_gguf_writer *w = NULL;
-    pi_status st = pi_gguf_writer_create(path, pi_gguf_is_pwri(g), &w);
+    st = pi_gguf_writer_create(path, pi_gguf_is_pwri(g), &w);
     for (int64_t i = 0; !st && i < pi_gguf_n_kv(g); i++) {
         const pi_gguf_kv *kv = pi_gguf_kv_at(g, i);
         if (!is_pred_key(kv->key)) st = pi_gguf_set_kv(w, kv);

@@ -193,9 +193,10 @@ void pi_pred_eval_observe(void *ctx, int64_t layer, int64_t pos, const float *ff
 /* Write a copy of m's file to path: every key-value and tensor byte for
    byte, the same magic (GGUF or PWRI), with fc1/fc2 of every layer replaced
    or added and the keys above set (replacing earlier values). The shapes of
-   P must be m's. PI_ERR_INVALID when path is m's own file (it is mapped and
-   would be truncated under us); PI_ERR_IO (or PI_ERR_NOT_FOUND for a missing
-   directory). A file that fails half-way is removed. */
+   P must be m's. PI_ERR_INVALID when path is m's own file, by any name (the
+   copy would replace its source); PI_ERR_IO (or PI_ERR_NOT_FOUND for a
+   missing directory). The file reaches path only when complete: on failure a
+   previous file there is untouched. */
 pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path);
 
 #endif

@@ -319,14 +319,17 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
     return PI_OK;
 }
 
-static pi_status rewrite(const char *in_path, const pi_stats *st, bool bundle, uint32_t align, const char *out_path) {
+pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path) {
+    const pi_stats *st = p->st;
+    const bool bundle = p->bundle;
+    if (!st && !bundle) return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
     rewriter r = {.in_path = in_path, .st = st, .bundle = bundle};
     pi_gguf_writer *w = NULL;
     pi_status rc = pi_lm_load(in_path, PI_MAP_FILE, &r.m);
     if (rc) return rc;
     const pi_hparams *hp = &r.m->hp;
     const int64_t L = hp->n_layer, F = hp->n_ff;
-    if ((rc = check_input(&r, align))) goto done;
+    if ((rc = check_input(&r, p->align))) goto done;
     size_t buf_bytes = (size_t)F * 8;
     if (bundle && r.bl.stride > buf_bytes) buf_bytes = r.bl.stride;
     r.plan = calloc((size_t)(pi_gguf_n_tensors(r.m->gguf) + 3 * L), sizeof *r.plan);
@@ -341,6 +344,7 @@ static pi_status rewrite(const char *in_path, const pi_stats *st, bool bundle, u
     make_plan(&r);
 
     if ((rc = pi_gguf_writer_create(out_path, pi_gguf_is_pwri(r.m->gguf), &w)) || (rc = write_keys(&r, w))) goto done;
+    pi_gguf_writer_set_progress(w, p->progress, p->progress_ctx);
     for (int64_t i = 0; i < r.np && !rc; i++)
         rc = pi_gguf_add_tensor(w, r.plan[i].name, r.plan[i].type, r.plan[i].n_dims, r.plan[i].ne);
     if (!rc) rc = pi_gguf_writer_begin_data(w);
@@ -357,10 +361,11 @@ done:
 }
 
 pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *out_path) {
-    if (!st) return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
-    return rewrite(in_path, st, false, 0, out_path);
+    const pi_rewrite_params p = {.st = st};
+    return pi_rewrite_model(in_path, &p, out_path);
 }
 
 pi_status pi_bundle_write(const char *in_path, const pi_stats *st, uint32_t align, const char *out_path) {
-    return rewrite(in_path, st, true, align, out_path);
+    const pi_rewrite_params p = {.st = st, .bundle = true, .align = align};
+    return pi_rewrite_model(in_path, &p, out_path);
 }

@@ -5,10 +5,16 @@
  * bundle file (gguf/bundle.h). Both stream the input (mapped) to the output
  * one tensor, or one layer's bundles, at a time, and share one permutation
  * routine. Both are thread-safe (nothing shared is written).
+ *
+ * The output is written through the GGUF writer, so it reaches out_path
+ * only when complete: on any failure a previous file there is untouched,
+ * and out_path may even name the input (a caller should refuse that
+ * anyway: see base/outfile.h pi_outfile_check_distinct).
  */
 #ifndef PI_SPARSE_REORDER_H
 #define PI_SPARSE_REORDER_H
 
+#include "gguf/gguf.h"
 #include "sparse/stats.h"
 
 /* Write a copy of the model at in_path whose dense FFN neurons are ordered
@@ -35,8 +41,18 @@ pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *
    is the input's ffn_down_t row, or the row pi_lm_make_down_t would make.
    Refused: mixture-of-experts and SiLU models (PI_ERR_UNSUPPORTED), layers
    whose FFN types differ, an align out of range (PI_ERR_INVALID). A bundle
-   file as input is rewritten (e.g. with another align). The output is
-   removed on failure. */
+   file as input is rewritten (e.g. with another align). */
 pi_status pi_bundle_write(const char *in_path, const pi_stats *st, uint32_t align, const char *out_path);
+
+/* Both of the above, with progress: what to write and whom to tell. */
+typedef struct pi_rewrite_params {
+    const pi_stats *st;           /* order neurons by these counts; NULL: keep the input's order (bundle only) */
+    bool bundle;                  /* pi_bundle_write, else pi_reorder_write */
+    uint32_t align;               /* bundle: as pi_bundle_write's */
+    pi_gguf_progress_fn progress; /* bytes of tensor data written; may be NULL */
+    void *progress_ctx;
+} pi_rewrite_params;
+
+pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path);
 
 #endif

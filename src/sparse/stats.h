@@ -74,8 +74,8 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
 
 /* Write the statistics as a GGUF file (format above). PI_ERR_UNSUPPORTED
    when more than PI_STATS_MAX_TOKENS tokens were counted; PI_ERR_IO (or
-   PI_ERR_NOT_FOUND for a missing directory). A file that fails half-way is
-   removed. */
+   PI_ERR_NOT_FOUND for a missing directory). The file reaches path only when
+   complete: on failure a previous file there is untouched. */
 pi_status pi_stats_save(const pi_stats *st, const char *path);
 
 /* Read statistics saved by pi_stats_save, checking every key, tensor type
