@@ -173,6 +173,7 @@ typedef struct pi_model_info {
     int n_threads;              /* sessions' default thread count (0: one per core) */
     uint64_t file_size;
     uint64_t weight_bytes;      /* every tensor bound */
+    uint64_t n_params;          /* their elements (weights, including predictors) */
     uint64_t bytes_per_token;   /* weight bytes a dense decode step reads */
     uint64_t ffn_bytes;         /* of them, the dense FFN matrices of all layers */
     bool planned;               /* a plan chose the split (file or on the fly) */

@@ -6,7 +6,7 @@
  * binary comes from $PI_TEST_PINFER (set by the test runner, with
  * $PI_TEST_RUNNER as a prefix such as qemu-aarch64).
  */
-#include "plan/hwprobe.h"
+#include "test_hw.h"
 #include "test_util.h"
 
 #include <stdbool.h>
@@ -25,23 +25,8 @@ static int pinfer(const char *args, const char *out_path, const char *err_path) 
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-static bool same_file(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    char *pa = t_read_file(a, &na), *pb = t_read_file(b, &nb);
-    bool same = pa && pb && na == nb && !memcmp(pa, pb, na);
-    free(pa);
-    free(pb);
-    return same;
-}
-
 int main(void) {
-    g_pinfer = getenv("PI_TEST_PINFER");
-    g_runner = getenv("PI_TEST_RUNNER");
-    if (!g_runner) g_runner = "";
-    if (!g_pinfer || access(g_pinfer, X_OK)) {
-        fprintf(stderr, "skip: PI_TEST_PINFER does not name the pinfer binary\n");
-        return PI_TEST_SKIP;
-    }
+    if (!t_pinfer_binary(&g_pinfer, &g_runner)) return PI_TEST_SKIP;
     char out[300], err[300], args[2048], model[512], golden[512], bin[512], tok[512], conv[300];
     t_tmp_path(g_tmp, sizeof g_tmp, "cli");
     snprintf(out, sizeof out, "%s.out", g_tmp);
@@ -60,7 +45,7 @@ int main(void) {
         /* greedy from BOS, 256 tokens: stdout is exactly llama2.c's text */
         snprintf(args, sizeof args, "run -m %s -n 256 --temp 0 -t 2", model);
         CHECK(pinfer(args, out, err) == 0);
-        CHECKF(same_file(out, golden), "run output differs from %s", golden);
+        CHECKF(t_same_file(out, golden), "run output differs from %s", golden);
         CHECK(t_file_has(err, "tok/s"));
         /* the same from the converted llama2.c checkpoint */
         if (t_fixture(bin, sizeof bin, "stories260K.bin") && t_fixture(tok, sizeof tok, "tok512.bin")) {
@@ -68,7 +53,7 @@ int main(void) {
             CHECK(pinfer(args, NULL, err) == 0);
             snprintf(args, sizeof args, "run -m %s -n 256 --temp 0", conv);
             CHECK(pinfer(args, out, err) == 0);
-            CHECKF(same_file(out, golden), "converted model's output differs from %s", golden);
+            CHECKF(t_same_file(out, golden), "converted model's output differs from %s", golden);
             /* and its tokenizer reads prompts as the original's does */
             snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 12 --temp 0", conv);
             CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "Once upon a time, there was a little girl named Lily."));
@@ -84,7 +69,7 @@ int main(void) {
         CHECK(pinfer(args, out, NULL) == 0);
         char a_path[320];
         snprintf(a_path, sizeof a_path, "%s.a", g_tmp);
-        CHECK(same_file(out, a_path));
+        CHECK(t_same_file(out, a_path));
         unlink(a_path);
         /* bad prompts */
         snprintf(args, sizeof args, "run -m %s -p \"$(printf 'bad \\377 byte')\" -n 4", model);
@@ -113,7 +98,7 @@ int main(void) {
         CHECK(pinfer(args, dense_out, err) == 0 && t_file_has(err, "FFN dense"));
         snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 40 --temp 0 --predictor oracle", model);
         CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "FFN sparse (oracle mask)"));
-        CHECK(same_file(out, dense_out));
+        CHECK(t_same_file(out, dense_out));
         unlink(dense_out);
         if (t_fixture(model, sizeof model, "stories260K.gguf")) {
             snprintf(args, sizeof args, "run -m %s -n 4 --predictor oracle", model);
@@ -179,34 +164,14 @@ int main(void) {
     double min_mib = mp ? atof(mp + strlen("minimum of ")) : 0.0;
     free(e);
     CHECK(min_mib > 0.0);
-    pi_hw hw;
-    memset(&hw, 0, sizeof hw);
-    hw.n_threads = 2;
-    for (int t = 1; t <= 2; t++) {
-        hw.mem_bw[t] = 15.0 * t;
-        for (int y = 0; y < PI_TYPE_COUNT; y++) {
-            if (y != PI_TYPE_F32 && y != PI_TYPE_F16 && y != PI_TYPE_BF16 && y != PI_TYPE_Q8_0 && y != PI_TYPE_Q4_0)
-                continue;
-            hw.matvec[y][t] = 14.0 * t, hw.rowdot[y][t] = 4.0 * t, hw.axpy[y][t] = 3.0 * t;
-        }
-    }
-    static const int blocks[PI_HW_N_BLOCKS] = {4096, 8192, 16384, 32768, 65536, 131072}, qds[PI_HW_N_QD] = {1, 8, 32, 64, 128};
-    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
-        for (int q = 0; q < PI_HW_N_QD; q++) {
-            hw.block[b] = blocks[b], hw.qd[q] = qds[q];
-            hw.read_iops[b][q] = 20000.0 * (q + 1), hw.read_lat_us[b][q] = 50.0 * (q + 1);
-        }
-    hw.seq_read_gbs = 2.0;
-    snprintf(hw.io_backend, sizeof hw.io_backend, "pread");
-    snprintf(hw.cpu, sizeof hw.cpu, "test");
-    CHECKF(pi_hw_save(&hw, hwf) == PI_OK, "%s", pi_last_error());
+    CHECK(t_write_hw(hwf));
     for (int k = 0; k < 3; k++) { /* the minimum, a little more, and everything */
         double mib = k == 0 ? min_mib + 0.5 : k == 1 ? min_mib + 2.0 : min_mib + 64.0;
         snprintf(args, sizeof args, "plan -m %s --mem-budget %.0fK --hw %s -o %s", bundle, mib * 1024, hwf, plan);
         CHECKF(pinfer(args, out, err) == 0 && t_file_has(out, "predicted:") && t_file_has(out, "hot neurons per layer"),
                "plan at %.1f MiB", mib);
         snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --plan %s --stats", bundle, plan);
-        CHECKF(pinfer(args, out, err) == 0 && same_file(out, mem_out) && t_file_has(err, "neuron cache") &&
+        CHECKF(pinfer(args, out, err) == 0 && t_same_file(out, mem_out) && t_file_has(err, "neuron cache") &&
                    t_file_has(err, "per token"),
                "planned run at %.1f MiB differs from the in-memory run", mib);
     }

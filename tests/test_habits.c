@@ -24,15 +24,6 @@ static int pinfer_to(const char *args, const char *out) {
 }
 static int pinfer(const char *args) { return pinfer_to(args, NULL); }
 
-static bool same_file(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    char *pa = t_read_file(a, &na), *pb = t_read_file(b, &nb);
-    bool same = pa && pb && na == nb && !memcmp(pa, pb, na);
-    free(pa);
-    free(pb);
-    return same;
-}
-
 static int count_of(const char *path, const char *needle) {
     char *s = t_read_file(path, NULL);
     int n = 0;
@@ -90,14 +81,14 @@ static void test_options(const char *model, const char *text) {
     snprintf(args, sizeof args,
              "run --model %s --prompt 'Once upon a time' --n-predict 24 --temp=0.7 --seed=5 --threads 2 --ctx-size=256",
              model);
-    CHECK(pinfer(args) == 0 && same_file(g_out, ref));
+    CHECK(pinfer(args) == 0 && t_same_file(g_out, ref));
     snprintf(args, sizeof args, "run --model=%s --prompt='Once upon a time' --predict=24 --temp 0.7 -s 5 -t 2 -c 256",
              model);
-    CHECK(pinfer(args) == 0 && same_file(g_out, ref));
+    CHECK(pinfer(args) == 0 && t_same_file(g_out, ref));
     /* -f - reads the prompt from stdin; --file too */
     snprintf(args, sizeof args, "run -m %s -f - -n 24 --temp 0.7 -s 5 -t 2 -c 256 < %s", model,
              input("Once upon a time"));
-    CHECK(pinfer(args) == 0 && same_file(g_out, ref));
+    CHECK(pinfer(args) == 0 && t_same_file(g_out, ref));
     /* a value that looks like an option is never rewritten */
     snprintf(args, sizeof args, "run -m %s -p '--x=y' -n 2 --temp 0", model);
     CHECK(pinfer(args) == 0 && t_file_has(g_out, "--x=y"));
@@ -146,9 +137,9 @@ static void test_options(const char *model, const char *text) {
         snprintf(args, sizeof args, "perplexity -m %s --text %s -c 64 --chunks 3", model, text);
         CHECK(pinfer_to(args, ppl) == 0 && t_file_has(ppl, "perplexity:"));
         snprintf(args, sizeof args, "perplexity -m %s -f %s -c 64 --chunks 3", model, text);
-        CHECK(pinfer(args) == 0 && same_file(g_out, ppl));
+        CHECK(pinfer(args) == 0 && t_same_file(g_out, ppl));
         snprintf(args, sizeof args, "perplexity --model=%s --file - --ctx-size 64 --chunks 3 < %s", model, text);
-        CHECK(pinfer(args) == 0 && same_file(g_out, ppl));
+        CHECK(pinfer(args) == 0 && t_same_file(g_out, ppl));
         snprintf(args, sizeof args, "perplexity -m %s -p 'text' -c 64", model);
         CHECK(pinfer(args) == 2 && t_file_has(g_err, "-f FILE"));
         snprintf(args, sizeof args, "perplexity -m %s -f %s -c 64 --chunks 2", model, text);
@@ -265,13 +256,7 @@ static void test_budget(void) {
 }
 
 int main(void) {
-    g_pinfer = getenv("PI_TEST_PINFER");
-    g_runner = getenv("PI_TEST_RUNNER");
-    if (!g_runner) g_runner = "";
-    if (!g_pinfer || access(g_pinfer, X_OK)) {
-        fprintf(stderr, "skip: PI_TEST_PINFER does not name the pinfer binary\n");
-        return PI_TEST_SKIP;
-    }
+    if (!t_pinfer_binary(&g_pinfer, &g_runner)) return PI_TEST_SKIP;
     t_tmp_path(g_tmp, sizeof g_tmp, "habits");
     snprintf(g_out, sizeof g_out, "%s.out", g_tmp);
     snprintf(g_err, sizeof g_err, "%s.err", g_tmp);

@@ -137,6 +137,30 @@ static inline bool t_file_has(const char *path, const char *needle) {
     return has;
 }
 
+/* Whether two files hold the same bytes (false when either cannot be read). */
+static inline bool t_same_file(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    char *pa = t_read_file(a, &na), *pb = t_read_file(b, &nb);
+    bool same = pa && pb && na == nb && !memcmp(pa, pb, na);
+    free(pa);
+    free(pb);
+    return same;
+}
+
+/* The pinfer binary the runner names in $PI_TEST_PINFER, and the prefix to
+   run it with ($PI_TEST_RUNNER, e.g. qemu-aarch64; "" when unset). False,
+   with a "skip:" line, when there is none. */
+static inline bool t_pinfer_binary(const char **pinfer, const char **runner) {
+    *pinfer = getenv("PI_TEST_PINFER");
+    *runner = getenv("PI_TEST_RUNNER");
+    if (!*runner) *runner = "";
+    if (!*pinfer || access(*pinfer, X_OK)) {
+        fprintf(stderr, "skip: PI_TEST_PINFER does not name the pinfer binary\n");
+        return false;
+    }
+    return true;
+}
+
 /* Run a shell command; its exit status (128 when it did not exit). */
 static inline int t_sh(const char *cmd) {
     int st = system(cmd);

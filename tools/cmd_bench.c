@@ -7,17 +7,27 @@
  * Like llama-bench: ppN evaluates N tokens as one prompt from an empty
  * context; tgN generates N tokens one at a time from an empty context; each
  * figure is the median of -r repetitions after one warm-up.
+ *
+ * -o json|jsonl|csv|md writes the same figures as records, one per test (pp
+ * and tg), with llama-bench's field names where a field exists and pinfer's
+ * own after them (FFN mode, the sparse FFN's counters, the offload figures
+ * under --mem-budget, the bandwidth bound). Then stdout carries only that
+ * document and the human report goes to stderr; every figure in the
+ * document comes from the measurement the report shows.
  */
 #include "args.h"
 #include "cmds.h"
 #include "common.h"
 
 #include "plot.h"
+#include "report.h"
 
 #include <math.h>
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
 
 #define MAX_REPS 50
 
@@ -36,7 +46,9 @@ static void usage(FILE *f) {
                "                       predicted and measured; plus the in-memory sparse and dense speeds\n"
                "  --naive              with --sweep: also measure the naive split (uniform hot prefix, default\n"
                "                       cache) at each budget\n"
-               "  --sweep-out PREFIX   write PREFIX.json, PREFIX.csv and PREFIX.svg (speed versus memory)\n");
+               "  --sweep-out PREFIX   write PREFIX.json, PREFIX.csv and PREFIX.svg (speed versus memory)\n"
+               "  -o FMT               text (default), or json, jsonl, csv, md: one record per test with\n"
+               "                       llama-bench's field names on stdout, the report on stderr\n");
     app_usage_common(f);
 }
 
@@ -99,21 +111,31 @@ static bool run_peer(const char *peer, const char *model, long p, long n, long t
     return true;
 }
 
-/* Median tok/s of `reps` prompt evaluations of n tokens from an empty context. */
-static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *out) {
+/* One timed repetition: its tok/s into v[r], and into ts[r] and ns[r] (the
+   samples of the machine-readable report) when they are given. */
+static void sample(long r, long n, double dt, double *v, double *ts, double *ns) {
+    if (r < 0) return; /* the warm-up */
+    v[r] = (double)n / dt;
+    if (ts) ts[r] = v[r];
+    if (ns) ns[r] = nearbyint(dt * 1e9);
+}
+
+/* Median tok/s of `reps` prompt evaluations of n tokens from an empty context;
+   each repetition's tok/s and ns into ts and ns (may be NULL). */
+static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *out, double *ts, double *ns) {
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) { /* r = -1: warm-up */
         pi_session_kv_clear(a->s);
         double t0 = app_time_s();
         if (pi_session_eval(a->s, toks, (size_t)n)) return false;
-        if (r >= 0) v[r] = (double)n / (app_time_s() - t0);
+        sample(r, n, app_time_s() - t0, v, ts, ns);
     }
     *out = app_median(v, (int)reps);
     return true;
 }
 
 /* Median tok/s of `reps` runs generating n tokens one at a time. */
-static bool measure_tg(app *a, long n, long reps, double *out) {
+static bool measure_tg(app *a, long n, long reps, double *out, double *ts, double *ns) {
     const int64_t V = a->info.n_vocab;
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) {
@@ -124,44 +146,96 @@ static bool measure_tg(app *a, long n, long reps, double *out) {
             if (pi_session_decode(a->s, tok)) return false;
             tok = (int32_t)((tok * 31 + 7) % V);
         }
-        if (r >= 0) v[r] = (double)n / (app_time_s() - t0);
+        sample(r, n, app_time_s() - t0, v, ts, ns);
     }
     *out = app_median(v, (int)reps);
     return true;
 }
 
+/* What print_sparse_stats shows, for the records: per token, per layer and
+   over all layers. NaN where the text shows "-" (no recall check). */
+typedef struct {
+    bool valid;
+    int64_t n_layer;
+    double *computed, *active, *recall, *mb; /* (n_layer): per token; mb: MB touched */
+    double computed_frac, active_frac, recall_all;
+    double mb_all, mb_ffn, mb_ffn_dense;     /* weights touched per token; FFN part; dense FFN */
+    double bound, of_bound;                  /* tok/s at that traffic; tg's share of it, % */
+} sparse_figs;
+
+static void sparse_figs_free(sparse_figs *sf) {
+    free(sf->computed);
+    memset(sf, 0, sizeof *sf);
+}
+
 /* The sparse FFN's counters since they were cleared: per layer, per token.
-   Recall is measured against the exact active set (pi_session_set_recall_check). */
-static void print_sparse_stats(const app *a, bool check, double bw, double tg) {
+   Recall is measured against the exact active set (pi_session_set_recall_check).
+   The figures also go to sf (its arrays malloc'd; sf->valid false when out
+   of memory). */
+static void print_sparse_stats(const app *a, bool check, double bw, double tg, FILE *out, sparse_figs *sf) {
     const pi_model_info *in = &a->info;
     const double F = (double)in->n_ff;
+    const int64_t L = in->n_layer;
     double touched = 0.0, sum_pred = 0.0, sum_act = 0.0, sum_truth = 0.0, sum_missed = 0.0;
-    printf("sparse FFN per token (%s), neurons of %lld per layer (fraction):\n", app_ffn_mode(a), (long long)in->n_ff);
-    printf("%-6s %16s %16s %16s %8s %11s\n", "layer", "predicted", "computed", "active", "recall", "MB touched");
-    for (int64_t il = 0; il < in->n_layer; il++) {
+    memset(sf, 0, sizeof *sf);
+    sf->n_layer = L;
+    sf->computed = malloc(4 * (size_t)L * sizeof *sf->computed);
+    if (sf->computed) {
+        sf->active = sf->computed + L;
+        sf->recall = sf->active + L;
+        sf->mb = sf->recall + L;
+    }
+    fprintf(out, "sparse FFN per token (%s), neurons of %lld per layer (fraction):\n", app_ffn_mode(a),
+            (long long)in->n_ff);
+    fprintf(out, "%-6s %16s %16s %16s %8s %11s\n", "layer", "predicted", "computed", "active", "recall", "MB touched");
+    for (int64_t il = 0; il < L; il++) {
         pi_layer_stats st;
-        if (pi_session_layer_stats(a->s, il, &st)) return;
+        if (pi_session_layer_stats(a->s, il, &st)) {
+            sparse_figs_free(sf);
+            return;
+        }
         double t = st.tokens ? (double)st.tokens : 1.0;
         char rec[16] = "-";
-        if (check && st.oracle_active)
-            snprintf(rec, sizeof rec, "%.4f", 1.0 - (double)st.missed / (double)st.oracle_active);
-        printf("%-6lld %8.0f (%.3f) %8.0f (%.3f) %8.0f (%.3f) %8s %11.2f\n", (long long)il, (double)st.computed / t,
-               (double)st.computed / t / F, (double)st.computed / t, (double)st.computed / t / F,
-               (double)st.active / t, (double)st.active / t / F, rec, (double)st.weight_bytes / t * 1e-6);
+        double r = NAN;
+        if (check && st.oracle_active) {
+            r = 1.0 - (double)st.missed / (double)st.oracle_active;
+            snprintf(rec, sizeof rec, "%.4f", r);
+        }
+        fprintf(out, "%-6lld %8.0f (%.3f) %8.0f (%.3f) %8.0f (%.3f) %8s %11.2f\n", (long long)il,
+                (double)st.computed / t, (double)st.computed / t / F, (double)st.computed / t,
+                (double)st.computed / t / F, (double)st.active / t, (double)st.active / t / F, rec,
+                (double)st.weight_bytes / t * 1e-6);
+        if (sf->computed) {
+            sf->computed[il] = (double)st.computed / t;
+            sf->active[il] = (double)st.active / t;
+            sf->recall[il] = r;
+            sf->mb[il] = (double)st.weight_bytes / t * 1e-6;
+        }
         touched += (double)st.weight_bytes / t;
         sum_pred += (double)st.computed / t;
         sum_act += (double)st.active / t;
         sum_truth += (double)st.oracle_active;
         sum_missed += (double)st.missed;
     }
-    printf("all layers: %.3f of FFN neurons computed, %.3f active", sum_pred / (F * (double)in->n_layer),
-           sum_act / (F * (double)in->n_layer));
-    if (check && sum_truth > 0) printf(", predictor recall %.4f vs the oracle", 1.0 - sum_missed / sum_truth);
-    printf("\n");
+    sf->computed_frac = sum_pred / (F * (double)L);
+    sf->active_frac = sum_act / (F * (double)L);
+    sf->recall_all = NAN;
+    fprintf(out, "all layers: %.3f of FFN neurons computed, %.3f active", sf->computed_frac, sf->active_frac);
+    if (check && sum_truth > 0) {
+        sf->recall_all = 1.0 - sum_missed / sum_truth;
+        fprintf(out, ", predictor recall %.4f vs the oracle", sf->recall_all);
+    }
+    fprintf(out, "\n");
     const double ffn = (double)in->ffn_bytes, all = (double)in->bytes_per_token - ffn + touched;
     double bound = bw * 1e9 / all;
-    printf("weights touched per token: %.1f MB (FFN %.1f of %.1f MB dense) -> bound %.1f tok/s; tg reaches %.0f%%\n",
-           all * 1e-6, touched * 1e-6, ffn * 1e-6, bound, 100.0 * tg / bound);
+    sf->mb_all = all * 1e-6;
+    sf->mb_ffn = touched * 1e-6;
+    sf->mb_ffn_dense = ffn * 1e-6;
+    sf->bound = bound;
+    sf->of_bound = 100.0 * tg / bound;
+    fprintf(out, "weights touched per token: %.1f MB (FFN %.1f of %.1f MB dense) -> bound %.1f tok/s; tg reaches "
+                 "%.0f%%\n", sf->mb_all, sf->mb_ffn, sf->mb_ffn_dense, bound, sf->of_bound);
+    sf->valid = sf->computed != NULL;
 }
 
 #define MAX_SWEEP 16
@@ -170,7 +244,39 @@ typedef struct {
     double frac, budget_mib, predicted, measured, naive, rss_mib;
 } sweep_point;
 
-static bool write_sweep(const char *prefix, const char *model, const sweep_point *pt, int n, double sparse, double dense) {
+#ifdef PI_HAVE_CJSON
+/* The sweep as JSON: the model, the in-memory speeds and one object per point. */
+static bool write_sweep_json(const char *path, const char *model, const sweep_point *pt, int n, double sparse,
+                             double dense) {
+    cJSON *root = cJSON_CreateObject(), *points = cJSON_CreateArray();
+    bool ok = root && points && cJSON_AddItemToObject(root, "model", report_json_string(model, strlen(model))) &&
+              cJSON_AddNumberToObject(root, "in_memory_sparse_tok_s", sparse) &&
+              cJSON_AddNumberToObject(root, "dense_tok_s", dense) && cJSON_AddItemToObject(root, "points", points);
+    if (!ok) cJSON_Delete(points);
+    for (int i = 0; ok && i < n; i++) {
+        cJSON *p = cJSON_CreateObject();
+        ok = p && cJSON_AddNumberToObject(p, "ffn_fraction", pt[i].frac) &&
+             cJSON_AddNumberToObject(p, "budget_mib", pt[i].budget_mib) &&
+             cJSON_AddNumberToObject(p, "predicted_tok_s", pt[i].predicted) &&
+             cJSON_AddNumberToObject(p, "measured_tok_s", pt[i].measured) &&
+             cJSON_AddNumberToObject(p, "naive_tok_s", pt[i].naive) && cJSON_AddItemToArray(points, p);
+        if (!ok) cJSON_Delete(p);
+    }
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    if (f) {
+        ok = report_json_print(root, false, f);
+        ok &= fclose(f) == 0;
+    } else {
+        ok = false;
+    }
+    cJSON_Delete(root);
+    return ok;
+}
+#endif
+
+/* PREFIX.csv, PREFIX.json (with cJSON; *json says whether) and PREFIX.svg. */
+static bool write_sweep(const char *prefix, const char *model, const sweep_point *pt, int n, double sparse,
+                        double dense, bool *json) {
     char path[1024];
     snprintf(path, sizeof path, "%s.csv", prefix);
     FILE *f = fopen(path, "w");
@@ -180,16 +286,14 @@ static bool write_sweep(const char *prefix, const char *model, const sweep_point
         fprintf(f, "%.3f,%.1f,%.3f,%.3f,%.3f\n", pt[i].frac, pt[i].budget_mib, pt[i].predicted, pt[i].measured,
                 pt[i].naive);
     if (fclose(f)) return false;
+    *json = false;
+#ifdef PI_HAVE_CJSON
     snprintf(path, sizeof path, "%s.json", prefix);
-    if (!(f = fopen(path, "w"))) return false;
-    fprintf(f, "{\"model\": \"%s\", \"in_memory_sparse_tok_s\": %.3f, \"dense_tok_s\": %.3f, \"points\": [", model,
-            sparse, dense);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s\n  {\"ffn_fraction\": %.3f, \"budget_mib\": %.1f, \"predicted_tok_s\": %.3f, "
-                   "\"measured_tok_s\": %.3f, \"naive_tok_s\": %.3f}",
-                i ? "," : "", pt[i].frac, pt[i].budget_mib, pt[i].predicted, pt[i].measured, pt[i].naive);
-    fprintf(f, "\n]}\n");
-    if (fclose(f)) return false;
+    if (!write_sweep_json(path, model, pt, n, sparse, dense)) return false;
+    *json = true;
+#else
+    (void)model;
+#endif
     double x[MAX_SWEEP + 1], ym[MAX_SWEEP + 1], yp[MAX_SWEEP + 1], yn[MAX_SWEEP + 1];
     for (int i = 0; i < n; i++) {
         x[i] = pt[i].budget_mib;
@@ -242,7 +346,7 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
         oi.mp.n_ctx = n_ctx;
         app a;
         if (!app_load(cmd, &oi, &a)) return 1;
-        bool ok = measure_tg(&a, n_gen, reps, dense_run ? &dense : &sparse);
+        bool ok = measure_tg(&a, n_gen, reps, dense_run ? &dense : &sparse, NULL, NULL);
         app_free(&a);
         if (!ok) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -268,7 +372,7 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
                 return 1;
             }
             if (!k) pt[i].predicted = a.info.plan_tok_s;
-            bool ok = measure_tg(&a, n_gen, reps, k ? &pt[i].naive : &pt[i].measured);
+            bool ok = measure_tg(&a, n_gen, reps, k ? &pt[i].naive : &pt[i].measured, NULL, NULL);
             app_free(&a);
             if (!ok) {
                 fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -282,11 +386,15 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
         fflush(stdout);
     }
     if (prefix) {
-        if (!write_sweep(prefix, o->model, pt, n, sparse, dense)) {
+        bool json;
+        if (!write_sweep(prefix, o->model, pt, n, sparse, dense, &json)) {
             fprintf(stderr, "pinfer: %s: cannot write %s.{csv,json,svg}\n", cmd, prefix);
             return 1;
         }
-        printf("wrote %s.json, %s.csv, %s.svg\n", prefix, prefix, prefix);
+        if (json)
+            printf("wrote %s.json, %s.csv, %s.svg\n", prefix, prefix, prefix);
+        else
+            printf("wrote %s.csv, %s.svg (no %s.json: pinfer was built without cJSON)\n", prefix, prefix, prefix);
     }
     return 0;
 }
@@ -295,6 +403,7 @@ typedef struct {
     const char *peer, *sweep, *sweep_out;
     bool naive;
     long n_prompt, n_gen, reps, rounds;
+    report_fmt fmt;
 } bench_args;
 
 /* bench's own options; -p and -n are token counts here, as in llama-bench */
@@ -302,7 +411,9 @@ static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *
     bench_args *b = ctx;
     const char *a = argv[*i], *v;
     if (!strcmp(a, "--naive")) return b->naive = true, 1;
-    static const char *const with_value[] = {"--sweep", "--sweep-out", "-p", "-n", "-r", "--peer", "--rounds"};
+    if (!strncmp(a, "--output=", 9)) return report_fmt_parse(cmd, a + 9, &b->fmt) ? 1 : -1;
+    static const char *const with_value[] = {"--sweep", "--sweep-out", "-p", "-n", "-r", "--peer", "--rounds",
+                                             "-o", "--output"};
     bool mine = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) mine |= !strcmp(a, with_value[k]);
     if (!mine) return 0;
@@ -310,6 +421,7 @@ static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *
     if (!strcmp(a, "--sweep")) b->sweep = v;
     else if (!strcmp(a, "--sweep-out")) b->sweep_out = v;
     else if (!strcmp(a, "--peer")) b->peer = v;
+    else if (!strcmp(a, "-o") || !strcmp(a, "--output")) return report_fmt_parse(cmd, v, &b->fmt) ? 1 : -1;
     else if (!strcmp(a, "--rounds")) return arg_int(cmd, a, v, 1, MAX_REPS, &b->rounds) ? 1 : -1;
     else if (!strcmp(a, "-p")) return arg_int(cmd, a, v, 0, 1 << 20, &b->n_prompt) ? 1 : -1;
     else if (!strcmp(a, "-n")) return arg_int(cmd, a, v, 0, 1 << 20, &b->n_gen) ? 1 : -1;
@@ -317,26 +429,300 @@ static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *
     return 1;
 }
 
+/* ---- the machine-readable records ---- */
+
+/* One test (ppN or tgN) over every round: what the text shows and the
+   samples it came from. */
+typedef struct {
+    long n_prompt, n_gen;  /* one of them is 0 */
+    double median;         /* tok/s as the report shows it: the median (of the rounds' medians) */
+    double peer, ratio;    /* with --peer: the peer's tok/s, median of pinfer/peer per round */
+    double *ts, *ns;       /* (n): every timed repetition of every round */
+    int n;
+    char time[32];         /* when the test started, RFC 3339 */
+} bench_test;
+
+/* What app_print_offload shows, with the same formulas, read at the same
+   point of the run (the figures do not change in between). */
+typedef struct {
+    bool valid;
+    pi_memory_report mem;
+    pi_token_stats st;
+    double neurons, resident, cached, read;      /* per token */
+    double cache_hit_pct, hit_pct;               /* of the cold ones; of all selected */
+    double reads, reads_merged, mb_read;         /* per token */
+    double busy_ms, hidden_ms, hidden_pct, wait_ms, ffn_ms; /* per token */
+} offload_figs;
+
+static void offload_figures(const app *a, offload_figs *f) {
+    memset(f, 0, sizeof *f);
+    if (!a->info.offloaded || pi_model_memory(a->m, &f->mem) || pi_session_stats(a->s, &f->st)) return;
+    const pi_token_stats *st = &f->st;
+    const double t = st->decode_tokens ? (double)st->decode_tokens : 1.0;
+    const uint64_t cold = st->neurons_cached + st->neurons_read, sel = st->neurons_resident + cold;
+    const double busy = st->io_busy_s, wait = st->io_wait_s;
+    f->neurons = (double)sel / t;
+    f->resident = (double)st->neurons_resident / t;
+    f->cached = (double)st->neurons_cached / t;
+    f->read = (double)st->neurons_read / t;
+    f->cache_hit_pct = cold ? 100.0 * (double)st->neurons_cached / (double)cold : 100.0;
+    f->hit_pct = sel ? 100.0 * (double)(sel - st->neurons_read) / (double)sel : 100.0;
+    f->reads = (double)st->reads / t;
+    f->reads_merged = (double)st->reads_merged / t;
+    f->mb_read = (double)st->bytes_read / t * 1e-6;
+    f->busy_ms = busy / t * 1e3;
+    f->hidden_ms = (busy - wait) / t * 1e3;
+    f->hidden_pct = busy > 0.0 ? 100.0 * (busy - wait) / busy : 0.0;
+    f->wait_ms = wait / t * 1e3;
+    f->ffn_ms = st->ffn_s / t * 1e3;
+    f->valid = true;
+}
+
+/* The CPU's model name (llama-bench's cpu_info), else the machine type. */
+static void cpu_info(char *buf, size_t n) {
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (!c || (strncmp(line, "model name", 10) && strncmp(line, "Hardware", 8))) continue;
+        for (c++; *c == ' ' || *c == '\t'; c++) {}
+        c[strcspn(c, "\r\n")] = '\0';
+        snprintf(buf, n, "%s", c);
+        break;
+    }
+    if (f) fclose(f);
+    struct utsname u;
+    if (!buf[0]) snprintf(buf, n, "%s", uname(&u) == 0 ? u.machine : "unknown");
+}
+
+static void now_rfc3339(char *buf, size_t n) {
+    time_t t = time(NULL);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm)) snprintf(buf, n, "unknown");
+}
+
+static double mean(const double *v, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return n ? s / n : 0.0;
+}
+
+/* Sample standard deviation (n - 1), 0 for fewer than two, as llama-bench. */
+static double stddev(const double *v, int n) {
+    if (n < 2) return 0.0;
+    double m = mean(v, n), s = 0.0;
+    for (int i = 0; i < n; i++) s += (v[i] - m) * (v[i] - m);
+    return sqrt(s / (n - 1));
+}
+
+/* Everything a record needs besides its test. */
+typedef struct {
+    const app *a;
+    const char *model, *peer;
+    int threads;
+    long reps, rounds;
+    bool use_mmap;
+    double bw, bound;     /* GB/s; dense decode's bound, tok/s */
+    char cpu[256];
+} bench_ctx;
+
+static void md_size(char *buf, size_t n, uint64_t bytes) {
+    if (bytes < ((uint64_t)1 << 30))
+        snprintf(buf, n, "%.2f MiB", (double)bytes / (1 << 20));
+    else
+        snprintf(buf, n, "%.2f GiB", (double)bytes / (1 << 30));
+}
+
+static const char *ffn_name(pi_ffn_mode m) {
+    return m == PI_FFN_SPARSE ? "sparse" : m == PI_FFN_ORACLE ? "oracle" : "dense";
+}
+
+/* One record: llama-bench's fields first, then pinfer's. The tg record
+   carries the sparse and offload figures (they describe decoding); the pp
+   record has them null. */
+static void add_record(report *r, const bench_ctx *c, const bench_test *t, const sparse_figs *sf,
+                       const offload_figs *of) {
+    const pi_model_info *in = &c->a->info;
+    const bool tg = t->n_gen > 0;
+    char buf[512];
+    report_begin(r);
+    /* llama-bench's */
+#ifdef PI_BUILD_COMMIT
+    report_str(r, "build_commit", PI_BUILD_COMMIT);
+#else
+    report_str(r, "build_commit", pi_version());
+#endif
+    report_str(r, "cpu_info", c->cpu);
+    report_str(r, "backends", "CPU");
+    report_str(r, "model_filename", c->model);
+    /* llama-bench's model_type is a description: the architecture, and the name when it says more */
+    const bool named = in->name[0] && strcmp(in->name, in->arch);
+    char type[256];
+    snprintf(type, sizeof type, "%s%s%s", in->arch, named ? " " : "", named ? in->name : "");
+    report_str(r, "model_type", type);
+    report_int(r, "model_size", (int64_t)in->weight_bytes);
+    report_int(r, "model_n_params", (int64_t)in->n_params);
+    report_int(r, "n_threads", c->threads);
+    report_str(r, "type_k", "f32");
+    report_str(r, "type_v", "f32");
+    report_bool(r, "use_mmap", c->use_mmap);
+    report_int(r, "n_prompt", t->n_prompt);
+    report_int(r, "n_gen", t->n_gen);
+    report_int(r, "n_depth", 0);
+    report_str(r, "test_time", t->time);
+    report_int(r, "avg_ns", (int64_t)nearbyint(mean(t->ns, t->n)));
+    report_int(r, "stddev_ns", (int64_t)nearbyint(stddev(t->ns, t->n)));
+    report_num(r, "avg_ts", mean(t->ts, t->n));
+    report_num(r, "stddev_ts", stddev(t->ts, t->n));
+    report_nums(r, "samples_ns", t->ns, (size_t)t->n);
+    report_nums(r, "samples_ts", t->ts, (size_t)t->n);
+    /* pinfer's */
+    report_str(r, "pinfer_version", pi_version());
+    report_str(r, "kernels", in->kernels);
+    snprintf(buf, sizeof buf, "%s%ld", tg ? "tg" : "pp", tg ? t->n_gen : t->n_prompt);
+    report_str(r, "test", buf);
+    report_num(r, "median_ts", t->median);
+    report_int(r, "n_reps", c->reps);
+    report_int(r, "n_rounds", c->rounds);
+    report_str(r, "ffn", ffn_name(pi_session_ffn(c->a->s)));
+    report_int(r, "hot_neurons", in->hot);
+    report_bool(r, "has_predictor", in->has_predictor);
+    report_int(r, "n_layer", in->n_layer);
+    report_int(r, "n_ff", in->n_ff);
+    report_int(r, "bytes_per_token", (int64_t)in->bytes_per_token);
+    report_num(r, "mem_bw_gbs", c->bw);
+    report_num(r, "bound_ts", c->bound);
+    if (tg) report_num(r, "of_bound_pct", 100.0 * t->median / c->bound);
+    else report_null(r, "of_bound_pct");
+    if (c->peer) {
+        report_num(r, "peer_ts", t->peer);
+        report_num(r, "pinfer_over_peer", t->ratio);
+    }
+    if (sf->valid && tg) {
+        report_num(r, "sparse_neurons_frac", sf->computed_frac);
+        report_num(r, "sparse_active_frac", sf->active_frac);
+        report_num(r, "sparse_recall", sf->recall_all);
+        report_nums(r, "sparse_layer_neurons", sf->computed, (size_t)sf->n_layer);
+        report_nums(r, "sparse_layer_active", sf->active, (size_t)sf->n_layer);
+        report_nums(r, "sparse_layer_recall", sf->recall, (size_t)sf->n_layer);
+        report_nums(r, "sparse_layer_mb", sf->mb, (size_t)sf->n_layer);
+        report_num(r, "sparse_mb_per_token", sf->mb_all);
+        report_num(r, "sparse_ffn_mb_per_token", sf->mb_ffn);
+        report_num(r, "ffn_dense_mb", sf->mb_ffn_dense);
+        report_num(r, "sparse_bound_ts", sf->bound);
+        report_num(r, "sparse_of_bound_pct", sf->of_bound);
+    }
+    if (of->valid) {
+        const pi_memory_report *m = &of->mem;
+        report_int(r, "mem_budget", (int64_t)m->limit);
+        report_int(r, "mem_used", (int64_t)m->used);
+        report_int(r, "mem_fixed", (int64_t)m->fixed);
+        report_int(r, "mem_kv", (int64_t)m->kv);
+        report_int(r, "mem_scratch", (int64_t)m->scratch);
+        report_int(r, "mem_io", (int64_t)m->io);
+        report_int(r, "mem_hot", (int64_t)m->hot);
+        report_int(r, "mem_cache", (int64_t)m->cache);
+        report_int(r, "hot_min", m->hot_min);
+        report_int(r, "hot_max", m->hot_max);
+        report_int(r, "cache_slots", m->cache_slots);
+        report_int(r, "cache_slot_bytes", (int64_t)m->slot_bytes);
+        report_str(r, "io_backend", m->io_backend);
+        report_bool(r, "planned", in->planned);
+        if (in->planned) {
+            report_num(r, "plan_ts", in->plan_tok_s);
+            report_int(r, "plan_threads", in->plan_threads);
+            report_int(r, "plan_queue_depth", in->plan_queue_depth);
+            report_int(r, "plan_cache_bytes", (int64_t)in->plan_cache_bytes);
+        }
+        if (tg) {
+            report_int(r, "decode_tokens", (int64_t)of->st.decode_tokens);
+            report_num(r, "neurons_per_token", of->neurons);
+            report_num(r, "resident_per_token", of->resident);
+            report_num(r, "cache_hits_per_token", of->cached);
+            report_num(r, "cache_misses_per_token", of->read);
+            report_num(r, "cache_hit_pct", of->cache_hit_pct);
+            report_num(r, "hit_pct", of->hit_pct);
+            report_num(r, "reads_per_token", of->reads);
+            report_num(r, "merged_reads_per_token", of->reads_merged);
+            report_num(r, "mb_read_per_token", of->mb_read);
+            report_num(r, "io_busy_ms", of->busy_ms);
+            report_num(r, "io_hidden_ms", of->hidden_ms);
+            report_num(r, "io_hidden_pct", of->hidden_pct);
+            report_num(r, "io_wait_ms", of->wait_ms);
+            report_num(r, "ffn_ms", of->ffn_ms);
+            report_int(r, "split_steps", (int64_t)of->st.split_steps);
+            if (of->st.prompt_bytes_read) report_num(r, "prompt_mb_streamed", (double)of->st.prompt_bytes_read * 1e-6);
+        }
+    }
+    /* markdown: llama-bench's columns, then pinfer's */
+    report_md(r, "model", "%s", type);
+    md_size(buf, sizeof buf, in->weight_bytes);
+    report_md(r, "size", "%s", buf);
+    report_md(r, "backend", "CPU");
+    report_md(r, "threads", "%d", c->threads);
+    report_md(r, "ffn", "%s", ffn_name(pi_session_ffn(c->a->s)));
+    if (of->valid) report_md(r, "budget", "%.1f MiB", (double)of->mem.limit / (1 << 20));
+    report_md(r, "test", "%s%ld", tg ? "tg" : "pp", tg ? t->n_gen : t->n_prompt);
+    report_md(r, "t/s", "%.2f ± %.2f", mean(t->ts, t->n), stddev(t->ts, t->n));
+    report_md(r, "median t/s", "%.2f", t->median);
+    if (tg) report_md(r, "of bound", "%.0f%%", 100.0 * t->median / c->bound);
+    if (c->peer) {
+        report_md(r, "peer t/s", "%.2f", t->peer);
+        report_md(r, "pinfer/peer", "%.2f", t->ratio);
+    }
+}
+
+/* Write the records of the tests run to stdout. */
+static bool write_records(report_fmt fmt, const bench_ctx *c, const bench_test *tests, int n_tests,
+                          const sparse_figs *sf, const offload_figs *of) {
+    report *r = report_create(fmt);
+    if (!r) return false;
+    for (int k = 0; k < n_tests; k++) add_record(r, c, &tests[k], sf, of);
+#ifdef PI_BUILD_COMMIT
+    report_md_footer(r, "build: %s (pinfer %s)", PI_BUILD_COMMIT, pi_version());
+#else
+    report_md_footer(r, "build: pinfer %s", pi_version());
+#endif
+    bool ok = report_write(r, stdout);
+    report_free(r);
+    return ok;
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     app_opts o;
     app_opts_init(&o);
-    bench_args ba = {NULL, NULL, NULL, false, 512, 128, 5, 1};
+    bench_args ba = {NULL, NULL, NULL, false, 512, 128, 5, 1, REPORT_TEXT};
     int pr = app_parse_args(cmd, argc, argv, &o, NULL, bench_option, &ba, usage);
     if (pr <= 0) return pr ? 2 : 0;
     const char *peer = ba.peer, *sweep = ba.sweep, *sweep_out = ba.sweep_out;
     const bool naive = ba.naive;
     const long n_prompt = ba.n_prompt, n_gen = ba.n_gen, reps = ba.reps, rounds = ba.rounds;
+    const report_fmt fmt = ba.fmt;
+    /* the human report: on stdout, or on stderr when stdout carries records */
+    FILE *out = fmt == REPORT_TEXT ? stdout : stderr;
     if (sweep) {
         if (!o.model || n_gen <= 0) {
             fprintf(stderr, "pinfer: %s: --sweep needs -m FILE (a bundle file) and -n N > 0\n", cmd);
+            return 2;
+        }
+        if (fmt != REPORT_TEXT) {
+            fprintf(stderr, "pinfer: %s: -o applies to the pp/tg tests, not to --sweep; --sweep-out PREFIX writes "
+                            "PREFIX.json and PREFIX.csv\n", cmd);
             return 2;
         }
         return bench_sweep(cmd, &o, sweep, n_gen, reps, naive, sweep_out);
     }
     o.mp.n_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
     app a;
+    memset(&a, 0, sizeof a);
     int32_t *toks = NULL;
+    double *samples = NULL;
+    sparse_figs sf;
+    offload_figs of;
+    memset(&sf, 0, sizeof sf);
+    memset(&of, 0, sizeof of);
     int rc = 1;
     /* memory bandwidth first, before the model takes its memory: under
        --mem-budget the probe's buffer stays within the budget */
@@ -351,21 +737,37 @@ int cmd_bench(int argc, char **argv) {
     const int64_t V = a.info.n_vocab;
     const int T = pi_session_n_threads(a.s);
     toks = malloc((size_t)(n_prompt + 1) * sizeof *toks);
-    if (!toks) goto out;
+    /* every timed repetition of every round: tok/s and ns, for pp and for tg */
+    const size_t n_samples = (size_t)(rounds * reps);
+    samples = malloc(4 * n_samples * sizeof *samples);
+    if (!toks || !samples) {
+        fprintf(stderr, "pinfer: %s: out of memory\n", cmd);
+        goto out;
+    }
     for (long i = 0; i < n_prompt; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
+    bench_test tpp = {.n_prompt = n_prompt, .ts = samples, .ns = samples + n_samples, .n = (int)n_samples};
+    bench_test ttg = {.n_gen = n_gen, .ts = samples + 2 * n_samples, .ns = samples + 3 * n_samples,
+                      .n = (int)n_samples};
 
     double bytes = (double)a.info.bytes_per_token;
     double bound = bw * 1e9 / bytes;
-    printf("model: %s (%.2f GB of weights; %.1f MB read per decode token)\n", o.model, (double)a.info.weight_bytes * 1e-9,
-           bytes * 1e-6);
-    printf("memory read bandwidth, %d thread%s: %.1f GB/s -> decode bound %.1f tok/s\n", T, T > 1 ? "s" : "", bw, bound);
-    printf("%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
+    fprintf(out, "model: %s (%.2f GB of weights; %.1f MB read per decode token)\n", o.model,
+            (double)a.info.weight_bytes * 1e-9, bytes * 1e-6);
+    fprintf(out, "memory read bandwidth, %d thread%s: %.1f GB/s -> decode bound %.1f tok/s\n", T, T > 1 ? "s" : "",
+            bw, bound);
+    fprintf(out, "%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
 
     double pp[MAX_REPS], tg[MAX_REPS], ppp[MAX_REPS], ptg[MAX_REPS], rpp[MAX_REPS], rtg[MAX_REPS];
     for (long k = 0; k < rounds; k++) {
         pp[k] = tg[k] = ppp[k] = ptg[k] = 0.0;
-        if ((n_prompt > 0 && !measure_pp(&a, toks, n_prompt, reps, &pp[k])) ||
-            (n_gen > 0 && !(pi_session_reset_stats(a.s), measure_tg(&a, n_gen, reps, &tg[k])))) {
+        if (k == 0) now_rfc3339(tpp.time, sizeof tpp.time);
+        if (n_prompt > 0 && !measure_pp(&a, toks, n_prompt, reps, &pp[k], tpp.ts + k * reps, tpp.ns + k * reps)) {
+            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            goto out;
+        }
+        if (k == 0) now_rfc3339(ttg.time, sizeof ttg.time);
+        if (n_gen > 0 && !(pi_session_reset_stats(a.s),
+                           measure_tg(&a, n_gen, reps, &tg[k], ttg.ts + k * reps, ttg.ns + k * reps))) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -376,35 +778,53 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "bench: round %ld: pp %.2f tg %.2f%s", k + 1, pp[k], tg[k], peer ? "" : "\n");
         if (rounds > 1 && peer) fprintf(stderr, " | peer pp %.2f tg %.2f\n", ppp[k], ptg[k]);
     }
+    tpp.median = app_median(pp, (int)rounds);
+    ttg.median = app_median(tg, (int)rounds);
     const char *med = rounds > 1 ? " (median of rounds)" : "";
-    if (n_prompt > 0) printf("pp%-6ld %7d %12.2f %12s%s\n", n_prompt, T, app_median(pp, (int)rounds), "", med);
-    if (n_gen > 0) {
-        double m = app_median(tg, (int)rounds);
-        printf("tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, m, 100.0 * m / bound, med);
+    if (n_prompt > 0) fprintf(out, "pp%-6ld %7d %12.2f %12s%s\n", n_prompt, T, tpp.median, "", med);
+    if (n_gen > 0) fprintf(out, "tg%-6ld %7d %12.2f %11.0f%%%s\n", n_gen, T, ttg.median, 100.0 * ttg.median / bound, med);
+    if (n_gen > 0) { /* the last round's decoding, with --mem-budget */
+        app_print_offload(&a, out);
+        offload_figures(&a, &of);
     }
-    if (n_gen > 0) app_print_offload(&a, stdout); /* the last round's decoding, with --mem-budget */
     if (n_gen > 0 && pi_session_ffn(a.s) != PI_FFN_DENSE && !a.info.offloaded) {
         /* a separate, untimed pass: the recall check computes every gate */
         pi_session_reset_stats(a.s);
         const bool check = pi_session_set_recall_check(a.s, true) == PI_OK;
         double once;
-        if (!measure_tg(&a, n_gen, 1, &once)) goto out;
-        print_sparse_stats(&a, check, bw, app_median(tg, (int)rounds));
+        if (!measure_tg(&a, n_gen, 1, &once, NULL, NULL)) goto out;
+        print_sparse_stats(&a, check, bw, ttg.median, out, &sf);
         if (check) pi_session_set_recall_check(a.s, false);
     }
     if (peer) {
-        printf("peer (%s):\n", peer);
+        tpp.peer = app_median(ppp, (int)rounds);
+        tpp.ratio = app_median(rpp, (int)rounds);
+        ttg.peer = app_median(ptg, (int)rounds);
+        ttg.ratio = app_median(rtg, (int)rounds);
+        fprintf(out, "peer (%s):\n", peer);
         if (n_prompt > 0)
-            printf("pp%-6ld %7d %12.2f   pinfer/peer = %.2f\n", n_prompt, T, app_median(ppp, (int)rounds),
-                   app_median(rpp, (int)rounds));
-        if (n_gen > 0) {
-            double m = app_median(ptg, (int)rounds);
-            printf("tg%-6ld %7d %12.2f %11.0f%%   pinfer/peer = %.2f\n", n_gen, T, m, 100.0 * m / bound,
-                   app_median(rtg, (int)rounds));
+            fprintf(out, "pp%-6ld %7d %12.2f   pinfer/peer = %.2f\n", n_prompt, T, tpp.peer, tpp.ratio);
+        if (n_gen > 0)
+            fprintf(out, "tg%-6ld %7d %12.2f %11.0f%%   pinfer/peer = %.2f\n", n_gen, T, ttg.peer,
+                    100.0 * ttg.peer / bound, ttg.ratio);
+    }
+    if (fmt != REPORT_TEXT) {
+        bench_ctx c = {.a = &a, .model = o.model, .peer = peer, .threads = T, .reps = reps, .rounds = rounds,
+                       .use_mmap = o.mp.use_mmap, .bw = bw, .bound = bound};
+        cpu_info(c.cpu, sizeof c.cpu);
+        bench_test tests[2];
+        int n_tests = 0;
+        if (n_prompt > 0) tests[n_tests++] = tpp;
+        if (n_gen > 0) tests[n_tests++] = ttg;
+        if (!write_records(fmt, &c, tests, n_tests, &sf, &of)) {
+            fprintf(stderr, "pinfer: %s: cannot write the report (out of memory or stdout failed)\n", cmd);
+            goto out;
         }
     }
     rc = 0;
 out:
+    sparse_figs_free(&sf);
+    free(samples);
     free(toks);
     app_free(&a);
     return rc;

@@ -270,6 +270,7 @@ pi_status pi_model_get_info(const pi_model *m, pi_model_info *out) {
     out->n_threads = m->n_threads;
     out->file_size = m->file_size;
     out->weight_bytes = lm->weight_bytes;
+    out->n_params = lm->n_params;
     out->bytes_per_token = pi_lm_bytes_per_token(lm);
     out->ffn_bytes = ffn_bytes(lm);
     out->planned = m->planned;

@@ -100,6 +100,7 @@ static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int
     w->row_bytes = pi_row_size(w->type, w->ne[0]);
     w->name = t->name;
     L->m->weight_bytes += t->nbytes;
+    L->m->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
     return PI_OK;
 }
 
@@ -185,6 +186,7 @@ static pi_status bind_bundles(loader *L, int il) {
         for (int k = 0; k < 3; k++)
             *dst[k] = (pi_weight){(const uint8_t *)t->data + off[k], type[k], {b->n_embd, F, 1, 1}, b->stride, t->name};
         m->weight_bytes += t->nbytes;
+        m->n_params += 3 * (uint64_t)(b->n_embd * F);
         return PI_OK;
     }
     for (int k = 0; k < 3; k++) {
@@ -200,6 +202,7 @@ static pi_status bind_bundles(loader *L, int il) {
         *dst[k] = (pi_weight){p, type[k], {b->n_embd, F, 1, 1}, rb[k], t->name};
     }
     m->weight_bytes += t->nbytes;
+    m->n_params += 3 * (uint64_t)(b->n_embd * F);
     return PI_OK;
 }
 

@@ -112,6 +112,7 @@ typedef struct pi_lm {
                                NULL with PI_LOAD_FFN_ON_FLASH) */
     size_t *owned_ffn_bytes;
     uint64_t weight_bytes;  /* bytes of all tensors bound */
+    uint64_t n_params;      /* their elements */
 } pi_lm;
 
 /* Load a model from a GGUF file, mapped (PI_MAP_FILE) or read into
