@@ -189,6 +189,9 @@ static void test_chat(const char *model) {
                    "seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three twenty-four\nhi\n"));
     CHECK(pinfer(args) == 0 && t_file_has(g_err, "message ignored") && t_file_has(g_err, "chat: 1 turn,"));
     CHECK(pinfer_to("chat --bogus", "/dev/null") == 2);
+    /* a chat whose replies cannot be written stops with an error */
+    snprintf(args, sizeof args, "chat -m %s -n 8 --temp 0 < %s", model, msgs);
+    CHECK(pinfer_to(args, "/dev/full") == 1 && t_file_has(g_err, "standard output"));
     /* ChatML: the system turn stays, old turns' positions are discarded */
     snprintf(tm, sizeof tm, "%s.tmpl.gguf", g_tmp);
     if (with_template(model, tm, "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}")) {
@@ -221,7 +224,7 @@ static void test_budget(void) {
     snprintf(cache, sizeof cache, "%s.cache", g_tmp);
     snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 256 --ffn 768 --n-head 4 --n-head-kv 2 "
              "--vocab-size 300 --type q4_0 --act relu --active 0.15 --predictor --pred-rank 64", plain);
-    CHECK(pinfer(args) == 0);
+    CHECK(pinfer(args) == 0 && t_file_has(g_err, "(100%)") && t_file_has(g_err, "MiB/s")); /* progress */
     snprintf(args, sizeof args, "convert -m %s --bundle -o %s", plain, bundle);
     CHECK(pinfer(args) == 0);
     snprintf(args, sizeof args, "run -m %s --mem-budget 100M -n 2", plain);
