@@ -31,9 +31,13 @@ static bool is_flag(const char *a) {
 }
 
 char **arg_normalize(int *argc, char **argv) {
-    /* at most one extra word per argument */
-    char **out = calloc(2 * (size_t)*argc + 1, sizeof *out);
+    /* one block: at most one extra word per argument, then the option names
+       cut from "--opt=value" words */
+    size_t names = 0;
+    for (int i = 0; i < *argc; i++) names += strlen(argv[i]) + 1;
+    char **out = malloc((2 * (size_t)*argc + 1) * sizeof *out + names);
     if (!out) return NULL;
+    char *arena = (char *)(out + 2 * (size_t)*argc + 1);
     int n = 0;
     bool value_next = false, rest = false;
     for (int i = 0; i < *argc; i++) {
@@ -50,9 +54,11 @@ char **arg_normalize(int *argc, char **argv) {
         }
         char *eq = a[1] == '-' ? strchr(a, '=') : NULL, *val = NULL;
         if (eq) {
-            char *name = strndup(a, (size_t)(eq - a));
-            if (!name) return NULL;
-            a = name;
+            const size_t len = (size_t)(eq - a);
+            memcpy(arena, a, len);
+            arena[len] = '\0';
+            a = arena;
+            arena += len + 1;
             val = eq + 1;
         }
         for (size_t k = 0; k < sizeof k_aliases / sizeof k_aliases[0]; k++)

@@ -15,8 +15,8 @@
    --file, --n-predict/--predict, --threads, --ctx-size, --output,
    --repetitions) and -s (--seed) become the forms the commands read. Values
    of options are never rewritten, and nothing after "--" is. Returns a new
-   argv (with *argc updated) that lives until exit, or NULL when out of
-   memory. */
+   argv (with *argc updated) in one allocation (free() it), or NULL when out
+   of memory. */
 char **arg_normalize(int *argc, char **argv);
 
 /* "pinfer: CMD: unknown option 'OPT'; see pinfer CMD --help" on stderr;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -68,13 +69,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
         if (strcmp(argv[1], k_commands[i].name)) continue;
         int n = argc - 1;
-        static char **args; /* lives until exit */
-        args = arg_normalize(&n, argv + 1);
+        char **args = arg_normalize(&n, argv + 1);
         if (!args) {
             fprintf(stderr, "pinfer: out of memory\n");
             return 1;
         }
-        return finish_stdout(k_commands[i].name, k_commands[i].fn(n, args));
+        const int rc = k_commands[i].fn(n, args);
+        free(args);
+        return finish_stdout(k_commands[i].name, rc);
     }
     fprintf(stderr, "pinfer: unknown command '%s'; see pinfer --help\n", argv[1]);
     return 2;
