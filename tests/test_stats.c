@@ -211,6 +211,79 @@ static pi_stats *synthetic(uint64_t seed) {
     return st;
 }
 
+/* Temporal reuse against a brute-force count over random masks in several
+   sequences, and the independent baseline on independent masks. */
+static void test_reuse(void) {
+    enum { F = 37, L = 2, T = 600, K = PI_STATS_REUSE_K };
+    static uint8_t mask[L][T][F];
+    static int64_t posv[T];
+    t_rng rng = {7};
+    /* three sequences (positions restart), neurons of different frequencies;
+       layer 1 keeps its last mask with probability 0.6 (persistence) */
+    for (int t = 0; t < T; t++) posv[t] = t < 200 ? t : t < 205 ? t - 200 : t - 205;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < F; i++) {
+            const float p = 0.05f + 0.4f * (float)i / F;
+            mask[0][t][i] = (t_uniform(&rng) + 1.0f) * 0.5f < p;
+            const bool keep = t > 0 && (t_uniform(&rng) + 1.0f) * 0.5f < 0.6f;
+            mask[1][t][i] = keep ? mask[1][t - 1][i] : (t_uniform(&rng) + 1.0f) * 0.5f < p;
+        }
+    pi_stats *st = NULL;
+    CHECK(pi_stats_create(L, F, 0.0f, "reuse", &st) == PI_OK);
+    if (!st) return;
+    float act[F];
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++) {
+            for (int i = 0; i < F; i++) act[i] = mask[l][t][i] ? 1.0f : 0.0f;
+            pi_stats_observe(st, l, posv[t], NULL, act);
+        }
+    int64_t counted = 0;
+    for (int l = 0; l < L; l++) {
+        double num[K + 1] = {0}, den = 0.0;
+        for (int t = 0, seq0 = 0; t < T; t++) {
+            if (t > 0 && posv[t] <= posv[t - 1]) seq0 = t;
+            if (t - seq0 < K) continue;
+            counted += l == 0;
+            for (int i = 0; i < F; i++) {
+                if (!mask[l][t][i]) continue;
+                den += 1.0;
+                for (int k = 1; k <= K; k++) {
+                    bool seen = false;
+                    for (int d = 1; d <= k; d++) seen |= mask[l][t - d][i] != 0;
+                    num[k] += seen;
+                }
+            }
+        }
+        for (int k = 1; k <= K; k++)
+            CHECKF(fabs(pi_stats_reuse(st, l, k) - num[k] / den) < 1e-12, "layer %d k %d: %.6f vs %.6f", l, k,
+                   pi_stats_reuse(st, l, k), num[k] / den);
+    }
+    CHECK(st->reuse_tokens == counted && counted == T - 2 * K - 5); /* the 5-token sequence counts nothing */
+    /* independent masks come near the baseline; persistent ones well above it */
+    const double i1 = pi_stats_reuse_independent(st, 0, 1), r1 = pi_stats_reuse(st, 0, 1);
+    CHECKF(fabs(r1 - i1) < 0.03, "independent layer: reuse %.3f vs baseline %.3f", r1, i1);
+    CHECKF(pi_stats_reuse(st, 1, 1) > pi_stats_reuse_independent(st, 1, 1) + 0.2, "persistent layer: %.3f vs %.3f",
+           pi_stats_reuse(st, 1, 1), pi_stats_reuse_independent(st, 1, 1));
+    /* saved and loaded, the shares come back (as f32) */
+    char path[256];
+    t_tmp_path(path, sizeof path, "reuse.stats.gguf");
+    pi_stats *back = NULL;
+    CHECKF(pi_stats_save(st, path) == PI_OK && pi_stats_load(path, &back) == PI_OK, "%s", pi_last_error());
+    for (int l = 0; back && l < L; l++)
+        for (int k = 1; k <= K; k++)
+            CHECK(fabs(pi_stats_reuse(back, l, k) - pi_stats_reuse(st, l, k)) < 1e-6);
+    CHECK(back && back->reuse_tokens == st->reuse_tokens);
+    pi_stats_free(back);
+    unlink(path);
+    /* too short a sequence counts nothing */
+    pi_stats *few = NULL;
+    CHECK(pi_stats_create(1, F, 0.0f, "", &few) == PI_OK);
+    for (int t = 0; few && t < K; t++) pi_stats_observe(few, 0, t, NULL, act);
+    CHECK(few && few->reuse_tokens == 0 && pi_stats_reuse(few, 0, 1) < 0.0);
+    pi_stats_free(few);
+    pi_stats_free(st);
+}
+
 static void test_queries(void) {
     for (uint64_t seed = 1; seed <= 3; seed++) {
         pi_stats *st = synthetic(seed);
@@ -416,10 +489,26 @@ static void test_cli(void) {
         for (int l = 0; l < 6; l++) {
             double mean = pi_stats_mean_active(st, l);
             CHECKF(mean > 0.02 && mean < 0.5, "profile layer %d mean active %.3f", l, mean);
+            /* real text reuses more of the previous token's neurons than independence would */
+            CHECKF(pi_stats_reuse(st, l, 1) > pi_stats_reuse_independent(st, l, 1), "layer %d reuse %.3f vs %.3f", l,
+                   pi_stats_reuse(st, l, 1), pi_stats_reuse_independent(st, l, 1));
         }
     }
+    CHECK(t_file_has(out, "temporal reuse over") && t_file_has(out, "k=8"));
     pi_stats_free(st);
     st = NULL;
+    /* the temporal shares travel into a reordered model */
+    char reord[320];
+    snprintf(reord, sizeof reord, "%s.reordered.gguf", out);
+    snprintf(cmd, sizeof cmd, "%s %s convert -m %s --reorder %s -o %s >/dev/null 2>%s", runner, bin, mp, stats, reord,
+             err);
+    CHECK(t_sh(cmd) == 0);
+    pi_gguf *rg = NULL;
+    const pi_gguf_kv *rkv = NULL;
+    CHECK(pi_gguf_open(reord, &rg) == PI_OK && pi_gguf_get_arr(rg, "pinfer.stats.reuse", PI_GGUF_FLOAT32, &rkv) == PI_OK &&
+          rkv->arr_n == 6 * PI_STATS_REUSE_K);
+    pi_gguf_close(rg);
+    unlink(reord);
     /* sampling from the model: seeded, so the same seed gives the same file */
     snprintf(cmd, sizeof cmd,
              "%s %s profile -m %s --tokens %ld --seed 7 -o %s.a >/dev/null 2>&1 && "
@@ -453,6 +542,7 @@ int main(void) {
     static const double drelu_mean[6] = {.105, .039, .042, .077, .092, .132};
     static const double drelu_cov[6] = {.602, .570, .555, .613, .625, .688};
     test_observe();
+    test_reuse();
     test_queries();
     test_malformed();
     test_moe_refused();

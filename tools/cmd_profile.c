@@ -137,6 +137,33 @@ static void report(const pi_stats *st) {
     printf("(fractions of each layer's %lld neurons; \"neurons for 80%%\": the most active neurons that account for\n"
            " 80%% of the layer's activations, 0.8 meaning no skew; \"all\": mean over layers)\n",
            (long long)st->n_ff);
+    if (!st->reuse_tokens) {
+        printf("temporal reuse: no window was longer than %d tokens\n", PI_STATS_REUSE_K);
+        return;
+    }
+    printf("\ntemporal reuse over %lld tokens: share of a token's active neurons also active in the last k tokens\n",
+           (long long)st->reuse_tokens);
+    printf("layer");
+    for (int k = 1; k <= PI_STATS_REUSE_K; k++) printf("    k=%d", k);
+    printf("   independent k=1, k=8\n");
+    double sum[PI_STATS_REUSE_K + 2] = {0};
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        printf("%5lld", (long long)l);
+        for (int k = 1; k <= PI_STATS_REUSE_K; k++) {
+            double r = pi_stats_reuse(st, l, k);
+            sum[k - 1] += r;
+            printf("  %5.3f", r);
+        }
+        double i1 = pi_stats_reuse_independent(st, l, 1), i8 = pi_stats_reuse_independent(st, l, PI_STATS_REUSE_K);
+        sum[PI_STATS_REUSE_K] += i1;
+        sum[PI_STATS_REUSE_K + 1] += i8;
+        printf("   %13.3f  %5.3f\n", i1, i8);
+    }
+    printf("  all");
+    for (int k = 0; k < PI_STATS_REUSE_K; k++) printf("  %5.3f", sum[k] / (double)st->n_layer);
+    printf("   %13.3f  %5.3f\n", sum[PI_STATS_REUSE_K] / (double)st->n_layer,
+           sum[PI_STATS_REUSE_K + 1] / (double)st->n_layer);
+    printf("(\"independent\": what the same frequencies give when tokens activate neurons independently)\n");
 }
 
 typedef struct {

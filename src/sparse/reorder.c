@@ -246,8 +246,9 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
     if (!rc && r->st) {
         if (!(rc = pi_gguf_set_bool(w, PI_KEY_REORDERED, true)) &&
             !(rc = pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, (uint64_t)r->st->tokens)) &&
-            !(rc = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, r->st->threshold)))
-            rc = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, r->st->model ? r->st->model : "");
+            !(rc = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, r->st->threshold)) &&
+            !(rc = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, r->st->model ? r->st->model : "")))
+            rc = pi_stats_set_reuse(r->st, w); /* reuse does not depend on the neurons' order */
     }
     return rc;
 }

@@ -53,11 +53,20 @@ pi_status pi_stats_create(int64_t n_layer, int64_t n_ff, float threshold, const 
     st->threshold = threshold;
     st->model = strdup(model ? model : "");
     st->counts = calloc((size_t)(n_layer * n_ff), sizeof *st->counts);
-    if (!st->model || !st->counts) {
+    st->last = malloc((size_t)(n_layer * n_ff) * sizeof *st->last);
+    st->reuse = calloc((size_t)(n_layer * PI_STATS_REUSE_K), sizeof *st->reuse);
+    st->reuse_base = calloc((size_t)n_layer, sizeof *st->reuse_base);
+    st->seen = calloc((size_t)n_layer, sizeof *st->seen);
+    st->seq0 = calloc((size_t)n_layer, sizeof *st->seq0);
+    st->last_pos = malloc((size_t)n_layer * sizeof *st->last_pos);
+    if (!st->model || !st->counts || !st->last || !st->reuse || !st->reuse_base || !st->seen || !st->seq0 ||
+        !st->last_pos) {
         pi_stats_free(st);
         return pi_error(PI_ERR_NOMEM, "stats: cannot allocate counts for %lld layers of %lld neurons",
                         (long long)n_layer, (long long)n_ff);
     }
+    for (int64_t i = 0; i < n_layer * n_ff; i++) st->last[i] = INT64_MIN;
+    for (int64_t l = 0; l < n_layer; l++) st->last_pos[l] = INT64_MAX;
     *out = st;
     return PI_OK;
 }
@@ -76,22 +85,96 @@ void pi_stats_free(pi_stats *st) {
     if (!st) return;
     free(st->model);
     free(st->counts);
+    free(st->last);
+    free(st->reuse);
+    free(st->reuse_base);
+    free(st->seen);
+    free(st->seq0);
+    free(st->last_pos);
     free(st);
 }
 
 void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act) {
-    (void)pos;
     (void)ffn_in;
     pi_stats *st = ctx;
     PI_ASSERT(layer >= 0 && layer < st->n_layer);
-    int64_t *c = st->counts + layer * st->n_ff;
+    const int64_t F = st->n_ff;
+    int64_t *c = st->counts + layer * F;
     const float thr = st->threshold;
     /* branch-free so the compiler vectorises it; NaN compares false: inactive */
-    for (int64_t i = 0; i < st->n_ff; i++) c[i] += fabsf(act[i]) > thr;
+    for (int64_t i = 0; i < F; i++) c[i] += fabsf(act[i]) > thr;
     if (layer == 0) st->tokens++;
+
+    /* temporal reuse: how far back each active neuron was last active */
+    const int64_t t = st->seen[layer]++;
+    if (pos <= st->last_pos[layer]) st->seq0[layer] = t; /* a new sequence */
+    st->last_pos[layer] = pos;
+    const bool counted = t - st->seq0[layer] >= PI_STATS_REUSE_K;
+    const int64_t seq0 = st->seq0[layer];
+    int64_t *last = st->last + layer * F, near[PI_STATS_REUSE_K + 1] = {0}, active = 0;
+    for (int64_t i = 0; i < F; i++) {
+        if (!(fabsf(act[i]) > thr)) continue;
+        active++;
+        const int64_t d = last[i] >= seq0 ? t - last[i] : INT64_MAX;
+        if (d <= PI_STATS_REUSE_K) near[d]++;
+        last[i] = t;
+    }
+    if (!counted) return;
+    double *r = st->reuse + layer * PI_STATS_REUSE_K;
+    for (int k = 1, sum = 0; k <= PI_STATS_REUSE_K; k++) {
+        sum += (int)near[k];
+        r[k - 1] += sum;
+    }
+    st->reuse_base[layer] += (double)active;
+    if (layer == 0) st->reuse_tokens++;
 }
 
 /* ---- saving and loading ---- */
+
+pi_status pi_stats_set_reuse(const pi_stats *st, pi_gguf_writer *w) {
+    if (!st->reuse_tokens) return PI_OK;
+    const int64_t n = st->n_layer * PI_STATS_REUSE_K;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return pi_error(PI_ERR_NOMEM, "stats: out of memory");
+    for (int64_t l = 0; l < st->n_layer; l++)
+        for (int k = 1; k <= PI_STATS_REUSE_K; k++) {
+            double r = pi_stats_reuse(st, l, k);
+            v[l * PI_STATS_REUSE_K + k - 1] = r < 0.0 ? 0.0f : (float)r;
+        }
+    pi_status s = pi_gguf_set_arr(w, PI_KEY_STATS_REUSE, PI_GGUF_FLOAT32, v, (uint64_t)n);
+    free(v);
+    if (!s) s = pi_gguf_set_u64(w, PI_KEY_STATS_REUSE_TOKENS, (uint64_t)st->reuse_tokens);
+    return s;
+}
+
+pi_status pi_stats_get_reuse(pi_stats *st, const pi_gguf *g, const char *path) {
+    const pi_gguf_kv *kv;
+    int64_t tokens;
+    pi_status s = pi_gguf_get_arr(g, PI_KEY_STATS_REUSE, PI_GGUF_FLOAT32, &kv);
+    if (s == PI_ERR_NOT_FOUND) return PI_OK; /* written before temporal statistics */
+    if (s) return pi_error_prefix(s, "%s", path);
+    if (kv->arr_n != (uint64_t)(st->n_layer * PI_STATS_REUSE_K))
+        return pi_error(PI_ERR_FORMAT, "%s: %s has %llu values, expected %lld (%lld layers x %d)", path,
+                        PI_KEY_STATS_REUSE, (unsigned long long)kv->arr_n, (long long)(st->n_layer * PI_STATS_REUSE_K),
+                        (long long)st->n_layer, PI_STATS_REUSE_K);
+    if ((s = pi_gguf_get_i64_range(g, PI_KEY_STATS_REUSE_TOKENS, 1, INT64_MAX, &tokens)))
+        return pi_error_prefix(s, "%s", path);
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        float prev = 0.0f;
+        for (int k = 0; k < PI_STATS_REUSE_K; k++) {
+            float v;
+            memcpy(&v, (const uint8_t *)kv->arr_data + (size_t)(l * PI_STATS_REUSE_K + k) * 4, 4);
+            if (!(v >= prev && v <= 1.0f))
+                return pi_error(PI_ERR_FORMAT, "%s: %s: layer %lld, k = %d: %g is not in [%g, 1] (the shares grow "
+                                "with k)", path, PI_KEY_STATS_REUSE, (long long)l, k + 1, (double)v, (double)prev);
+            st->reuse[l * PI_STATS_REUSE_K + k] = v;
+            prev = v;
+        }
+        st->reuse_base[l] = 1.0;
+    }
+    st->reuse_tokens = tokens;
+    return PI_OK;
+}
 
 pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (st->tokens > PI_STATS_MAX_TOKENS)
@@ -112,6 +195,7 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (!s) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_FF, (uint32_t)st->n_ff);
     if (!s) s = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, st->threshold);
     if (!s) s = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, st->model);
+    if (!s) s = pi_stats_set_reuse(st, w);
     char name[PI_NAME_MAX];
     for (int64_t l = 0; !s && l < st->n_layer; l++) {
         snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
@@ -209,6 +293,10 @@ static pi_status from_gguf(const pi_gguf *g, const char *path, pi_stats **out) {
             c[i] = v;
         }
     }
+    if ((s = pi_stats_get_reuse(st, g, path))) {
+        pi_stats_free(st);
+        return s;
+    }
     *out = st;
     return PI_OK;
 }
@@ -224,6 +312,26 @@ pi_status pi_stats_load(const char *path, pi_stats **out) {
 }
 
 /* ---- queries ---- */
+
+double pi_stats_reuse_independent(const pi_stats *st, int64_t layer, int k) {
+    PI_ASSERT(layer >= 0 && layer < st->n_layer && k >= 1);
+    if (st->tokens <= 0) return -1.0;
+    const int64_t *c = st->counts + layer * st->n_ff;
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < st->n_ff; i++) {
+        const double p = (double)c[i] / (double)st->tokens;
+        num += p * (1.0 - pow(1.0 - p, k));
+        den += p;
+    }
+    return den > 0.0 ? num / den : 0.0;
+}
+
+double pi_stats_reuse(const pi_stats *st, int64_t layer, int k) {
+    PI_ASSERT(layer >= 0 && layer < st->n_layer && k >= 1 && k <= PI_STATS_REUSE_K);
+    const double base = st->reuse_base[layer];
+    if (!st->reuse_tokens) return -1.0;
+    return base > 0.0 ? st->reuse[layer * PI_STATS_REUSE_K + k - 1] / base : 0.0;
+}
 
 static const int64_t *layer_counts(const pi_stats *st, int64_t layer) {
     PI_ASSERT(layer >= 0 && layer < st->n_layer);

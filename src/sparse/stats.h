@@ -21,6 +21,17 @@
  *   pinfer.stats.model      str  the model profiled (its path as given)
  *   blk.N.act_count         I32 [n_ff], N = 0..n_layer-1: tokens in which
  *                           neuron i of layer N was active
+ *   pinfer.stats.reuse      f32[n_layer * 8], optional: element l*8 + k-1 is
+ *                           the share of layer l's active neurons that were
+ *                           also active in one of the k tokens before (k = 1..8)
+ *   pinfer.stats.reuse_tokens u64, with it: the tokens those shares come from
+ *
+ * Temporal reuse is what a neuron cache lives on (LLM in a Flash's sliding
+ * window): over a token that has at least 8 predecessors in its sequence, the
+ * active neurons that were active in the previous token (k = 1), or in any of
+ * the last k. Independent activations give about the mean active fraction at
+ * k = 1; real ReLU models give much more. A sequence starts where the
+ * observed position does not grow (a new window, a cleared cache).
  * Counts are I32 rather than F32 because F32 stops counting exactly at 2^24
  * (16.8M tokens: a few hours of profiling a small model), whereas I32 is exact
  * to 2^31-1 tokens, more than dense profiling of any model will see. In memory
@@ -33,12 +44,15 @@
 #ifndef PI_SPARSE_STATS_H
 #define PI_SPARSE_STATS_H
 
+#include "gguf/gguf.h"
 #include "model/model.h"
 
 #include <stdint.h>
 
 #define PI_STATS_ARCH "pinfer-stats"
 #define PI_STATS_MAX_TOKENS INT32_MAX /* the most tokens a stats file can count (I32 counts) */
+
+#define PI_STATS_REUSE_K 8 /* reuse is measured over the last 1..8 tokens */
 
 typedef struct pi_stats {
     int64_t n_layer;
@@ -47,6 +61,14 @@ typedef struct pi_stats {
     float threshold;  /* active: |act| > threshold */
     char *model;      /* owned, NUL-terminated: the model profiled ("" when unknown) */
     int64_t *counts;  /* (n_layer, n_ff): tokens in which each neuron was active */
+    /* temporal reuse (see above): sums over the tokens counted */
+    int64_t reuse_tokens;  /* tokens counted (layer 0's) */
+    double *reuse;         /* (n_layer, PI_STATS_REUSE_K): active neurons also active within the last k tokens;
+                              loaded files hold the shares directly, with reuse_base 1 */
+    double *reuse_base;    /* (n_layer): active neurons of the counted tokens */
+    /* observer state */
+    int64_t *last;         /* (n_layer, n_ff): the layer's token index of the neuron's last activation */
+    int64_t *seen, *seq0, *last_pos; /* (n_layer): tokens seen, where the sequence began, the last position */
 } pi_stats;
 
 /* The threshold `profile` uses unless told otherwise: 0 for ReLU and dReLU
@@ -78,6 +100,15 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
    complete: on failure a previous file there is untouched. */
 pi_status pi_stats_save(const pi_stats *st, const char *path);
 
+/* The temporal shares as metadata (PI_KEY_STATS_REUSE and _TOKENS), for the
+   stats file and the files that carry the statistics on (convert --reorder);
+   nothing when none were measured. */
+pi_status pi_stats_set_reuse(const pi_stats *st, pi_gguf_writer *w);
+
+/* Read them back into st (shaped already) when g has them; PI_ERR_FORMAT for
+   a wrong count or shares outside [0, 1] or falling with k. */
+pi_status pi_stats_get_reuse(pi_stats *st, const pi_gguf *g, const char *path);
+
 /* Read statistics saved by pi_stats_save, checking every key, tensor type
    and shape and that no count exceeds the token count. PI_ERR_FORMAT (or
    PI_ERR_NOT_FOUND for a missing key, tensor or file) with a message naming
@@ -98,6 +129,17 @@ double pi_stats_mean_active(const pi_stats *st, int64_t layer);
 
 /* Neurons of the layer that never activated. */
 int64_t pi_stats_never_active(const pi_stats *st, int64_t layer);
+
+/* The share of the layer's active neurons that were also active in one of
+   the k previous tokens (1 <= k <= PI_STATS_REUSE_K); -1 when no token was
+   counted (or the file predates temporal statistics). */
+double pi_stats_reuse(const pi_stats *st, int64_t layer, int k);
+
+/* What pi_stats_reuse would be if tokens activated neurons independently
+   with the measured frequencies p_i: sum p_i (1 - (1 - p_i)^k) / sum p_i
+   (the skew alone makes it exceed the mean active fraction). -1 without
+   tokens. */
+double pi_stats_reuse_independent(const pi_stats *st, int64_t layer, int k);
 
 /* perm[0..n_ff) = the layer's neuron indices by count, most active first;
    equal counts in index order, so the permutation is deterministic. */
