@@ -332,6 +332,65 @@ static void test_determinism(void) {
     unlink(c);
 }
 
+/* Planted persistence: generation walks the vocabulary (greedy: token v is
+   followed by v + 1), along the walk consecutive tokens share active neurons
+   the more the higher `persist`, and every neuron keeps its frequency. */
+static void test_persistence(int n_tok) {
+    static const double persist[] = {0.0, 0.2, 0.8};
+    double excess[3] = {0};
+    for (int c = 0; c < 3; c++) {
+        char path[256], label[64];
+        t_tmp_path(path, sizeof path, "persist.gguf");
+        snprintf(label, sizeof label, "persist %.1f", persist[c]);
+        pi_genmodel_params p;
+        small_params(&p, PI_TYPE_Q8_0, PI_ACT_RELU, 0.10, 1.0, 2, false);
+        p.persist = persist[c];
+        pi_lm *m = NULL;
+        pi_state *s = NULL;
+        pi_stats *st = NULL;
+        CHECKF(pi_genmodel_write(&p, path) == PI_OK, "%s: %s", label, pi_last_error());
+        CHECK(pi_lm_load(path, PI_MAP_LOAD, &m) == PI_OK && pi_state_create(m, n_tok, 2, &s) == PI_OK &&
+              pi_stats_for_model(m, 0.0f, &st) == PI_OK);
+        if (!m || !s || !st) goto next;
+        const int64_t V = m->hp.n_vocab;
+        int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
+        /* the walk from token 1000 (with persistence), random tokens without */
+        if (persist[c] > 0.0)
+            for (int i = 0; i < n_tok; i++) toks[i] = (int32_t)(1000 + i);
+        else
+            random_tokens(toks, n_tok, V, 9);
+        pi_state_set_observer(s, pi_stats_observe, st);
+        int next_ok = 0;
+        for (int i = 0; i < n_tok; i++) {
+            CHECK(pi_state_decode(s, toks + i, 1) == PI_OK);
+            const float *lg = pi_state_logits(s);
+            int64_t best = 0;
+            for (int64_t v = 1; v < V; v++) best = lg[v] > lg[best] ? v : best;
+            next_ok += best == toks[i] + 1;
+        }
+        pi_state_set_observer(s, NULL, NULL);
+        if (persist[c] > 0.0) CHECKF(next_ok >= n_tok * 95 / 100, "%s: greedy walks on %d of %d steps", label, next_ok, n_tok);
+        for (int64_t l = 0; l < 2; l++) {
+            const double mean = pi_stats_mean_active(st, l);
+            CHECKF(fabs(mean - 0.10) <= ACTIVE_TOL, "%s layer %lld: active %.3f", label, (long long)l, mean);
+            const double r = pi_stats_reuse(st, l, 1), ind = pi_stats_reuse_independent(st, l, 1);
+            excess[c] += (r - ind) / (1.0 - ind) / 2.0;
+            fprintf(stderr, "%s layer %lld: active %.3f, reuse k=1 %.3f vs independent %.3f\n", label, (long long)l,
+                    mean, r, ind);
+        }
+        free(toks);
+    next:
+        pi_stats_free(st);
+        pi_state_free(s);
+        pi_lm_free(m);
+        unlink(path);
+    }
+    /* independent tokens: no excess; the calibrated default: the fixtures' 7-9%; strong persistence: far more */
+    CHECKF(fabs(excess[0]) < 0.03, "independent tokens: excess reuse %.3f", excess[0]);
+    CHECKF(excess[1] > 0.04 && excess[1] < 0.12, "persist 0.2: excess reuse %.3f", excess[1]);
+    CHECKF(excess[2] > 0.3, "persist 0.8: excess reuse %.3f", excess[2]);
+}
+
 static void test_refused(void) {
     char path[256];
     t_tmp_path(path, sizeof path, "refused.gguf");
@@ -344,6 +403,9 @@ static void test_refused(void) {
     CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "active"));
     small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.1, 5.0, 1, false);
     CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "skew"));
+    small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.1, 1.0, 1, false);
+    p.persist = 1.0;
+    CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "persistence"));
     small_params(&p, PI_TYPE_F32, PI_ACT_RELU, 0.1, 1.0, 1, false);
     p.n_embd = 64, p.n_head = 4, p.n_head_kv = 2;
     CHECK(pi_genmodel_write(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "n_embd"));
@@ -363,6 +425,7 @@ int main(void) {
     const int n = g_emulated ? 200 : 400;
     test_refused();
     test_determinism();
+    test_persistence(g_emulated ? 200 : 500);
     test_planted("relu f32 F=0.10 S=1.0", PI_TYPE_F32, PI_ACT_RELU, 0.10, 1.0, 2, true, n);
     test_planted("relu q4_0 F=0.25 S=0.8", PI_TYPE_Q4_0, PI_ACT_RELU, 0.25, 0.8, g_emulated ? 2 : 4, true, n);
     if (!g_emulated) {

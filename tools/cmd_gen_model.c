@@ -45,6 +45,10 @@ static void usage(FILE *f) {
             "  --active F           plant sparsity (relu/drelu): each token activates about fraction F\n"
             "                       of every layer's neurons (default: no planting, plain noise)\n"
             "  --skew S             planted neuron frequencies follow a power law (rank+1)^-S (default 1)\n"
+            "  --persist R          temporal persistence in [0, 0.99]: generation walks the vocabulary and\n"
+            "                       consecutive tokens' FFN inputs correlate by R, so they share active neurons\n"
+            "                       (each neuron keeps its frequency); default 0.2, calibrated on trained\n"
+            "                       ReLU models (README); 0: independent tokens, the worst case for a cache\n"
             "  --predictor          also write activation predictors (fc1/fc2) and their threshold\n"
             "  --pred-rank N        predictor rank (default n_embd/4: 1024 at dim 4096, like PowerInfer)\n"
             "  --pred-type T        predictor matrices: q8_0 (default), f16, bf16, f32, q4_0\n"
@@ -162,11 +166,18 @@ static int run_check(const char *cmd, const char *path, const pi_genmodel_params
         c.seen = calloc((size_t)L, sizeof *c.seen);
         if (!c.x || !c.mask || !c.seen) goto nomem;
     }
-    /* random tokens, windows of up to 512 positions from an empty cache */
+    /* random tokens, windows of up to 512 positions from an empty cache;
+       with persistence, each window walks the vocabulary from a random
+       token as generation does (past the 3 special tokens) */
     uint64_t r = 0x243f6a8885a308d3ull;
+    const int64_t V = m->hp.n_vocab, first = 3;
     for (long i = 0; i < n_tok; i++) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
-        toks[i] = (int32_t)((r >> 33) % (uint64_t)m->hp.n_vocab);
+        toks[i] = (int32_t)((r >> 33) % (uint64_t)V);
+        if (p->persist > 0.0 && i % win)
+            toks[i] = (int32_t)(toks[i - 1] + 1 < V ? toks[i - 1] + 1 : first);
+        else if (p->persist > 0.0 && toks[i] < first)
+            toks[i] = (int32_t)first;
     }
     pi_state_set_observer(s, check_observe, &c);
     for (int64_t i = 0; i < n_tok; i += win) {
@@ -235,6 +246,15 @@ static int run_check(const char *cmd, const char *path, const pi_genmodel_params
     if (m->has_predictor)
         printf("; predictor threshold %.3f: lowest recall %.3f (expected %.3f, precision %.3f)", (double)m->sparse_threshold,
                min_rec, info.recall, info.precision);
+    if (c.st->reuse_tokens) {
+        double re = 0.0, ind = 0.0;
+        for (int64_t l = 0; l < L; l++) {
+            re += pi_stats_reuse(c.st, l, 1) / (double)L;
+            ind += pi_stats_reuse_independent(c.st, l, 1) / (double)L;
+        }
+        printf("\ntemporal reuse (share of a token's active neurons active in the previous one): %.3f; independent "
+               "tokens: %.3f (persistence %.2f)", re, ind, p->persist);
+    }
     printf("\n(active: mean fraction of a layer's neurons active per token; cover80: fraction of neurons that\n"
            " account for 80%% of activations; freq corr: correlation of each neuron's measured frequency with\n"
            " its planted one; recall/precision: predicted set vs exact mask)\n");
@@ -261,7 +281,7 @@ out:
 
 int cmd_gen_model(int argc, char **argv) {
     static const char *const valued[] = {"-o", "--preset", "--type", "--embd-type", "--output-type", "--pred-type",
-                                         "--vocab", "--active", "--skew", "--act", "--dim", "--n-head", "--n-head-kv",
+                                         "--vocab", "--active", "--skew", "--persist", "--act", "--dim", "--n-head", "--n-head-kv",
                                          "--ffn", "--layers", "--ctx", "--vocab-size", "--pred-rank", "--seed", "-t",
                                          "--check"};
     const char *cmd = "gen-model", *out = NULL, *preset = "7b-l8", *vocab = NULL;
@@ -300,6 +320,7 @@ int cmd_gen_model(int argc, char **argv) {
         else if (!strcmp(a, "--vocab")) { vocab = v; vocab_given = true; }
         else if (!strcmp(a, "--active")) { if (!parse_real(a, v, 0.001, 0.9, &p.active)) return 2; }
         else if (!strcmp(a, "--skew")) { if (!parse_real(a, v, 0.0, 4.0, &p.skew)) return 2; skew_given = true; }
+        else if (!strcmp(a, "--persist")) { if (!parse_real(a, v, 0.0, 0.99, &p.persist)) return 2; skew_given |= p.persist > 0.0; }
         else if (!strcmp(a, "--act")) {
             if (!strcmp(v, "silu")) p.act = PI_ACT_SILU;
             else if (!strcmp(v, "relu")) p.act = PI_ACT_RELU;
@@ -341,7 +362,8 @@ int cmd_gen_model(int argc, char **argv) {
         return 2;
     }
     if (p.active == 0.0 && (p.predictor || skew_given || p.pred_rank || check)) {
-        fprintf(stderr, "pinfer: %s: --skew, --predictor, --pred-rank and --check need --active F (planted sparsity)\n",
+        fprintf(stderr, "pinfer: %s: --skew, --persist, --predictor, --pred-rank and --check need --active F (planted "
+                        "sparsity)\n",
                 cmd);
         return 2;
     }
@@ -374,6 +396,7 @@ int cmd_gen_model(int argc, char **argv) {
         if (pi_genmodel_plant_info(&p, &info) == PI_OK) {
             fprintf(stderr, "gen-model: planted %s sparsity: active %.3f, skew %.2f (80%% of activations in %.1f%% of "
                     "neurons)", pi_ffn_act_name(p.act), p.active, p.skew, 100.0 * info.cover80);
+            if (p.persist > 0.0) fprintf(stderr, "; persistence %.2f along the walk", p.persist);
             if (p.predictor)
                 fprintf(stderr, "; predictor rank %lld %s, threshold %.3f, expected recall %.3f, precision %.3f",
                         (long long)info.rank, pi_type_name(p.pred_type), (double)info.threshold, info.recall,

@@ -17,6 +17,14 @@
  * layer writes to them, so every layer sees the statistics planted in the
  * embedding whatever the layers before it did.
  *
+ * Temporal persistence (persist > 0): consecutive generated tokens activate
+ * overlapping neurons, as real ReLU models do, while every neuron keeps its
+ * planted frequency (and so the skew). The output head makes generation walk
+ * the vocabulary (token v is followed by v + 1), and along that walk the
+ * decisive part of the embeddings is a moving average of noise whose
+ * neighbours correlate by `persist`, so each neuron's gate follows a
+ * stationary Gaussian process with that lag-1 correlation.
+ *
  * Such a model also gets ffn_down_t (the down matrix one neuron per row, what
  * the sparse FFN reads) next to ffn_down (what the dense path reads), both
  * the same matrix, and with `predictor` a PowerInfer predictor per layer
@@ -40,6 +48,8 @@ typedef struct pi_genmodel_params {
     /* planted sparsity (act relu or drelu only); active == 0: plain random weights */
     double active;       /* mean fraction of each layer's neurons active per token, (0, 0.9] */
     double skew;         /* exponent S of the power law p(rank r) ~ (r+1)^-S, [0, 4] */
+    double persist;      /* temporal persistence, [0, 0.99]: the correlation of consecutive tokens' FFN inputs
+                            along the walk the output head makes (genmodel.c); 0: independent tokens */
     bool predictor;      /* also write predictors and powerinfer.sparse_threshold */
     int64_t pred_rank;   /* predictor rank; 0: n_embd / 4 (see genmodel.c) */
     pi_type pred_type;   /* predictor matrices (presets: Q8_0) */
