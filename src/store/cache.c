@@ -1,16 +1,24 @@
 /*
  * cache.c — neuron cache: an arena of slots, a per-layer map neuron ->
- * slot, and an intrusive doubly linked LRU list over the slots.
+ * slot, and two intrusive doubly linked recency lists over the slots (LRU
+ * uses the first; SLRU: probation, protected; LFU: one per use count).
  *
- * Pinning uses epochs: a slot touched in the current epoch is pinned. The
- * LRU list keeps pinned slots at the most-recent end (every touch moves a
- * slot there), so the least recent slot is unpinned whenever any is, and
- * allocation never scans. `pinned` counts the slots touched this epoch.
+ * Pinning uses epochs: a slot touched in the current epoch is pinned. Each
+ * list keeps pinned slots at its most-recent end (every touch moves a slot
+ * there; a demoted slot, never pinned, enters probation at the least-recent
+ * end), so a list's least recent slot is unpinned whenever any of its slots
+ * is, and allocation never scans: the victim is the first unpinned head in
+ * list order. LFU ages at an epoch boundary (nothing pinned) once n_slots
+ * allocations have passed: every count drops by one, each list moving down
+ * one in order. `pinned` counts the slots touched this epoch.
  */
 #include "cache.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define N_LISTS (PI_NCACHE_LFU_MAX + 1)
 
 struct pi_ncache {
     int64_t n_layer, n_ff, n_slots;
@@ -19,9 +27,15 @@ struct pi_ncache {
     size_t arena_bytes;
     int32_t *map;       /* (n_layer * n_ff) slot or -1 */
     int64_t *owner;     /* (n_slots) layer * n_ff + neuron, or -1 */
-    int32_t *prev, *next; /* LRU list: head = least recent, tail = most recent */
+    int32_t *prev, *next; /* recency lists: head = least recent, tail = most recent */
+    uint8_t *list_of;   /* (n_slots) the list a slot is on: LRU 0; SLRU 0 probation, 1 protected; LFU its count */
+    uint8_t *count;     /* (n_slots) LFU use count, at most PI_NCACHE_LFU_MAX */
     uint32_t *epoch_of; /* (n_slots) epoch of the last touch */
-    int32_t head, tail;
+    int32_t head[N_LISTS], tail[N_LISTS];
+    int64_t len[N_LISTS];
+    int64_t allocs;     /* LFU: allocations since the counts last aged */
+    pi_ncache_policy policy;
+    int64_t protected_cap;
     uint32_t epoch;
     int64_t pinned;
     pi_ncache_stats st;
@@ -29,42 +43,99 @@ struct pi_ncache {
 
 size_t pi_ncache_footprint(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int64_t n_slots) {
     return (size_t)n_slots * slot_bytes + (size_t)(n_layer * n_ff) * sizeof(int32_t) +
-           (size_t)n_slots * (sizeof(int64_t) + 2 * sizeof(int32_t) + sizeof(uint32_t));
+           (size_t)n_slots * (sizeof(int64_t) + 2 * sizeof(int32_t) + sizeof(uint32_t) + 2);
+}
+
+const char *pi_ncache_policy_name(pi_ncache_policy p) {
+    static const char *const names[PI_NCACHE_N_POLICIES] = {"lru", "slru", "lfu"};
+    return (unsigned)p < PI_NCACHE_N_POLICIES ? names[p] : "?";
 }
 
 static void unlink_slot(pi_ncache *c, int32_t s) {
+    const int l = c->list_of[s];
     int32_t p = c->prev[s], n = c->next[s];
     if (p >= 0) c->next[p] = n;
-    else c->head = n;
+    else c->head[l] = n;
     if (n >= 0) c->prev[n] = p;
-    else c->tail = p;
+    else c->tail[l] = p;
     c->prev[s] = c->next[s] = -1;
+    c->len[l]--;
 }
 
-static void push_tail(pi_ncache *c, int32_t s) {
-    c->prev[s] = c->tail;
+static void push_tail(pi_ncache *c, int32_t s, int l) {
+    c->list_of[s] = (uint8_t)l;
+    c->prev[s] = c->tail[l];
     c->next[s] = -1;
-    if (c->tail >= 0) c->next[c->tail] = s;
-    else c->head = s;
-    c->tail = s;
+    if (c->tail[l] >= 0) c->next[c->tail[l]] = s;
+    else c->head[l] = s;
+    c->tail[l] = s;
+    c->len[l]++;
 }
 
-static void push_head(pi_ncache *c, int32_t s) {
-    c->next[s] = c->head;
+static void push_head(pi_ncache *c, int32_t s, int l) {
+    c->list_of[s] = (uint8_t)l;
+    c->next[s] = c->head[l];
     c->prev[s] = -1;
-    if (c->head >= 0) c->prev[c->head] = s;
-    else c->tail = s;
-    c->head = s;
+    if (c->head[l] >= 0) c->prev[c->head[l]] = s;
+    else c->tail[l] = s;
+    c->head[l] = s;
+    c->len[l]++;
 }
 
-/* Pin s and make it the most recent. */
-static void touch(pi_ncache *c, int32_t s) {
-    if (c->epoch_of[s] != c->epoch) {
+static bool pinned(const pi_ncache *c, int32_t s) { return c->epoch_of[s] == c->epoch; }
+
+/* Pin s and make it the most recent of list l. */
+static void touch(pi_ncache *c, int32_t s, int l) {
+    if (!pinned(c, s)) {
         c->epoch_of[s] = c->epoch;
         c->pinned++;
     }
     unlink_slot(c, s);
-    push_tail(c, s);
+    push_tail(c, s, l);
+}
+
+/* A hit: LRU refreshes; SLRU promotes to protected, demoting protected's
+   least recent into probation when over its share; LFU counts. */
+static void touch_hit(pi_ncache *c, int32_t s) {
+    switch (c->policy) {
+    case PI_NCACHE_SLRU:
+        touch(c, s, 1);
+        if (c->len[1] > c->protected_cap && !pinned(c, c->head[1])) {
+            int32_t d = c->head[1];
+            unlink_slot(c, d);
+            push_head(c, d, 0);
+        }
+        return;
+    case PI_NCACHE_LFU:
+        if (c->count[s] < PI_NCACHE_LFU_MAX) c->count[s]++;
+        touch(c, s, c->count[s]);
+        return;
+    default: touch(c, s, 0); return;
+    }
+}
+
+/* The slot to replace, unpinned; -1 when every slot is pinned. */
+static int32_t victim(const pi_ncache *c) {
+    for (int l = 0; l < N_LISTS; l++)
+        if (c->head[l] >= 0 && !pinned(c, c->head[l])) return c->head[l];
+    return -1;
+}
+
+/* LFU aging: every count drops by one; list l moves, in order, to the end
+   of list l - 1 (lowest first, so each list keeps its order). */
+static void age(pi_ncache *c) {
+    for (int l = 1; l < N_LISTS; l++)
+        while (c->head[l] >= 0) {
+            int32_t s = c->head[l];
+            unlink_slot(c, s);
+            c->count[s]--;
+            push_tail(c, s, l - 1);
+        }
+    c->allocs = 0;
+}
+
+void pi_ncache_set_policy(pi_ncache *c, pi_ncache_policy p) {
+    c->policy = (unsigned)p < PI_NCACHE_N_POLICIES ? p : PI_NCACHE_LRU;
 }
 
 pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int64_t n_slots, size_t align,
@@ -90,18 +161,21 @@ pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int
     c->prev = malloc((size_t)n_slots * sizeof *c->prev);
     c->next = malloc((size_t)n_slots * sizeof *c->next);
     c->epoch_of = calloc((size_t)n_slots, sizeof *c->epoch_of);
-    if (!c->arena || !c->map || !c->owner || !c->prev || !c->next || !c->epoch_of) {
+    c->list_of = calloc((size_t)n_slots, sizeof *c->list_of);
+    c->count = calloc((size_t)n_slots, sizeof *c->count);
+    if (!c->arena || !c->map || !c->owner || !c->prev || !c->next || !c->epoch_of || !c->list_of || !c->count) {
         pi_ncache_free(c);
         return pi_error(PI_ERR_NOMEM, "neuron cache: cannot allocate %.1f MiB for %lld slots",
                         (double)pi_ncache_footprint(n_layer, n_ff, slot_bytes, n_slots) / (1 << 20),
                         (long long)n_slots);
     }
     memset(c->map, 0xff, (size_t)(n_layer * n_ff) * sizeof *c->map);
-    c->head = c->tail = -1;
+    for (int l = 0; l < N_LISTS; l++) c->head[l] = c->tail[l] = -1;
     for (int32_t s = 0; s < (int32_t)n_slots; s++) {
         c->owner[s] = -1;
-        push_tail(c, s);
+        push_tail(c, s, 0);
     }
+    c->protected_cap = n_slots * 3 / 4;
     c->epoch = 1;
     *out = c;
     return PI_OK;
@@ -115,6 +189,8 @@ void pi_ncache_free(pi_ncache *c) {
     free(c->prev);
     free(c->next);
     free(c->epoch_of);
+    free(c->list_of);
+    free(c->count);
     free(c);
 }
 
@@ -134,20 +210,22 @@ int64_t pi_ncache_get(pi_ncache *c, int64_t layer, int64_t neuron) {
         return -1;
     }
     c->st.hits++;
-    touch(c, s);
+    touch_hit(c, s);
     return s;
 }
 
 int64_t pi_ncache_alloc(pi_ncache *c, int64_t layer, int64_t neuron) {
-    int32_t s = c->head;
-    if (s < 0 || c->epoch_of[s] == c->epoch) return -1; /* the least recent is pinned: all are */
+    int32_t s = victim(c);
+    if (s < 0) return -1;
     if (c->owner[s] >= 0) {
         c->map[c->owner[s]] = -1;
         c->st.evictions++;
     }
     c->owner[s] = layer * c->n_ff + neuron;
     c->map[c->owner[s]] = s;
-    touch(c, s);
+    c->count[s] = 0;
+    c->allocs++;
+    touch(c, s, 0); /* SLRU: on probation; LFU: count 0 */
     return s;
 }
 
@@ -157,11 +235,13 @@ void pi_ncache_drop(pi_ncache *c, int64_t slot) {
     c->owner[s] = -1;
     if (c->epoch_of[s] == c->epoch) c->pinned--;
     c->epoch_of[s] = 0;
+    c->count[s] = 0;
     unlink_slot(c, s);
-    push_head(c, s);
+    push_head(c, s, 0);
 }
 
 void pi_ncache_next_epoch(pi_ncache *c) {
+    if (c->policy == PI_NCACHE_LFU && c->allocs >= c->n_slots) age(c);
     c->epoch++;
     if (c->epoch == 0) { /* wrapped: clear the old marks so none looks pinned */
         memset(c->epoch_of, 0, (size_t)c->n_slots * sizeof *c->epoch_of);

@@ -1,7 +1,18 @@
 /*
  * cache.h — the cold region of the segmented neuron cache (DESIGN.md §3):
  * a fixed arena of equal slots, each holding one neuron bundle read from
- * flash, shared by all layers, with least-recently-used replacement.
+ * flash, shared by all layers, with one of three replacement policies:
+ *   LRU   the least recently used slot goes (PowerInfer-2's cold region);
+ *   SLRU  two queues: a new neuron enters a probation queue and moves to a
+ *         protected one (3/4 of the slots) when used again; the least recent
+ *         of probation goes first, protected overflow is demoted to it — a
+ *         neuron seen once cannot push out one used repeatedly;
+ *   LFU   frequency with aging: a use raises a slot's count (at most
+ *         PI_NCACHE_LFU_MAX), the least recent slot of the lowest count goes,
+ *         and after every n_slots allocations all counts drop by one —
+ *         neurons that fire often stay, old fame wears off.
+ * `pinfer profile --cache-sim` replays a model's activations through each
+ * (README: which wins, by how much, on which traces).
  *
  * A slot in use by the current step is pinned (its epoch equals the cache's
  * epoch) and is never evicted; pi_ncache_next_epoch() unpins everything at
@@ -23,11 +34,25 @@ typedef struct pi_ncache_stats {
 
 typedef struct pi_ncache pi_ncache;
 
+typedef enum pi_ncache_policy {
+    PI_NCACHE_LRU = 0,
+    PI_NCACHE_SLRU = 1,
+    PI_NCACHE_LFU = 2,
+    PI_NCACHE_N_POLICIES
+} pi_ncache_policy;
+
+#define PI_NCACHE_LFU_MAX 3
+
+const char *pi_ncache_policy_name(pi_ncache_policy p); /* "lru", "slru", "lfu" */
+
 /* n_slots slots of slot_bytes (a multiple of align) for neurons of n_layer
    layers of n_ff neurons. PI_ERR_NOMEM names the size. */
 pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int64_t n_slots, size_t align,
                            pi_ncache **out);
 void pi_ncache_free(pi_ncache *c); /* accepts NULL */
+
+/* Replacement policy (before the first use; LRU by default). */
+void pi_ncache_set_policy(pi_ncache *c, pi_ncache_policy p);
 
 /* Bytes the cache holds in memory for these parameters (arena + tables):
    what the memory accountant charges. */
@@ -41,9 +66,9 @@ uint8_t *pi_ncache_slot(const pi_ncache *c, int64_t slot);
    it is not cached. Counts a hit or a miss. */
 int64_t pi_ncache_get(pi_ncache *c, int64_t layer, int64_t neuron);
 
-/* A slot for (layer, neuron), which must not be cached: the least recently
-   used unpinned slot (its old neuron is forgotten), pinned and most recent.
-   -1 when every slot is pinned. The caller fills it, or calls
+/* A slot for (layer, neuron), which must not be cached: the policy's victim
+   among the unpinned slots (its old neuron is forgotten), pinned and most
+   recent. -1 when every slot is pinned. The caller fills it, or calls
    pi_ncache_drop() if it cannot. */
 int64_t pi_ncache_alloc(pi_ncache *c, int64_t layer, int64_t neuron);
 
