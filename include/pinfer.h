@@ -123,6 +123,15 @@ typedef enum pi_io_backend {
     PI_IO_PREAD = 2, /* a pool of threads doing preadv */
 } pi_io_backend;
 
+/* The neuron cache's replacement policy under a memory budget (chosen by
+   replaying activation traces: `pinfer profile --cache-sim`, README). */
+typedef enum pi_cache_policy {
+    PI_CACHE_AUTO = 0, /* the measured default: SLRU */
+    PI_CACHE_LRU = 1,  /* least recently used */
+    PI_CACHE_SLRU = 2, /* probation and protected queues: a neuron used once cannot push out one used again */
+    PI_CACHE_LFU = 3,  /* least frequently used, with aging */
+} pi_cache_policy;
+
 typedef struct pi_model_params {
     int n_threads;          /* threads of each session; 0: the plan's, else one per core */
     int64_t n_ctx;          /* sessions' default context; 0: the plan's, else the model's training
@@ -142,6 +151,7 @@ typedef struct pi_model_params {
     uint64_t cache_bytes;   /* with mem_budget: the neuron cache's share (0: the plan's or the default) */
     pi_io_backend io;
     int queue_depth;        /* reads in flight at most (0: the plan's, else 64) */
+    pi_cache_policy cache_policy; /* with mem_budget: the neuron cache's replacement policy */
 } pi_model_params;
 
 /* Defaults: every field 0 / NULL / false, ffn PI_FFN_AUTO. */

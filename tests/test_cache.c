@@ -3,6 +3,7 @@
  * of each replacement policy on random traces with pinning epochs, and the
  * behaviour each policy exists for.
  */
+#include "sparse/cachesim.h"
 #include "store/cache.h"
 #include "test_util.h"
 
@@ -200,12 +201,48 @@ static void test_scan_resistance(void) {
     CHECKF(kept[PI_NCACHE_LFU] > 0.95, "lfu keeps %.2f of the working set", kept[PI_NCACHE_LFU]);
 }
 
+/* The trace replay: a fixed cold set is all hits once warm; a cache smaller
+   than one token's neurons refuses; the hot set never reaches the cache. */
+static void test_replay(void) {
+    enum { L = 2, F = 64, T = 100 };
+    pi_trace *tr = NULL;
+    pi_stats *st = NULL;
+    CHECK(pi_trace_create(L, F, T, 0.0f, &tr) == PI_OK && pi_stats_create(L, F, 0.0f, "", &st) == PI_OK);
+    if (!tr || !st) goto done;
+    t_rng rng = {3};
+    float act[F];
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++) {
+            /* neurons 0..7 always (the hot set), 8..15 always (a cold working set), a random few of the rest */
+            for (int i = 0; i < F; i++) act[i] = i < 16 || t_next(&rng) % 16 == 0 ? 1.0f : 0.0f;
+            pi_trace_observe(tr, l, t, NULL, act);
+            pi_stats_observe(st, l, t, NULL, act);
+        }
+    CHECK(tr->n_tok == T);
+    pi_cachesim_result r;
+    /* every neuron hot: nothing to look up */
+    CHECK(pi_cachesim_run(tr, st, 1.0, 16, PI_NCACHE_LRU, 0.2, &r) == PI_OK && r.cold_per_tok == 0.0);
+    for (int p = 0; p < PI_NCACHE_N_POLICIES; p++) {
+        /* room for every cold neuron: only first uses miss */
+        CHECK(pi_cachesim_run(tr, st, 8.0 / F, L * F, (pi_ncache_policy)p, 0.2, &r) == PI_OK);
+        CHECKF(r.hit_rate > 0.95 && r.refused == 0.0, "%s: hit rate %.3f with room for all",
+               pi_ncache_policy_name((pi_ncache_policy)p), r.hit_rate);
+        /* two slots for a token's ~22 cold neurons: refusals */
+        CHECK(pi_cachesim_run(tr, st, 8.0 / F, 2, (pi_ncache_policy)p, 0.2, &r) == PI_OK && r.refused > 0.5);
+    }
+    CHECKF(fabs(r.cold_per_tok - L * (8 + 48.0 / 16)) < 3.0, "cold neurons per token %.1f", r.cold_per_tok);
+done:
+    pi_trace_free(tr);
+    pi_stats_free(st);
+}
+
 int main(void) {
     for (int p = 0; p < PI_NCACHE_N_POLICIES; p++) {
         test_against_reference((pi_ncache_policy)p);
         test_pinning((pi_ncache_policy)p);
     }
     test_scan_resistance();
+    test_replay();
     CHECK(!strcmp(pi_ncache_policy_name(PI_NCACHE_SLRU), "slru") && !strcmp(pi_ncache_policy_name(99), "?"));
     return t_done("test_cache");
 }

@@ -230,9 +230,13 @@ static void test_budget(void) {
     snprintf(args, sizeof args, "run -m %s --mem-budget 100M -n 2", plain);
     CHECK(pinfer(args) == 1 && lines_of(g_err) == 1 && t_file_has(g_err, "no neuron bundles") &&
           t_file_has(g_err, "convert -m") && t_file_has(g_err, "--bundle"));
-    snprintf(args, sizeof args, "run -m %s --mem-budget 1 -n 2", bundle);
-    CHECK(pinfer(args) == 1 && t_file_has(g_err, "--mem-budget 1 B is below") && t_file_has(g_err, "-c ") &&
+    snprintf(args, sizeof args, "run -m %s --mem-budget 1 -n 2 -c 256", bundle);
+    CHECK(pinfer(args) == 1 && t_file_has(g_err, "--mem-budget 1 B is below") && t_file_has(g_err, "(-c)") &&
           !t_file_has(g_err, " 0 MiB") && !t_file_has(g_err, "measuring"));
+    char *e = t_read_file(g_err, NULL), *mp = e ? strstr(e, "minimum of ") : NULL;
+    const double min_mib = mp && strstr(mp, " MiB") ? atof(mp + strlen("minimum of ")) : 0.0;
+    free(e);
+    CHECKF(min_mib > 1.0, "the minimum at -c 256: %.2f MiB", min_mib);
     snprintf(args, sizeof args, "run -m %s --mem-budget 1500K -n 2 -c 512", bundle);
     CHECK(pinfer(args) == 1 && t_file_has(g_err, "1.46 MiB is below"));
     /* no cached hardware figures: it says it measures them, and how long it took */
@@ -248,6 +252,22 @@ static void test_budget(void) {
         snprintf(args, sizeof args, "rm -rf %s", cache);
         t_sh(args);
     }
+    /* every cache policy reads differently and writes the in-memory text */
+    char ref[320];
+    snprintf(ref, sizeof ref, "%s.ref", g_tmp);
+    snprintf(args, sizeof args, "run -m %s -p hello -n 48 --temp 0 -c 256", bundle);
+    CHECK(pinfer_to(args, ref) == 0);
+    static const char *const policies[] = {"lru", "slru", "lfu", "auto"};
+    for (int k = 0; k < 4; k++) {
+        /* the minimum, 600K of it the cache: the cache matters */
+        snprintf(args, sizeof args, "run -m %s -p hello -n 48 --temp 0 -c 256 --mem-budget %.0fK --cache 600K "
+                 "--cache-policy %s --stats", bundle, min_mib * 1024 + 700, policies[k]);
+        CHECKF(pinfer(args) == 0 && t_same_file(g_out, ref) && t_file_has(g_err, "cache hits"),
+               "--cache-policy %s", policies[k]);
+    }
+    snprintf(args, sizeof args, "run -m %s --mem-budget 7M --cache-policy mru", bundle);
+    CHECK(pinfer(args) == 2 && t_file_has(g_err, "--cache-policy"));
+    unlink(ref);
     /* --predictor model on a model without predictors says so */
     char model[512];
     if (t_fixture(model, sizeof model, "relu/relu-stories.gguf")) {

@@ -495,6 +495,14 @@ static void test_cli(void) {
         }
     }
     CHECK(t_file_has(out, "temporal reuse over") && t_file_has(out, "k=8"));
+    /* the cache replay: a line per size with each policy's hit rate */
+    snprintf(cmd, sizeof cmd, "%s %s profile -m %s --text %s --tokens 300 -t 2 --cache-sim 0.2,0.5 --cache-hot 0.05 "
+             "-o %s >%s 2>%s", runner, bin, mp, txt, stats, out, err);
+    CHECK(t_sh(cmd) == 0 && t_file_has(out, "neuron cache replay") && t_file_has(out, "slru") &&
+          t_file_has(out, "0.500 ("));
+    snprintf(cmd, sizeof cmd, "%s %s profile -m %s --tokens 3 --cache-sim 1.5 -o %s >%s 2>%s", runner, bin, mp, stats,
+             out, err);
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "--cache-sim"));
     pi_stats_free(st);
     st = NULL;
     /* the temporal shares travel into a reordered model */

@@ -26,6 +26,7 @@
 
 #include "base/outfile.h"
 #include "base/timer.h"
+#include "sparse/cachesim.h"
 #include "sparse/stats.h"
 
 #include <math.h>
@@ -49,7 +50,12 @@ static void usage(FILE *f) {
             "  --threshold T        a neuron is active when |act| > T (default: 0 for relu/drelu,\n"
             "                       %g for SiLU models, whose activations are never exactly 0)\n"
             "  --seed N             sampling seed (default: random, printed)\n"
-            "  --mmap               map the model file instead of loading it into memory\n",
+            "  --mmap               map the model file instead of loading it into memory\n"
+            "  --cache-sim SIZES    replay the activations through the neuron cache under each policy\n"
+            "                       (lru, slru, lfu) at these sizes, in shares of all neurons (e.g.\n"
+            "                       0.02,0.05,0.1); the hot set (--cache-hot, default 0.1 of each layer's\n"
+            "                       neurons, the most frequent) stays resident\n"
+            "  --cache-hot F        the hot share for --cache-sim\n",
             DEFAULT_SAMPLED, DEFAULT_CTX, (double)PI_STATS_SILU_THRESHOLD);
 }
 
@@ -166,17 +172,83 @@ static void report(const pi_stats *st) {
     printf("(\"independent\": what the same frequencies give when tokens activate neurons independently)\n");
 }
 
+#define MAX_SIM_SIZES 8
+
 typedef struct {
     const char *text_path, *out_path;
     long max_tokens;
     float threshold;
+    double sim[MAX_SIM_SIZES], sim_hot;
+    int n_sim;
 } profile_args;
+
+/* Both observers: the statistics, and the trace for --cache-sim. */
+typedef struct {
+    pi_stats *st;
+    pi_trace *tr;
+} observers;
+
+static void observe_both(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act) {
+    observers *o = ctx;
+    pi_stats_observe(o->st, layer, pos, ffn_in, act);
+    if (o->tr) pi_trace_observe(o->tr, layer, pos, ffn_in, act);
+}
+
+/* Hit rates of each policy at each size, the winner per size. */
+static bool cache_report(const char *cmd, const pi_trace *tr, const pi_stats *st, const profile_args *pa) {
+    const int64_t all = st->n_layer * st->n_ff;
+    printf("\nneuron cache replay: %lld tokens (first 20%% warm the cache), hot set %.0f%% of each layer's neurons "
+           "resident\n", (long long)tr->n_tok, 100.0 * pa->sim_hot);
+    printf("cache (share of all neurons)  cold/token");
+    for (int p = 0; p < PI_NCACHE_N_POLICIES; p++) printf("  %8s", pi_ncache_policy_name((pi_ncache_policy)p));
+    printf("  best\n");
+    for (int k = 0; k < pa->n_sim; k++) {
+        const int64_t slots = (int64_t)(pa->sim[k] * (double)all) > 0 ? (int64_t)(pa->sim[k] * (double)all) : 1;
+        pi_cachesim_result r[PI_NCACHE_N_POLICIES];
+        for (int p = 0; p < PI_NCACHE_N_POLICIES; p++)
+            if (pi_cachesim_run(tr, st, pa->sim_hot, slots, (pi_ncache_policy)p, 0.2, &r[p])) {
+                fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                return false;
+            }
+        int best = 0;
+        for (int p = 1; p < PI_NCACHE_N_POLICIES; p++) best = r[p].hit_rate > r[best].hit_rate ? p : best;
+        printf("%8.3f (%9lld slots)  %10.1f", pa->sim[k], (long long)slots, r[0].cold_per_tok);
+        for (int p = 0; p < PI_NCACHE_N_POLICIES; p++) printf("  %7.1f%%", 100.0 * r[p].hit_rate);
+        printf("  %s%s\n", pi_ncache_policy_name((pi_ncache_policy)best),
+               r[0].refused > 0.0 ? " (too small for one token's neurons)" : "");
+    }
+    printf("(hit rate: cold neurons found in the cache after the warm-up; cold/token: neurons outside the hot set\n"
+           " a token activates, over all layers)\n");
+    return true;
+}
 
 static int profile_option(void *ctx, const char *cmd, int argc, char **argv, int *i) {
     profile_args *p = ctx;
     const char *a = argv[*i], *v;
-    if (strcmp(a, "--text") && strcmp(a, "--tokens") && strcmp(a, "-o") && strcmp(a, "--threshold")) return 0;
+    if (strcmp(a, "--text") && strcmp(a, "--tokens") && strcmp(a, "-o") && strcmp(a, "--threshold") &&
+        strcmp(a, "--cache-sim") && strcmp(a, "--cache-hot"))
+        return 0;
     if (!(v = arg_value(cmd, argc, argv, i))) return -1;
+    if (!strcmp(a, "--cache-sim") || !strcmp(a, "--cache-hot")) {
+        const bool sizes = !strcmp(a, "--cache-sim");
+        char buf[256], *items[MAX_SIM_SIZES];
+        snprintf(buf, sizeof buf, "%s", v);
+        int n = sizes ? arg_list(cmd, a, buf, items, MAX_SIM_SIZES) : 1;
+        if (!sizes) items[0] = buf;
+        for (int k = 0; k < n; k++) {
+            char *end;
+            double f = strtod(items[k], &end);
+            if (end == items[k] || *end || !(f > 0.0 && f < 1.0) || (!sizes && f >= 1.0)) {
+                fprintf(stderr, "pinfer: %s: %s expects shares in (0, 1), got '%s'\n", cmd, a, items[k]);
+                return -1;
+            }
+            if (sizes) p->sim[k] = f;
+            else p->sim_hot = f;
+        }
+        if (n < 0) return -1;
+        if (sizes) p->n_sim = n;
+        return 1;
+    }
     if (!strcmp(a, "--text")) p->text_path = v;
     else if (!strcmp(a, "-o")) p->out_path = v;
     else if (!strcmp(a, "--tokens")) return arg_int(cmd, a, v, 1, PI_STATS_MAX_TOKENS, &p->max_tokens) ? 1 : -1;
@@ -195,7 +267,7 @@ int cmd_profile(int argc, char **argv) {
     const char *cmd = "profile";
     app_opts o;
     app_opts_init(&o);
-    profile_args pa = {NULL, NULL, 0, -1.0f};
+    profile_args pa = {.threshold = -1.0f, .sim_hot = 0.1};
     /* of the common options, only those that mean something here */
     static const char *const common[] = {"-m", "-t", "-c", "--seed", "--mmap", NULL};
     int pr = app_parse_args(cmd, argc, argv, &o, common, profile_option, &pa, usage);
@@ -228,6 +300,7 @@ int cmd_profile(int argc, char **argv) {
     app a;
     int32_t *ids = NULL;
     pi_stats *st = NULL;
+    observers obs = {NULL, NULL};
     int rc = 1;
     size_t n_ids = 0;
     o.mp.ffn = PI_FFN_DENSE; /* the FFN observer sees the dense path only */
@@ -259,7 +332,15 @@ int cmd_profile(int argc, char **argv) {
         goto out;
     }
 
-    pi_state_set_observer(pi_session_state(a.s), pi_stats_observe, st);
+    obs.st = st;
+    if (pa.n_sim) {
+        const int64_t cap = max_tokens > 0 ? max_tokens : (int64_t)n_ids + (int64_t)n_ids / (n_ctx > 1 ? n_ctx - 1 : 1) + 1;
+        if (pi_trace_create(st->n_layer, st->n_ff, cap, st->threshold, &obs.tr)) {
+            fprintf(stderr, "pinfer: %s: --cache-sim: %s (profile fewer --tokens)\n", cmd, pi_last_error());
+            goto out;
+        }
+    }
+    pi_state_set_observer(pi_session_state(a.s), observe_both, &obs);
     double t0 = pi_time_s();
     int64_t n_win = 0;
     bool ok = text_path ? profile_text(cmd, &a, ids, (int64_t)n_ids, pi_tokenizer_add_bos(a.tok) ? bos : -1,
@@ -278,6 +359,7 @@ int cmd_profile(int argc, char **argv) {
         printf("profile: %lld tokens sampled from the model (temperature 1, seed %llu) in %lld windows of up to %lld\n",
                (long long)st->tokens, (unsigned long long)o.sp.seed, (long long)n_win, (long long)n_ctx);
     report(st);
+    if (obs.tr && !cache_report(cmd, obs.tr, st, &pa)) goto out;
     if (pi_stats_save(st, out_path)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
@@ -287,6 +369,7 @@ int cmd_profile(int argc, char **argv) {
             el > 0 ? (double)st->tokens / el : 0.0, pi_session_n_threads(a.s), a.load_s, app_peak_rss_mib());
     rc = 0;
 out:
+    pi_trace_free(obs.tr);
     pi_stats_free(st);
     free(ids);
     free(owned);

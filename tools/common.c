@@ -41,6 +41,7 @@ void app_usage_common(FILE *f) {
             "  --qd N               reads in flight at most (default 64)\n"
             "  --cache SIZE         of the budget, the neuron cache's share (default: room for 15%% of a layer's\n"
             "                       neurons); the rest keeps each layer's hottest neurons resident\n"
+            "  --cache-policy P     the neuron cache's replacement: slru (auto: the measured default), lru, lfu\n"
             "  --mmap               map the model file instead of loading it into memory\n"
             "                       (starts faster and shares the page cache; decodes ~15%% slower)\n"
             "  --temp T             temperature (default 0.8; 0 = greedy)\n"
@@ -77,7 +78,8 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     if (!strcmp(a, "--no-plan")) return mp->no_plan = true, 1;
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
-                                       "--predictor", "--hot", "--mem-budget", "--io", "--qd", "--cache", "--plan"};
+                                       "--predictor", "--hot", "--mem-budget", "--io", "--qd", "--cache", "--plan",
+                                       "--cache-policy"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return 0;
@@ -100,6 +102,16 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
         }
     }
     else if (!strcmp(a, "--cache")) { if (!arg_size(cmd, a, v, &mp->cache_bytes)) return -1; o->cache_arg = v; }
+    else if (!strcmp(a, "--cache-policy")) {
+        static const char *const names[] = {"auto", "lru", "slru", "lfu"};
+        int k = 0;
+        while (k < 4 && strcmp(v, names[k])) k++;
+        if (k == 4) {
+            fprintf(stderr, "pinfer: %s: --cache-policy is auto, lru, slru or lfu, got '%s'\n", cmd, v);
+            return -1;
+        }
+        mp->cache_policy = (pi_cache_policy)k;
+    }
     else if (!strcmp(a, "--io")) {
         if (!strcmp(v, "uring")) mp->io = PI_IO_URING;
         else if (!strcmp(v, "pread")) mp->io = PI_IO_PREAD;

@@ -65,6 +65,8 @@ static pi_status check_params(const pi_model_params *p) {
     if (p->hot < 0) return pi_error(PI_ERR_INVALID, "pi_model_open: hot %lld is negative", (long long)p->hot);
     if ((int)p->io < PI_IO_AUTO || (int)p->io > PI_IO_PREAD)
         return pi_error(PI_ERR_INVALID, "pi_model_open: io backend %d is not a pi_io_backend", (int)p->io);
+    if ((int)p->cache_policy < PI_CACHE_AUTO || (int)p->cache_policy > PI_CACHE_LFU)
+        return pi_error(PI_ERR_INVALID, "pi_model_open: cache policy %d is not a pi_cache_policy", (int)p->cache_policy);
     if (p->queue_depth < 0 || p->queue_depth > PI_IO_MAX_QUEUE_DEPTH)
         return pi_error(PI_ERR_INVALID, "pi_model_open: queue_depth %d is outside [0, %d]", p->queue_depth,
                         PI_IO_MAX_QUEUE_DEPTH);
@@ -90,7 +92,8 @@ static pi_status load_plan(const char *path, const pi_model_params *p, pi_plan *
 
 /* Under a budget: the flash state and the model whose FFN it reads. */
 static pi_status open_offloaded(const char *path, const pi_model_params *p, int64_t n_ctx, pi_model *m) {
-    pi_offload_opts oo = {.mem_budget = p->mem_budget, .n_ctx = n_ctx};
+    static const pi_ncache_policy policies[] = {PI_NCACHE_SLRU, PI_NCACHE_LRU, PI_NCACHE_SLRU, PI_NCACHE_LFU};
+    pi_offload_opts oo = {.mem_budget = p->mem_budget, .n_ctx = n_ctx, .policy = policies[p->cache_policy]};
     oo.io.backend = p->io;
     oo.io.queue_depth = p->queue_depth ? p->queue_depth : DEFAULT_QD;
     oo.cold_cache_bytes = p->cache_bytes;

@@ -278,6 +278,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
 
     /* 3. allocate, read the fixed region and the hot prefixes */
     if ((st = pi_ncache_create(L, F, o->stride, slots, align, &o->cache))) goto fail;
+    pi_ncache_set_policy(o->cache, opt->policy);
     size_t arena_bytes;
     void *arena = pi_ncache_arena(o->cache, &arena_bytes);
     if ((st = pi_io_register(o->io, arena, arena_bytes))) goto fail;

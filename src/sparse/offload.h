@@ -34,6 +34,7 @@ typedef struct pi_offload_opts {
     int64_t cold_slots;      /* neuron cache slots, or 0: the default split */
     uint64_t cold_cache_bytes; /* or the neuron cache's bytes (when cold_slots is 0); 0: default */
     int max_merge;           /* bundles per read at most (0: 16) */
+    pi_ncache_policy policy; /* the neuron cache's replacement policy */
 } pi_offload_opts;
 
 /* Counters, summed over decoded tokens (all layers). */
