@@ -252,6 +252,26 @@ static void test_budget(void) {
         snprintf(args, sizeof args, "rm -rf %s", cache);
         t_sh(args);
     }
+    /* the output head in a smaller type: a smaller fixed region, a lower minimum */
+    char small[320];
+    snprintf(small, sizeof small, "%s.small.gguf", g_tmp);
+    snprintf(args, sizeof args, "convert -m %s --bundle --output-type q4_0 --embd-type q4_0 -o %s", plain, small);
+    CHECK(pinfer(args) == 0 && t_file_has(g_err, "output head q4_0"));
+    snprintf(args, sizeof args, "run -m %s --mem-budget 1 -n 2 -c 256", small);
+    CHECK(pinfer(args) == 1);
+    e = t_read_file(g_err, NULL), mp = e ? strstr(e, "minimum of ") : NULL;
+    const double small_mib = mp && strstr(mp, " MiB") ? atof(mp + strlen("minimum of ")) : 0.0;
+    free(e);
+    CHECKF(small_mib > 0.0 && small_mib < min_mib, "--output-type q4_0: minimum %.2f MiB, before %.2f", small_mib,
+           min_mib);
+    snprintf(args, sizeof args, "inspect %s", small);
+    CHECK(pinfer(args) == 0 && t_file_has(g_out, "output.weight             q4_0"));
+    snprintf(args, sizeof args, "run -m %s -p hello -n 8 --temp 0 -c 256 --mem-budget %.0fK", small,
+             small_mib * 1024 + 700);
+    CHECK(pinfer(args) == 0 && t_file_has(g_out, "hello"));
+    snprintf(args, sizeof args, "convert -m %s --output-type q5_9 -o %s", plain, small);
+    CHECK(pinfer(args) == 2 && t_file_has(g_err, "--output-type"));
+    unlink(small);
     /* every cache policy reads differently and writes the in-memory text */
     char ref[320];
     snprintf(ref, sizeof ref, "%s.ref", g_tmp);

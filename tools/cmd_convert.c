@@ -32,7 +32,10 @@ static void usage(FILE *f) {
                "         a bundle file: each dense ReLU/dReLU FFN layer stored as one bundle per neuron\n"
                "         (gate row | up row | down column), bundles starting on multiples of N bytes\n"
                "         (a power of two in [512, 65536], default 4096; 0: packed), tensors 4096-aligned;\n"
-               "         with --reorder the neurons are first ordered by activation frequency\n");
+               "         with --reorder the neurons are first ordered by activation frequency\n"
+               "       any of the -m forms (or alone): --output-type T / --embd-type T write the output head /\n"
+               "         token embedding in type T (f32, f16, bf16, q8_0, q4_0): under --mem-budget the output\n"
+               "         head is part of the fixed region, so a smaller type lowers the minimum\n");
 }
 
 /* The end of a conversion: the error, or the summary line. */
@@ -52,10 +55,11 @@ static int finish(const char *cmd, pi_status st, progress *pr, const char *out, 
 
 int cmd_convert(int argc, char **argv) {
     static const char *const valued[] = {"--from-llama2c", "--tokenizer", "-o", "--name", "-m", "--reorder",
-                                         "--bundle-align"};
+                                         "--bundle-align", "--output-type", "--embd-type"};
     const char *cmd = "convert", *l2c = NULL, *tok = NULL, *out = NULL, *name = NULL, *model = NULL, *stats = NULL;
     bool bundle = false, align_given = false;
     long align = PI_BUNDLE_DEFAULT_ALIGN;
+    pi_rewrite_params retype = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -76,6 +80,16 @@ int cmd_convert(int argc, char **argv) {
         else if (!strcmp(a, "--name")) name = v;
         else if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "--reorder")) stats = v;
+        else if (!strcmp(a, "--output-type") || !strcmp(a, "--embd-type")) {
+            const bool o_ = !strcmp(a, "--output-type");
+            const int t = pi_type_from_name(v);
+            if (t < 0 || !pi_type_get((uint32_t)t)->compute) {
+                fprintf(stderr, "pinfer: %s: %s '%s' is not one of f32, f16, bf16, q8_0, q4_0\n", cmd, a, v);
+                return 2;
+            }
+            if (o_) retype.retype_output = true, retype.output_type = (pi_type)t;
+            else retype.retype_embd = true, retype.embd_type = (pi_type)t;
+        }
         else if (!strcmp(a, "--bundle-align")) {
             if (!arg_int(cmd, a, v, 0, PI_BUNDLE_MAX_ALIGN, &align)) return 2;
             if (align && (align < PI_BUNDLE_MIN_ALIGN || (align & (align - 1)))) {
@@ -102,7 +116,12 @@ int cmd_convert(int argc, char **argv) {
         fprintf(stderr, "pinfer: %s: --bundle takes -m MODEL, -o OUT and optionally --reorder STATS\n", cmd);
         return 2;
     }
-    if (!bundle && (model || stats) && (!model || !stats || !out || l2c)) {
+    const bool retyping = retype.retype_output || retype.retype_embd;
+    if (retyping && (!model || !out || l2c)) {
+        fprintf(stderr, "pinfer: %s: --output-type and --embd-type take -m MODEL and -o OUT\n", cmd);
+        return 2;
+    }
+    if (!bundle && !retyping && (model || stats) && (!model || !stats || !out || l2c)) {
         fprintf(stderr, "pinfer: %s: reordering takes -m MODEL, --reorder STATS and -o OUT\n", cmd);
         return 2;
     }
@@ -120,8 +139,9 @@ int cmd_convert(int argc, char **argv) {
     pi_stats *st = NULL;
     pi_status s = stats ? pi_stats_load(stats, &st) : PI_OK;
     if (!s) {
-        const pi_rewrite_params rp = {.st = st, .bundle = bundle, .align = (uint32_t)align,
-                                      .progress = progress_bytes, .progress_ctx = &pr};
+        pi_rewrite_params rp = retype;
+        rp.st = st, rp.bundle = bundle, rp.align = (uint32_t)align;
+        rp.progress = progress_bytes, rp.progress_ctx = &pr;
         s = pi_rewrite_model(model, &rp, out);
     }
     pi_stats_free(st);
@@ -131,5 +151,11 @@ int cmd_convert(int argc, char **argv) {
     if (stats)
         snprintf(what + strlen(what), sizeof what - strlen(what), "%sneurons ordered by activation frequency",
                  bundle ? ", " : "");
+    if (retype.retype_output)
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%soutput head %s", what[0] ? ", " : "",
+                 pi_type_name(retype.output_type));
+    if (retype.retype_embd)
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%sembedding %s", what[0] ? ", " : "",
+                 pi_type_name(retype.embd_type));
     return finish(cmd, s, &pr, out, t0, what);
 }

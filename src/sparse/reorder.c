@@ -30,6 +30,7 @@ typedef enum {
     T_PERM,      /* blk.N.ffn_perm.weight, composed with the input's */
     T_COUNTS,    /* blk.N.ffn_act_count from the statistics, permuted */
     T_BUNDLE,    /* blk.N.ffn_bundle: gate | up | down_t per neuron, permuted */
+    T_RETYPE,    /* every row requantized to another type */
 } how;
 
 typedef struct {
@@ -227,6 +228,31 @@ static void make_plan(rewriter *r) {
         new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, F, 1, PI_TN_FFN_ACT_COUNT, (int)il);
 }
 
+/* Mark output.weight and token_embd.weight for requantizing as asked. */
+static pi_status plan_retype(rewriter *r, const pi_rewrite_params *p) {
+    const bool tied = !pi_gguf_find_tensor(r->m->gguf, PI_TN_OUTPUT);
+    if (p->retype_output && tied)
+        return pi_error(PI_ERR_INVALID, "%s: the output head is tied to the token embedding: give --embd-type",
+                        r->in_path);
+    for (int64_t i = 0; i < r->np; i++) {
+        plan_t *pl = &r->plan[i];
+        const bool out = p->retype_output && !strcmp(pl->name, PI_TN_OUTPUT);
+        const bool embd = p->retype_embd && !strcmp(pl->name, PI_TN_TOKEN_EMBD);
+        if (!out && !embd) continue;
+        const pi_type to = out ? p->output_type : p->embd_type;
+        const pi_type_info *ti = pi_type_get((uint32_t)to);
+        if (!ti || !ti->compute)
+            return pi_error(PI_ERR_INVALID, "%s: type %s has no kernels", pl->name, pi_type_name(to));
+        if (pl->ne[0] % ti->blck)
+            return pi_error(PI_ERR_INVALID, "%s: rows of %lld are not a multiple of %s's block of %lld", pl->name,
+                            (long long)pl->ne[0], ti->name, (long long)ti->blck);
+        if (pl->how != T_COPY) return pi_error(PI_ERR_INVALID, "%s: cannot be retyped", pl->name);
+        if (to != pl->type) pl->how = T_RETYPE;
+        pl->type = to;
+    }
+    return PI_OK;
+}
+
 /* The input's keys, less those this rewrite replaces, then the new ones. */
 static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
     const pi_gguf *g = r->m->gguf;
@@ -300,6 +326,22 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
         for (int64_t k = 0; k < F; k++) out[k] = (int32_t)c[old_of(r, p->layer, k)];
         return pi_gguf_write_data(w, out, (size_t)F * 4);
     }
+    case T_RETYPE: {
+        const pi_type from = (pi_type)p->src->type;
+        const int64_t n = p->ne[0], rows = p->ne[1] * p->ne[2] * p->ne[3];
+        const size_t in_rb = pi_row_size(from, n), out_rb = pi_row_size(p->type, n);
+        float *x = malloc((size_t)n * sizeof *x);
+        uint8_t *y = malloc(out_rb);
+        if (!x || !y) rc = pi_error(PI_ERR_NOMEM, "out of memory");
+        for (int64_t j = 0; j < rows && !rc; j++) {
+            pi_dequantize_row(from, data + (size_t)j * in_rb, x, n);
+            pi_quantize_row(p->type, x, y, n);
+            rc = pi_gguf_write_data(w, y, out_rb);
+        }
+        free(x);
+        free(y);
+        return rc;
+    }
     case T_BUNDLE: { /* the parts overwrite the same bytes each time: the padding stays zero */
         const pi_layer *l = &m->layers[p->layer];
         const pi_bundle_layout *b = &r->bl;
@@ -323,7 +365,8 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
 pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path) {
     const pi_stats *st = p->st;
     const bool bundle = p->bundle;
-    if (!st && !bundle) return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
+    if (!st && !bundle && !p->retype_output && !p->retype_embd)
+        return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
     rewriter r = {.in_path = in_path, .st = st, .bundle = bundle};
     pi_gguf_writer *w = NULL;
     pi_status rc = pi_lm_load(in_path, PI_MAP_FILE, &r.m);
@@ -343,6 +386,7 @@ pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, cons
     }
     for (int64_t il = 0; st && il < L; il++) pi_stats_order(st, il, r.perm + il * F);
     make_plan(&r);
+    if ((rc = plan_retype(&r, p))) goto done;
 
     if ((rc = pi_gguf_writer_create(out_path, pi_gguf_is_pwri(r.m->gguf), &w)) || (rc = write_keys(&r, w))) goto done;
     pi_gguf_writer_set_progress(w, p->progress, p->progress_ctx);

@@ -51,8 +51,15 @@ typedef struct pi_rewrite_params {
     uint32_t align;               /* bundle: as pi_bundle_write's */
     pi_gguf_progress_fn progress; /* bytes of tensor data written; may be NULL */
     void *progress_ctx;
+    /* the output head (output.weight) and the token embedding in another type
+       (requantized row by row through F32): a smaller fixed region under a
+       memory budget. A tied head (no output.weight) is the embedding. */
+    bool retype_output, retype_embd;
+    pi_type output_type, embd_type;
 } pi_rewrite_params;
 
+/* Needs st, bundle or a retype (PI_ERR_INVALID otherwise, and for a target
+   type without kernels or whose block does not divide the rows). */
 pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path);
 
 #endif
