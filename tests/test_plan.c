@@ -135,6 +135,17 @@ static void test_cost_and_solver(void) {
     pi_plan_cost(mp, &slow, &p, &c2);
     CHECKF(fabs(c2.ms_io / c1.ms_io - 2.0) < 0.05, "I/O term %.3f -> %.3f ms", c1.ms_io, c2.ms_io);
 
+    /* temporal persistence (kappa): the same plan hits more, reads less */
+    pi_cost k0, k1;
+    pi_plan_cost(mp, &hw, &p, &k0);
+    for (int64_t l = 0; l < L; l++) mp->kappa[l] = 0.5;
+    pi_plan_cost(mp, &hw, &p, &k1);
+    CHECKF(k1.hits > k0.hits && k1.misses < k0.misses && k1.tok_s >= k0.tok_s,
+           "kappa 0.5: hits %.1f -> %.1f, misses %.1f -> %.1f", k0.hits, k1.hits, k0.misses, k1.misses);
+    CHECKF(fabs(k1.resident + k1.hits + k1.misses - (k0.resident + k0.hits + k0.misses)) < 1e-6,
+           "the selected neurons per token do not depend on kappa");
+    for (int64_t l = 0; l < L; l++) mp->kappa[l] = 0.0;
+
     /* Che: a cache that holds every cold neuron hits always */
     pi_plan big = p;
     big.cache_bytes = (uint64_t)(L * F) * 4200 + (1u << 20);
@@ -213,12 +224,20 @@ static void test_real_file(void) {
     if (!st) return;
     st->tokens = 1000;
     for (int64_t i = 0; i < 3 * 768; i++) st->counts[i] = (int64_t)(i % 768) * 7 % 1000;
+    /* measured reuse above what independence gives: the planner reads it as persistence */
+    st->reuse_tokens = 900;
+    for (int64_t l = 0; l < 3; l++) {
+        st->reuse_base[l] = 1.0;
+        for (int k = 0; k < PI_STATS_REUSE_K; k++) st->reuse[l * PI_STATS_REUSE_K + k] = 0.8 + 0.02 * k;
+    }
     CHECK(pi_bundle_write(plain, st, 4096, bundle) == PI_OK);
     pi_stats_free(st);
     pi_mprofile *mp = NULL;
     CHECK(pi_engine_profile(bundle, 64, &mp) == PI_OK);
     if (!mp) return;
     CHECK(mp->have_stats && mp->tokens == 1000.0 && strstr(mp->source, "gen-model"));
+    CHECK(mp->have_reuse);
+    for (int64_t l = 0; l < 3; l++) CHECKF(mp->kappa[l] > 0.3 && mp->kappa[l] < 0.95, "kappa %.3f", mp->kappa[l]);
     for (int64_t l = 0; l < 3; l++) {
         CHECK(mp->act[l * 768] >= mp->act[l * 768 + 767]); /* hotness order */
         CHECK(pi_mprofile_coverage(mp, l, 768) == 1.0 && pi_mprofile_coverage(mp, l, 0) == 0.0);

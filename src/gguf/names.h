@@ -102,7 +102,8 @@
 #define PI_KEY_STATS_N_FF PI_KEY_STATS_PREFIX "n_ff"           /* u32 */
 #define PI_KEY_STATS_THRESHOLD PI_KEY_STATS_PREFIX "threshold" /* f32 */
 #define PI_KEY_STATS_MODEL PI_KEY_STATS_PREFIX "model"         /* str */
-#define PI_KEY_STATS_REUSE PI_KEY_STATS_PREFIX "reuse"         /* f32[n_layer * 8]: temporal reuse shares */
+#define PI_KEY_STATS_REUSE PI_KEY_STATS_PREFIX "reuse"         /* f32[n_layer * PI_STATS_REUSE_K]: temporal reuse */
+#define PI_STATS_REUSE_K 8 /* reuse is measured over the last 1..8 tokens */
 #define PI_KEY_STATS_REUSE_TOKENS PI_KEY_STATS_PREFIX "reuse_tokens" /* u64: tokens they come from */
 
 /* the bundle layout (gguf/bundle.h) */

@@ -92,6 +92,22 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     if (!p->have_stats)
         for (int64_t i = 0; i < L * F; i++) p->act[i] = 0.1;
 
+    /* temporal persistence: the measured reuse of the previous token's
+       neurons against what independent activity at these rates gives */
+    const pi_gguf_kv *rkv;
+    if (p->have_stats && !pi_gguf_get_arr(g, PI_KEY_STATS_REUSE, PI_GGUF_FLOAT32, &rkv) &&
+        rkv->arr_n == (uint64_t)(L * PI_STATS_REUSE_K)) {
+        p->have_reuse = true;
+        for (int64_t l = 0; l < L; l++) {
+            float r1;
+            memcpy(&r1, (const uint8_t *)rkv->arr_data + (size_t)(l * PI_STATS_REUSE_K) * 4, 4);
+            double num = 0.0, den = 0.0;
+            for (int64_t i = 0; i < F; i++) num += p->act[l * F + i] * p->act[l * F + i], den += p->act[l * F + i];
+            const double ind = den > 0.0 ? num / den : 0.0, k = ind < 1.0 ? ((double)r1 - ind) / (1.0 - ind) : 0.0;
+            p->kappa[l] = k > 0.0 ? (k < 0.95 ? k : 0.95) : 0.0;
+        }
+    }
+
     /* the predictor's recall and precision per layer */
     float rec[PI_PLAN_MAX_LAYERS], prec[PI_PLAN_MAX_LAYERS];
     float r1, p1;
@@ -140,8 +156,20 @@ double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k) {
 
 /* ---- cost model ---- */
 
+/* A cold neuron of rate s in a layer of persistence kappa, modelled as a
+   two-state Markov chain that keeps its rate: after an active token it is
+   active again with probability s + kappa (1 - s), after an inactive one
+   with s (1 - kappa). Over the last t tokens (continuous in t):
+     in_cache(s, t) = P(active at least once)              = 1 - exp(-s - s (1 - kappa) (t - 1))
+     hit(s, t)      = P(active at least once | active now) = 1 - (1 - kappa) exp(-s - s (1 - kappa) (t - 1))
+   (kappa 0: Che's 1 - exp(-s t) for both). */
+static double in_cache(double s, double kappa, double t) { return 1.0 - exp(-s - s * (1.0 - kappa) * (t - 1.0)); }
+static double hit_of(double s, double kappa, double t) {
+    return 1.0 - (1.0 - kappa) * exp(-s - s * (1.0 - kappa) * (t - 1.0));
+}
+
 /* Che's characteristic time of an LRU cache of C slots over the cold
-   neurons (rates s_i per token): sum (1 - exp(-s_i t)) = C. */
+   neurons (rates s_i per token): sum in_cache(s_i, t) = C. */
 static double che_time(const pi_mprofile *mp, const int64_t *hot, double C) {
     const int64_t L = mp->n_layer, F = mp->n_ff;
     double n_cold = 0.0;
@@ -152,7 +180,7 @@ static double che_time(const pi_mprofile *mp, const int64_t *hot, double C) {
     for (;;) { /* grow until the cache would be overfull */
         double fill = 0.0;
         for (int64_t l = 0; l < L; l++)
-            for (int64_t i = hot[l]; i < F; i++) fill += 1.0 - exp(-mp->sel[l * F + i] * hi);
+            for (int64_t i = hot[l]; i < F; i++) fill += in_cache(mp->sel[l * F + i], mp->kappa[l], hi);
         if (fill >= C || hi > 1e12) break;
         lo = hi;
         hi *= 4.0;
@@ -160,7 +188,7 @@ static double che_time(const pi_mprofile *mp, const int64_t *hot, double C) {
     for (int it = 0; it < 40; it++) {
         double mid = 0.5 * (lo + hi), fill = 0.0;
         for (int64_t l = 0; l < L; l++)
-            for (int64_t i = hot[l]; i < F; i++) fill += 1.0 - exp(-mp->sel[l * F + i] * mid);
+            for (int64_t i = hot[l]; i < F; i++) fill += in_cache(mp->sel[l * F + i], mp->kappa[l], mid);
         if (fill < C) lo = mid;
         else hi = mid;
         if (hi - lo < 1e-3 * hi) break;
@@ -212,7 +240,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
             double mi = 0.0;
             if (i < p->hot[l]) res += s;
             else {
-                double h = isinf(tc) ? 1.0 : 1.0 - exp(-s * tc);
+                double h = isinf(tc) ? 1.0 : hit_of(s, mp->kappa[l], tc);
                 hit += s * h;
                 mi = s * (1.0 - h);
             }

@@ -83,6 +83,12 @@ typedef struct pi_mprofile {
     double recall[PI_PLAN_MAX_LAYERS], precision[PI_PLAN_MAX_LAYERS];
     char source[96];        /* where recall/precision came from */
     pi_budget_needs needs;  /* the loader's figures, whole */
+    /* temporal persistence per layer, from the file's measured reuse
+       (pinfer.stats.reuse at k = 1): the share of a neuron's activity that
+       follows its activity in the token before beyond what independence
+       gives, kappa = (R1 - R1_ind) / (1 - R1_ind) in [0, 1); 0 without it */
+    double kappa[PI_PLAN_MAX_LAYERS];
+    bool have_reuse;
 } pi_mprofile;
 
 /* The profile of a bundle file from its metadata g (activation counts

@@ -45,6 +45,7 @@
 #define PI_SPARSE_STATS_H
 
 #include "gguf/gguf.h"
+#include "gguf/names.h"
 #include "model/model.h"
 
 #include <stdint.h>
@@ -52,7 +53,6 @@
 #define PI_STATS_ARCH "pinfer-stats"
 #define PI_STATS_MAX_TOKENS INT32_MAX /* the most tokens a stats file can count (I32 counts) */
 
-#define PI_STATS_REUSE_K 8 /* reuse is measured over the last 1..8 tokens */
 
 typedef struct pi_stats {
     int64_t n_layer;
