@@ -135,16 +135,23 @@ static void test_cost_and_solver(void) {
     pi_plan_cost(mp, &slow, &p, &c2);
     CHECKF(fabs(c2.ms_io / c1.ms_io - 2.0) < 0.05, "I/O term %.3f -> %.3f ms", c1.ms_io, c2.ms_io);
 
-    /* temporal persistence (kappa): the same plan hits more, reads less */
+    /* temporal persistence (kappa): with a cache that keeps more than one
+       token's neurons, the same plan hits more and reads less */
     pi_cost k0, k1;
-    pi_plan_cost(mp, &hw, &p, &k0);
+    pi_plan kp = p;
+    kp.cache_bytes = (uint64_t)(L * F / 4) * (mp->stride + 64) + (uint64_t)(L * F) * 4;
+    pi_plan_cost(mp, &hw, &kp, &k0);
     for (int64_t l = 0; l < L; l++) mp->kappa[l] = 0.5;
-    pi_plan_cost(mp, &hw, &p, &k1);
+    pi_plan_cost(mp, &hw, &kp, &k1);
     CHECKF(k1.hits > k0.hits && k1.misses < k0.misses && k1.tok_s >= k0.tok_s,
            "kappa 0.5: hits %.1f -> %.1f, misses %.1f -> %.1f", k0.hits, k1.hits, k0.misses, k1.misses);
     CHECKF(fabs(k1.resident + k1.hits + k1.misses - (k0.resident + k0.hits + k0.misses)) < 1e-6,
            "the selected neurons per token do not depend on kappa");
     for (int64_t l = 0; l < L; l++) mp->kappa[l] = 0.0;
+    /* a cache smaller than one token's misses keeps nothing until it is asked again */
+    kp.cache_bytes = 0;
+    pi_plan_cost(mp, &hw, &kp, &k0);
+    CHECKF(k0.hits == 0.0, "hits %.1f with the smallest cache", k0.hits);
 
     /* Che: a cache that holds every cold neuron hits always */
     pi_plan big = p;

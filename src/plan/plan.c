@@ -159,12 +159,21 @@ double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k) {
 /* A cold neuron of rate s in a layer of persistence kappa, modelled as a
    two-state Markov chain that keeps its rate: after an active token it is
    active again with probability s + kappa (1 - s), after an inactive one
-   with s (1 - kappa). Over the last t tokens (continuous in t):
+   with s (1 - kappa). With the cache's characteristic time t >= 1 (it keeps
+   what the last t tokens used), continuous in t:
      in_cache(s, t) = P(active at least once)              = 1 - exp(-s - s (1 - kappa) (t - 1))
      hit(s, t)      = P(active at least once | active now) = 1 - (1 - kappa) exp(-s - s (1 - kappa) (t - 1))
-   (kappa 0: Che's 1 - exp(-s t) for both). */
-static double in_cache(double s, double kappa, double t) { return 1.0 - exp(-s - s * (1.0 - kappa) * (t - 1.0)); }
+   Below one token the cache does not keep a token's neurons until the next
+   token asks for them again: the engine visits the layers in order, so
+   between two uses of a layer's neuron come all of one token's other misses,
+   more than the cache holds (measured: 0.0% hits at such sizes on 7b-l8, where
+   Che's 1 - exp(-s t) for random order predicted a few percent). Above one
+   token, kappa 0 is Che's approximation 1 - exp(-s t). */
+static double in_cache(double s, double kappa, double t) {
+    return t < 1.0 ? 1.0 - exp(-s * t) : 1.0 - exp(-s - s * (1.0 - kappa) * (t - 1.0));
+}
 static double hit_of(double s, double kappa, double t) {
+    if (t < 1.0) return 0.0;
     return 1.0 - (1.0 - kappa) * exp(-s - s * (1.0 - kappa) * (t - 1.0));
 }
 
