@@ -8,7 +8,8 @@
 #   make neon       the aarch64 cross build and its tests under qemu-aarch64
 #   make demo       build, then show what pinfer does on a model it generates
 #   make fuzz       libFuzzer build of the GGUF reader (clang); run: make fuzz-run FUZZ_SECONDS=600
-#                   and of the hwprobe file, plan file and tokenizers: make fuzz-run-hwfile / -plan / -tokenizer
+#                   and of the hwprobe file, plan file, tokenizers and stats files: make fuzz-run-hwfile / -plan /
+#                   -tokenizer / -stats
 #   make bench      kernel throughput benchmark (pinfer bench-kernels)
 #
 # Missing Debian packages are installed by scripts/deps.sh when run as root.
@@ -107,8 +108,10 @@ FUZZ_REPLAY := $(BUILD)/tests/test_fuzz_gguf
 FUZZ_REPLAY_HW := $(BUILD)/tests/test_fuzz_hwfile
 FUZZ_REPLAY_PLAN := $(BUILD)/tests/test_fuzz_plan
 FUZZ_REPLAY_TOK := $(BUILD)/tests/test_fuzz_tokenizer
+FUZZ_REPLAY_STATS := $(BUILD)/tests/test_fuzz_stats
 
-.PHONY: all lib install tests test asan neon demo fuzz fuzz-run fuzz-run-hwfile fuzz-run-plan fuzz-run-tokenizer bench clean deps
+.PHONY: all lib install tests test asan neon demo fuzz fuzz-run fuzz-run-hwfile fuzz-run-plan fuzz-run-tokenizer \
+        fuzz-run-stats bench clean deps
 .DEFAULT_GOAL := all
 
 # The static cross build (neon) makes no shared library.
@@ -170,7 +173,11 @@ $(FUZZ_REPLAY_TOK): $(BUILD)/fuzz/fuzz_tokenizer.o $(BUILD)/fuzz/replay_main.o $
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-tests: $(TEST_BIN) $(FUZZ_REPLAY) $(FUZZ_REPLAY_HW) $(FUZZ_REPLAY_PLAN) $(FUZZ_REPLAY_TOK) $(PINFER)
+$(FUZZ_REPLAY_STATS): $(BUILD)/fuzz/fuzz_stats.o $(BUILD)/fuzz/replay_main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+tests: $(TEST_BIN) $(FUZZ_REPLAY) $(FUZZ_REPLAY_HW) $(FUZZ_REPLAY_PLAN) $(FUZZ_REPLAY_TOK) $(FUZZ_REPLAY_STATS) $(PINFER)
 
 # `make test` runs every suite it can build here and ends with "N passed, N failed".
 test:
@@ -214,6 +221,9 @@ fuzz:
 	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $(FUZZ_BUILD)/fuzz_plan fuzz/fuzz_plan.c src/plan/planfile.c src/base/*.c -lm -pthread
 	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  -o $(FUZZ_BUILD)/fuzz_stats fuzz/fuzz_stats.c src/sparse/stats.c src/gguf/*.c src/base/*.c src/kernels/types.c \
+	  -lm -pthread
+	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $(FUZZ_BUILD)/fuzz_tokenizer fuzz/fuzz_tokenizer.c src/tokenizer/*.c src/gguf/*.c src/base/*.c \
 	  src/kernels/types.c -lm -pthread
 
@@ -234,6 +244,11 @@ fuzz-run-plan: fuzz
 	$(FUZZ_BUILD)/fuzz_plan -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 -timeout=10 \
 	  $(FUZZ_BUILD)/corpus-plan fuzz/corpus/plan
 
+fuzz-run-stats: fuzz
+	@mkdir -p $(FUZZ_BUILD)/corpus-stats
+	$(FUZZ_BUILD)/fuzz_stats -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+	  $(FUZZ_BUILD)/corpus-stats fuzz/corpus/stats
+
 fuzz-run-tokenizer: fuzz
 	@mkdir -p $(FUZZ_BUILD)/corpus-tokenizer
 	$(FUZZ_BUILD)/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=2048 -timeout=10 \
@@ -243,4 +258,4 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BUILD)/fuzz/fuzz_gguf.d $(BUILD)/fuzz/replay_main.d \
-  $(BUILD)/fuzz/fuzz_hwfile.d $(BUILD)/fuzz/fuzz_plan.d $(BUILD)/fuzz/fuzz_tokenizer.d
+  $(BUILD)/fuzz/fuzz_hwfile.d $(BUILD)/fuzz/fuzz_plan.d $(BUILD)/fuzz/fuzz_tokenizer.d $(BUILD)/fuzz/fuzz_stats.d

@@ -218,7 +218,7 @@ static pi_status get_int(const pi_gguf *g, const char *path, const char *key, in
     return s;
 }
 
-static pi_status from_gguf(const pi_gguf *g, const char *path, pi_stats **out) {
+pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out) {
     pi_gguf_str arch, model;
     pi_status s = pi_gguf_get_str(g, PI_KEY_GENERAL_ARCHITECTURE, &arch);
     if (s == PI_ERR_NOT_FOUND)
@@ -306,7 +306,7 @@ pi_status pi_stats_load(const char *path, pi_stats **out) {
     pi_gguf *g;
     pi_status s = pi_gguf_open(path, &g);
     if (s) return s;
-    s = from_gguf(g, path, out);
+    s = pi_stats_from_gguf(g, path, out);
     pi_gguf_close(g);
     return s;
 }

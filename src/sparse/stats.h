@@ -115,6 +115,9 @@ pi_status pi_stats_get_reuse(pi_stats *st, const pi_gguf *g, const char *path);
    the path and the field at fault. */
 pi_status pi_stats_load(const char *path, pi_stats **out);
 
+/* The same from an open GGUF (path names it in messages). */
+pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out);
+
 /* Fraction of all activations of the layer that its k most active neurons
    account for: the hit rate of a hot set of k neurons. Non-decreasing in k,
    0 for k <= 0, 1 for k >= n_ff (and 1 for every k when the layer never
