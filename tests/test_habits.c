@@ -89,6 +89,11 @@ static void test_options(const char *model, const char *text) {
     snprintf(args, sizeof args, "run -m %s -f - -n 24 --temp 0.7 -s 5 -t 2 -c 256 < %s", model,
              input("Once upon a time"));
     CHECK(pinfer(args) == 0 && t_same_file(g_out, ref));
+    /* llama-bench's spellings reach bench only */
+    snprintf(args, sizeof args, "bench -m %s --n-prompt 8 --n-gen 4 --repetitions 1 -t 2", model);
+    CHECK(pinfer(args) == 0 && t_file_has(g_out, "pp8") && t_file_has(g_out, "tg4"));
+    snprintf(args, sizeof args, "run -m %s --n-prompt 8", model);
+    CHECK(pinfer(args) == 2 && t_file_has(g_err, "--n-prompt"));
     /* a value that looks like an option is never rewritten */
     snprintf(args, sizeof args, "run -m %s -p '--x=y' -n 2 --temp 0", model);
     CHECK(pinfer(args) == 0 && t_file_has(g_out, "--x=y"));

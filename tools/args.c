@@ -10,11 +10,12 @@
 #include <string.h>
 
 static const struct {
-    const char *from, *to;
+    const char *from, *to, *only; /* only: the one command it applies to, or NULL for all */
 } k_aliases[] = {
-    {"--model", "-m"},   {"--prompt", "-p"},      {"--file", "-f"},        {"--n-predict", "-n"},
-    {"--predict", "-n"}, {"--threads", "-t"},     {"--ctx-size", "-c"},    {"--output", "-o"},
-    {"-s", "--seed"},    {"--repetitions", "-r"}, {"--n-prompt", "-p"},    {"--n-gen", "-n"},
+    {"--model", "-m", NULL},       {"--prompt", "-p", NULL},       {"--file", "-f", NULL},
+    {"--n-predict", "-n", NULL},   {"--predict", "-n", NULL},      {"--threads", "-t", NULL},
+    {"--ctx-size", "-c", NULL},    {"--output", "-o", NULL},       {"-s", "--seed", NULL},
+    {"--repetitions", "-r", "bench"}, {"--n-prompt", "-p", "bench"}, {"--n-gen", "-n", "bench"},
 };
 
 /* Options of any command that take no value: the word after them is an
@@ -31,6 +32,7 @@ static bool is_flag(const char *a) {
 }
 
 char **arg_normalize(int *argc, char **argv) {
+    const char *cmd = *argc > 0 ? argv[0] : "";
     /* one block: at most one extra word per argument, then the option names
        cut from "--opt=value" words */
     size_t names = 0;
@@ -62,7 +64,7 @@ char **arg_normalize(int *argc, char **argv) {
             val = eq + 1;
         }
         for (size_t k = 0; k < sizeof k_aliases / sizeof k_aliases[0]; k++)
-            if (!strcmp(a, k_aliases[k].from)) {
+            if (!strcmp(a, k_aliases[k].from) && (!k_aliases[k].only || !strcmp(cmd, k_aliases[k].only))) {
                 a = (char *)k_aliases[k].to;
                 break;
             }

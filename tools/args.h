@@ -12,8 +12,9 @@
 
 /* llama.cpp's spellings, for every command: "--opt=value" becomes "--opt"
    "value", and the long forms of the short options (--model, --prompt,
-   --file, --n-predict/--predict, --threads, --ctx-size, --output,
-   --repetitions) and -s (--seed) become the forms the commands read. Values
+   --file, --n-predict/--predict, --threads, --ctx-size, --output; for bench
+   llama-bench's --repetitions, --n-prompt, --n-gen) and -s (--seed) become
+   the forms the commands read; argv[0] is the command. Values
    of options are never rewritten, and nothing after "--" is. Returns a new
    argv (with *argc updated) in one allocation (free() it), or NULL when out
    of memory. */
