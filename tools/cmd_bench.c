@@ -411,9 +411,8 @@ static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *
     bench_args *b = ctx;
     const char *a = argv[*i], *v;
     if (!strcmp(a, "--naive")) return b->naive = true, 1;
-    if (!strncmp(a, "--output=", 9)) return report_fmt_parse(cmd, a + 9, &b->fmt) ? 1 : -1;
-    static const char *const with_value[] = {"--sweep", "--sweep-out", "-p", "-n", "-r", "--peer", "--rounds",
-                                             "-o", "--output"};
+    /* (--output and --output=FMT reach here as -o FMT: args.c) */
+    static const char *const with_value[] = {"--sweep", "--sweep-out", "-p", "-n", "-r", "--peer", "--rounds", "-o"};
     bool mine = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) mine |= !strcmp(a, with_value[k]);
     if (!mine) return 0;
@@ -421,7 +420,7 @@ static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *
     if (!strcmp(a, "--sweep")) b->sweep = v;
     else if (!strcmp(a, "--sweep-out")) b->sweep_out = v;
     else if (!strcmp(a, "--peer")) b->peer = v;
-    else if (!strcmp(a, "-o") || !strcmp(a, "--output")) return report_fmt_parse(cmd, v, &b->fmt) ? 1 : -1;
+    else if (!strcmp(a, "-o")) return report_fmt_parse(cmd, v, &b->fmt) ? 1 : -1;
     else if (!strcmp(a, "--rounds")) return arg_int(cmd, a, v, 1, MAX_REPS, &b->rounds) ? 1 : -1;
     else if (!strcmp(a, "-p")) return arg_int(cmd, a, v, 0, 1 << 20, &b->n_prompt) ? 1 : -1;
     else if (!strcmp(a, "-n")) return arg_int(cmd, a, v, 0, 1 << 20, &b->n_gen) ? 1 : -1;

@@ -168,9 +168,9 @@ static int run_check(const char *cmd, const char *path, const pi_genmodel_params
     }
     /* random tokens, windows of up to 512 positions from an empty cache;
        with persistence, each window walks the vocabulary from a random
-       token as generation does (past the 3 special tokens) */
+       token as generation does (past the special tokens) */
     uint64_t r = 0x243f6a8885a308d3ull;
-    const int64_t V = m->hp.n_vocab, first = 3;
+    const int64_t V = m->hp.n_vocab, first = PI_GENMODEL_WALK_FIRST;
     for (long i = 0; i < n_tok; i++) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         toks[i] = (int32_t)((r >> 33) % (uint64_t)V);

@@ -95,7 +95,7 @@ int cmd_plan(int argc, char **argv) {
     pi_plan p;
     memset(&p, 0, sizeof p);
     pi_plan_limits lim = {budget, (int)threads, min_speed};
-    pi_status st = pi_engine_plan(model, hw_path, n_ctx, &lim, &p);
+    pi_status st = pi_engine_plan(model, hw_path, n_ctx, &lim, &p, NULL);
     /* PI_ERR_INVALID with a plan filled in: --min-speed is out of reach; the
        best plan is shown, but not written over -o */
     const bool have_plan = !st || (st == PI_ERR_INVALID && min_speed > 0.0 && p.n_layer > 0);

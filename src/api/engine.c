@@ -47,8 +47,9 @@ pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out) 
     return PI_OK;
 }
 
-pi_status pi_engine_solve(const pi_mprofile *mp, const pi_hw *hw, const char *model_path, const pi_plan_limits *lim,
-                          pi_plan *out) {
+/* pi_plan_solve, with the plan's file fields filled. */
+static pi_status solve(const pi_mprofile *mp, const pi_hw *hw, const char *model_path, const pi_plan_limits *lim,
+                       pi_plan *out) {
     pi_status st = pi_plan_solve(mp, hw, lim, out);
     if (st && st != PI_ERR_INVALID) return st;
     out->have_stats = mp->have_stats;
@@ -59,12 +60,20 @@ pi_status pi_engine_solve(const pi_mprofile *mp, const pi_hw *hw, const char *mo
 }
 
 pi_status pi_engine_plan(const char *model_path, const char *hw_path, int64_t n_ctx, const pi_plan_limits *lim,
-                         pi_plan *out) {
+                         pi_plan *out, bool *hw_failed) {
+    if (hw_failed) *hw_failed = false;
     pi_mprofile *mp = NULL;
     pi_status st = pi_engine_profile(model_path, n_ctx, &mp);
     if (st) return st;
-    pi_hw hw;
-    if (!(st = pi_engine_hw(model_path, hw_path, &hw))) st = pi_engine_solve(mp, &hw, model_path, lim, out);
+    /* the file's own verdict first, before the machine is measured */
+    if (!(st = pi_mprofile_check_budget(mp, lim->mem_budget))) {
+        pi_hw hw;
+        if ((st = pi_engine_hw(model_path, hw_path, &hw))) {
+            if (hw_failed) *hw_failed = true;
+        } else {
+            st = solve(mp, &hw, model_path, lim, out);
+        }
+    }
     pi_mprofile_free(mp);
     return st;
 }

@@ -13,6 +13,8 @@
 
 #include "plan/plan.h"
 
+#include <stdbool.h>
+
 /* The planner's profile of a bundle file for a KV cache of n_ctx positions
    (<= 0: the model's training context, at most 4096). PI_ERR_INVALID for a
    file without bundles. */
@@ -23,17 +25,15 @@ pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out);
    --quick, 10-20 s; warnings say so and how long it took) and cached. */
 pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out);
 
-/* pi_plan_solve for a profile measured from model_path, with out->model,
-   model_size and have_stats filled; errors as pi_engine_plan. */
-pi_status pi_engine_solve(const pi_mprofile *mp, const pi_hw *hw, const char *model_path, const pi_plan_limits *lim,
-                          pi_plan *out);
-
 /* The fastest plan for the bundle file under lim (pi_plan_solve), with
    out->model and model_size filled and out->have_stats telling whether the
-   file had activation counts. PI_ERR_INVALID when lim->min_speed cannot be
-   reached (the plan is still filled, the message says so); other errors
-   as pi_engine_profile, pi_engine_hw and pi_plan_solve. */
+   file had activation counts. A budget below the file's minimum fails
+   (PI_ERR_NOMEM) before the machine is measured. PI_ERR_INVALID when
+   lim->min_speed cannot be reached (the plan is still filled, the message
+   says so); other errors as pi_engine_profile, pi_engine_hw and
+   pi_plan_solve. *hw_failed (may be NULL) tells whether the error came from
+   measuring the machine, the one failure a caller may plan around. */
 pi_status pi_engine_plan(const char *model_path, const char *hw_path, int64_t n_ctx, const pi_plan_limits *lim,
-                         pi_plan *out);
+                         pi_plan *out, bool *hw_failed);
 
 #endif

@@ -163,23 +163,13 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         /* The file's own problems (no bundles, a budget below its minimum)
            end here with their message; without the machine's figures the
            default split still runs. */
-        pi_mprofile *mp = NULL;
-        if ((st = pi_engine_profile(path, p.n_ctx, &mp))) goto fail;
-        if (p.mem_budget < mp->needs.minimum) { /* said before the machine is measured */
-            st = pi_budget_below_minimum(&mp->needs, p.mem_budget, mp->n_ctx);
-            pi_mprofile_free(mp);
-            goto fail;
-        }
-        pi_hw hw;
-        if (pi_engine_hw(path, p.hw_path, &hw)) {
-            PI_LOGW("cannot measure this machine for the planner (%s); using the default split", pi_last_error());
-        } else {
-            pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0};
-            st = pi_engine_solve(mp, &hw, path, &lim, &m->plan);
-            m->planned = st == PI_OK;
-        }
-        pi_mprofile_free(mp);
-        if (st) goto fail;
+        pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0};
+        bool hw_failed;
+        st = pi_engine_plan(path, p.hw_path, p.n_ctx, &lim, &m->plan, &hw_failed);
+        if (st && !hw_failed) goto fail;
+        if (st) PI_LOGW("cannot measure this machine for the planner (%s); using the default split", pi_last_error());
+        m->planned = st == PI_OK;
+        st = PI_OK;
     }
     if (m->planned) {
         p.mem_budget = m->plan.mem_budget;

@@ -89,7 +89,6 @@
    token exceeds independence by 7.7% of the rest (relu) and 7.3% (drelu), as
    relu-stories (8.8%) and drelu-stories (7.4%) do on calib.txt. */
 #define PLANT_PERSIST 0.2
-#define WALK_FIRST 3      /* the walk skips the special tokens below (unk, BOS, EOS) */
 
 typedef struct {
     const char *name;
@@ -229,9 +228,9 @@ static pi_status check_plant(const pi_genmodel_params *p) {
     if (!(p->skew >= 0.0 && p->skew <= 4.0)) return pi_error(PI_ERR_INVALID, "skew %g is outside [0, 4]", p->skew);
     if (!(p->persist >= 0.0 && p->persist <= 0.99))
         return pi_error(PI_ERR_INVALID, "persistence %g is outside [0, 0.99]", p->persist);
-    if (p->persist > 0.0 && p->n_vocab && p->n_vocab < 2 * WALK_FIRST + WALK_TERMS)
+    if (p->persist > 0.0 && p->n_vocab && p->n_vocab < 2 * PI_GENMODEL_WALK_FIRST + WALK_TERMS)
         return pi_error(PI_ERR_INVALID, "persistence needs a vocabulary of at least %d tokens",
-                        2 * WALK_FIRST + WALK_TERMS);
+                        2 * PI_GENMODEL_WALK_FIRST + WALK_TERMS);
     if (p->n_embd < 128 || p->n_embd % 32)
         return pi_error(PI_ERR_INVALID, "planted sparsity needs n_embd >= 128 and a multiple of 32 (got %lld)",
                         (long long)p->n_embd);
@@ -503,9 +502,9 @@ static void embd_row(const plant *pl, const gtensor *t, int64_t v, float *row) {
         memset(dst, 0, (size_t)pl->nd * sizeof *dst);
         const uint64_t walk = mix(t->stream ^ 0x5bd1e9955bd1e995ull);
         for (int j = 0; j < WALK_TERMS; j++) {
-            /* the j-th token before v on the walk (which wraps from V - 1 to WALK_FIRST) */
+            /* the j-th token before v on the walk (which wraps from V - 1 to PI_GENMODEL_WALK_FIRST) */
             int64_t u = v - j;
-            if (v >= WALK_FIRST && u < WALK_FIRST) u += V - WALK_FIRST;
+            if (v >= PI_GENMODEL_WALK_FIRST && u < PI_GENMODEL_WALK_FIRST) u += V - PI_GENMODEL_WALK_FIRST;
             uint64_t ns = row_seed(walk, u);
             const float w = pl->walk_w[j] * t->scale;
             for (int64_t m = 0; m < pl->nd; m++) dst[m] += w * unif(&ns);
@@ -541,11 +540,11 @@ static void gen_row(const gen_job *j, int64_t r, float *row, float *tmp) {
            norm, every other token a fraction; specials are never next */
         const gtensor *e = &j->ts[t->src];
         const int64_t V = e->ne1;
-        if (r < WALK_FIRST) {
+        if (r < PI_GENMODEL_WALK_FIRST) {
             for (int64_t i = 0; i < n; i++) row[i] = unif(&s) * t->scale;
             return;
         }
-        embd_row(pl, e, r == WALK_FIRST ? V - 1 : r - 1, row);
+        embd_row(pl, e, r == PI_GENMODEL_WALK_FIRST ? V - 1 : r - 1, row);
         return;
     }
     case G_GATE: {

@@ -23,7 +23,9 @@
  * the vocabulary (token v is followed by v + 1), and along that walk the
  * decisive part of the embeddings is a moving average of noise whose
  * neighbours correlate by `persist`, so each neuron's gate follows a
- * stationary Gaussian process with that lag-1 correlation.
+ * stationary Gaussian process with that lag-1 correlation. The walk skips
+ * the special tokens below PI_GENMODEL_WALK_FIRST (unk, BOS, EOS) and wraps
+ * from the last token to it.
  *
  * Such a model also gets ffn_down_t (the down matrix one neuron per row, what
  * the sparse FFN reads) next to ffn_down (what the dense path reads), both
@@ -34,6 +36,8 @@
 #define PI_MODEL_GENMODEL_H
 
 #include "model.h"
+
+#define PI_GENMODEL_WALK_FIRST 3
 
 typedef struct pi_genmodel_params {
     int64_t n_embd, n_head, n_head_kv, n_ff, n_layer, n_vocab, n_ctx;

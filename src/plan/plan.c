@@ -58,7 +58,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     p->n_ff = F;
     p->n_embd = z->n_embd;
     p->n_ctx = z->n_ctx;
-    p->needs = *z;
+    p->kv = z->kv;
     p->fixed = z->fixed;
     p->session = z->session;
     p->io = z->io;
@@ -400,15 +400,23 @@ static void fill_hot(const pi_mprofile *mp, const cand *order, uint64_t bytes, i
     for (uint64_t k = 0; k < n; k++) hot[order[k].l]++;
 }
 
+pi_status pi_mprofile_check_budget(const pi_mprofile *mp, uint64_t mem_budget) {
+    const uint64_t minimum = mp->fixed + mp->session + mp->io + mp->min_cold;
+    if (!mem_budget || mem_budget >= minimum) return PI_OK;
+    const pi_budget_needs z = {.fixed = mp->fixed, .session = mp->session, .kv = mp->kv, .io = mp->io,
+                               .min_cold = mp->min_cold, .minimum = minimum};
+    return pi_budget_below_minimum(&z, mem_budget, mp->n_ctx);
+}
+
 pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out) {
     const int64_t L = mp->n_layer, F = mp->n_ff;
     memset(out, 0, sizeof *out);
     out->n_layer = L;
     out->n_ctx = mp->n_ctx;
     out->mem_budget = lim->mem_budget;
+    pi_status st = pi_mprofile_check_budget(mp, lim->mem_budget);
+    if (st) return st;
     const uint64_t base = mp->fixed + mp->session + mp->io;
-    if (lim->mem_budget && lim->mem_budget < base + mp->min_cold)
-        return pi_budget_below_minimum(&mp->needs, lim->mem_budget, mp->n_ctx);
     cand *order = malloc((size_t)(L * F) * sizeof *order);
     if (!order) return pi_error(PI_ERR_NOMEM, "out of memory");
     /* within a layer s_i need not be sorted if the counts were not: rank by s, then keep prefixes */

@@ -69,6 +69,7 @@ typedef struct pi_mprofile {
     int64_t n_layer, n_ff, n_embd;
     int64_t n_ctx;
     uint64_t fixed, session, io, min_cold; /* bytes, as the loader charges them (pi_budget_needs) */
+    uint64_t kv;            /* of session, the KV cache (it grows with n_ctx) */
     int64_t min_slots;
     size_t stride, bundle_mem;
     size_t part_bytes[3];
@@ -82,7 +83,6 @@ typedef struct pi_mprofile {
     double *sel;            /* (n_layer * n_ff) s_i */
     double recall[PI_PLAN_MAX_LAYERS], precision[PI_PLAN_MAX_LAYERS];
     char source[96];        /* where recall/precision came from */
-    pi_budget_needs needs;  /* the loader's figures, whole */
     /* temporal persistence per layer, from the file's measured reuse
        (pinfer.stats.reuse at k = 1): the share of a neuron's activity that
        follows its activity in the token before beyond what independence
@@ -98,6 +98,11 @@ typedef struct pi_mprofile {
    counts activity is taken as uniform (have_stats false). path names the
    file in messages. */
 pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_needs *z, pi_mprofile **out);
+
+/* PI_OK when mem_budget (0: none) holds the profile's minimum, else
+   PI_ERR_NOMEM with pi_budget_below_minimum's message (the parts, and -c as
+   the lever). */
+pi_status pi_mprofile_check_budget(const pi_mprofile *mp, uint64_t mem_budget);
 void pi_mprofile_free(pi_mprofile *p);
 
 /* Fraction of layer l's activations covered by its first k neurons (the
