@@ -10,7 +10,9 @@
 #include "test_util.h"
 
 #include <stdbool.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 
 static const char *g_pinfer, *g_runner;
 static char g_tmp[256];
@@ -175,6 +177,31 @@ int main(void) {
                    t_file_has(err, "per token"),
                "planned run at %.1f MiB differs from the in-memory run", mib);
     }
+    /* figures that may not fit the disk are flagged: an old file, another filesystem */
+    struct timeval old[2] = {{time(NULL) - 90 * 86400, 0}, {time(NULL) - 90 * 86400, 0}};
+    CHECK(utimes(hwf, old) == 0);
+    snprintf(args, sizeof args, "plan -m %s --mem-budget %.0fK --hw %s", bundle, (min_mib + 2.0) * 1024, hwf);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "days old") && t_file_has(err, "pinfer hwprobe -m"));
+    pi_hw hwv;
+    CHECK(pi_hw_load(hwf, &hwv) == PI_OK);
+    hwv.fs_dev = 12345;
+    CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "another filesystem") && !t_file_has(err, "days old"));
+    CHECK(t_write_hw(hwf));
+    CHECK(pinfer(args, out, err) == 0 && !t_file_has(err, "another filesystem") && !t_file_has(err, "warn"));
+    /* without activation counts the hot neurons are spread evenly, and the
+       warning says how to get counts */
+    snprintf(args, sizeof args, "convert -m %s --bundle -o %s", conv, bundle);
+    CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "plan -m %s --mem-budget %.0fK --hw %s", bundle, (min_mib + 0.6) * 1024, hwf);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "no activation counts") && t_file_has(err, "pinfer profile"));
+    char *po = t_read_file(out, NULL), *hp = po ? strstr(po, "hot neurons per layer (") : NULL;
+    long hot_all = 0, hot_lo = -1, hot_hi = -1;
+    CHECKF(hp && sscanf(hp, "hot neurons per layer (%ld in all, %ld-%ld)", &hot_all, &hot_lo, &hot_hi) == 3,
+           "no hot neuron line in: %s", po ? po : "(nothing)");
+    CHECKF(hot_all > 0 && hot_hi - hot_lo <= 3, "uniform activity: hot neurons %ld-%ld per layer (%ld in all)", hot_lo,
+           hot_hi, hot_all);
+    free(po);
     FILE *pf = fopen(plan, "w");
     if (pf) {
         fputs("pinfer-plan 1\nthreads two\n", pf);

@@ -56,6 +56,7 @@ static pi_mprofile *fake_profile(int64_t L, int64_t F) {
     p->n_ff = F;
     p->n_embd = 1024;
     p->n_ctx = 256;
+    p->have_stats = true;
     p->fixed = 100u << 20;
     p->session = 8u << 20;
     p->io = 4u << 20;

@@ -103,9 +103,6 @@ int cmd_plan(int argc, char **argv) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }
-    if (!p.have_stats)
-        fprintf(stderr, "%s: %s has no activation counts (convert with --reorder STATS): assuming uniform activity\n",
-                cmd, model);
     if (st) fprintf(stderr, "pinfer: %s: %s%s\n", cmd, pi_last_error(), out ? "; the plan is not written" : "");
     print_plan(&p, stdout);
     if (st) return 1;

@@ -10,6 +10,11 @@
 
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
+
+/* A cached probe older than this is flagged: disks fill, firmware and
+   neighbours change, and flash slows with wear. */
+#define PI_HW_MAX_AGE_DAYS 30
 
 pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out) {
     *out = NULL;
@@ -29,13 +34,39 @@ pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out) 
     return st;
 }
 
+/* Figures that may not describe the disk the model is on: say so, with the
+   command that measures it again (the plan is still made). */
+static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *model_path, uint64_t model_dev) {
+    struct stat hs;
+    if (hw->fs_dev && model_dev && hw->fs_dev != model_dev)
+        PI_LOGW("%s was measured on another filesystem (device %llu) than %s (device %llu): its flash figures may "
+                "not hold; measure this one with: pinfer hwprobe -m %s -o %s",
+                hw_path, (unsigned long long)hw->fs_dev, model_path, (unsigned long long)model_dev, model_path, hw_path);
+    if (stat(hw_path, &hs) == 0) {
+        const double days = difftime(time(NULL), hs.st_mtime) / 86400.0;
+        if (days > PI_HW_MAX_AGE_DAYS)
+            PI_LOGW("%s is %.0f days old: re-measure with: pinfer hwprobe -m %s -o %s", hw_path, days, model_path,
+                    hw_path);
+    }
+    if (hw->io_buffered)
+        PI_LOGW("%s: the flash figures are the page cache's (the filesystem refused O_DIRECT): predictions of "
+                "offloaded speed are optimistic", hw_path);
+}
+
 pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out) {
-    if (hw_path) return pi_hw_load(hw_path, out);
-    char path[1024];
     struct stat sb;
     uint64_t dev = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_dev : 0;
+    if (hw_path) {
+        pi_status st = pi_hw_load(hw_path, out);
+        if (!st) check_hw_fits(out, hw_path, model_path, dev);
+        return st;
+    }
+    char path[1024];
     if (!pi_hw_default_path(path, sizeof path, dev)) path[0] = '\0';
-    if (path[0] && pi_hw_load(path, out) == PI_OK) return PI_OK;
+    if (path[0] && pi_hw_load(path, out) == PI_OK) {
+        check_hw_fits(out, path, model_path, dev);
+        return PI_OK;
+    }
     PI_LOGW("no hardware figures for this disk yet: measuring memory, kernels and flash once now "
             "(pinfer hwprobe --quick, 10-20 s; kept in %s)", path[0] ? path : "no cache file");
     const double t0 = pi_time_s();
@@ -72,6 +103,11 @@ pi_status pi_engine_plan(const char *model_path, const char *hw_path, int64_t n_
             if (hw_failed) *hw_failed = true;
         } else {
             st = solve(mp, &hw, model_path, lim, out);
+            if ((!st || st == PI_ERR_INVALID) && !mp->have_stats)
+                PI_LOGW("%s has no activation counts: the plan assumes uniform activity and spreads the hot neurons "
+                        "evenly over the layers; for a plan from measured counts: pinfer profile -m PLAIN.gguf "
+                        "-o stats.gguf, then pinfer convert -m PLAIN.gguf --reorder stats.gguf --bundle -o %s",
+                        model_path, model_path);
         }
     }
     pi_mprofile_free(mp);

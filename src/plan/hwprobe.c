@@ -21,6 +21,11 @@
  * as it is reopened through /proc/self/fd, so even a killed probe leaves
  * nothing behind.
  *
+ * Before reading, the filesystem is synced and the probe waits until the
+ * kernel has no writeback left for it (bounded): a file just written by
+ * convert or gen-model is still being written back for seconds, and reads
+ * measured meanwhile come out at half the disk's rate or less.
+ *
  * Quick mode measures fewer thread counts, block sizes and queue depths and
  * fills the rest in by interpolation, flagged as estimated.
  */
@@ -38,7 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
@@ -497,6 +504,72 @@ fail:
 
 /* The flash half of the probe: fills io_backend, io_buffered, io_file_bytes,
    read_*, seq_read_gbs. */
+/* Bytes the kernel still has to write back, from /proc/meminfo (Dirty +
+   Writeback); -1 when unknown. */
+static double dirty_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f) return -1.0;
+    char line[256];
+    double kb = 0.0;
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long v;
+        if (sscanf(line, "Dirty: %llu kB", &v) == 1 || sscanf(line, "Writeback: %llu kB", &v) == 1) {
+            kb += (double)v;
+            seen++;
+        }
+    }
+    fclose(f);
+    return seen == 2 ? kb * 1024.0 : -1.0;
+}
+
+/* Writes in flight on the block device of st_dev, from sysfs; -1 when unknown. */
+static long device_writes_inflight(uint64_t dev) {
+    char p[96];
+    snprintf(p, sizeof p, "/sys/dev/block/%u:%u/inflight", major((dev_t)dev), minor((dev_t)dev));
+    FILE *f = fopen(p, "re");
+    if (!f) return -1;
+    long r = 0, w = -1;
+    if (fscanf(f, "%ld %ld", &r, &w) != 2) w = -1;
+    fclose(f);
+    return w;
+}
+
+/* Sync the filesystem holding path and wait (at most max_s) until its
+   writeback has drained: no more than 8 MiB dirty machine-wide and no write
+   in flight on the device, three polls in a row. */
+static void settle_writeback(const char *path, uint64_t dev, double max_s, bool verbose) {
+    const double t0 = pi_time_s();
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (syncfs(fd) != 0) (void)fsync(fd);
+        close(fd);
+    }
+    if (verbose && pi_time_s() - t0 > 0.5)
+        fprintf(stderr, "hwprobe: waited %.1f s for the filesystem's pending writes\n", pi_time_s() - t0);
+    int quiet = 0;
+    bool said = false;
+    while (quiet < 3 && pi_time_s() - t0 < max_s) {
+        const double d = dirty_bytes();
+        const long w = device_writes_inflight(dev);
+        if ((d < 0 || d <= 8.0 * MIB) && w <= 0) {
+            quiet++;
+        } else {
+            quiet = 0;
+            if (verbose && !said) {
+                fprintf(stderr, "hwprobe: waiting for writeback to finish (%.0f MiB dirty, %ld writes in flight)\n",
+                        d > 0 ? d / MIB : 0.0, w > 0 ? w : 0);
+                said = true;
+            }
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (verbose && said)
+        fprintf(stderr, "hwprobe: writeback %s after %.1f s\n", quiet >= 3 ? "done" : "still running",
+                pi_time_s() - t0);
+}
+
 static pi_status probe_flash(const char *path, const char *label, const probe_cfg *c, bool verbose, pi_hw *hw) {
     pi_io *io;
     pi_io_opts po = {.backend = PI_IO_AUTO, .queue_depth = 1};
@@ -702,6 +775,7 @@ pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out) {
     char label[4200];
     if (path == o->file) snprintf(label, sizeof label, "%s", path);
     else snprintf(label, sizeof label, "a temp file in %s", dir);
+    settle_writeback(path, out->fs_dev, o->tiny ? 2.0 : o->quick ? 20.0 : 60.0, o->verbose);
     pi_status st = probe_flash(path, label, &c, o->verbose, out);
     if (fd >= 0) close(fd);
     if (fd >= 0 && tmp_path[0]) unlink(tmp_path);

@@ -354,7 +354,9 @@ static void tables_free(tables *tb) {
 /* Hot prefixes for `bytes` of resident neurons: repeatedly give a unit of
    neurons to the layer whose time drops most per neuron (optimal for
    times that are convex in H, which these are: decreasing miss rates under
-   a max with a constant); units that gain nothing go by selection rate. */
+   a max with a constant); units that gain nothing go by selection rate.
+   Equal gains and rates (identical layers, or no activation counts) go to
+   the layer with the fewest hot neurons, so such layers share evenly. */
 static void fill_hot_marginal(const tables *tb, uint64_t bytes, int64_t *hot) {
     const pi_mprofile *mp = tb->mp;
     const int64_t L = mp->n_layer, F = mp->n_ff;
@@ -369,7 +371,9 @@ static void fill_hot_marginal(const tables *tb, uint64_t bytes, int64_t *hot) {
             int64_t to = hot[l] + U < F ? hot[l] + U : F;
             double g = (layer_time(tb, l, hot[l]) - layer_time(tb, l, to)) / (double)(to - hot[l]);
             double sv = mp->sel[l * F + hot[l]];
-            if (g > gain * (1.0 + 1e-9) || (g >= gain * (1.0 - 1e-9) && sv > best_s)) {
+            const bool tie = g >= gain * (1.0 - 1e-9);
+            if (g > gain * (1.0 + 1e-9) || (tie && sv > best_s * (1.0 + 1e-12)) ||
+                (tie && sv >= best_s * (1.0 - 1e-12) && best >= 0 && hot[l] < hot[best])) {
                 best = l;
                 gain = g;
                 best_s = sv;
@@ -380,15 +384,28 @@ static void fill_hot_marginal(const tables *tb, uint64_t bytes, int64_t *hot) {
     }
 }
 
+/* Without activation counts every layer looks alike and the cost model's
+   small differences (queue depths it cannot fill) would decide the split:
+   as many hot neurons in each (the same bytes in all). */
+static void spread_evenly(const pi_mprofile *mp, int64_t *hot) {
+    const int64_t L = mp->n_layer;
+    int64_t n = 0;
+    for (int64_t l = 0; l < L; l++) n += hot[l];
+    for (int64_t l = 0; l < L; l++) hot[l] = n / L + (l < n % L);
+}
 
 typedef struct {
     double s;
-    int32_t l;
+    int32_t l, i;
 } cand;
 
+/* by s, descending; equal rates by neuron index, then layer, so that equal
+   layers fill round-robin rather than one after the other */
 static int cand_desc(const void *a, const void *b) {
-    double x = ((const cand *)a)->s, y = ((const cand *)b)->s;
-    return x < y ? 1 : x > y ? -1 : 0;
+    const cand *x = a, *y = b;
+    if (x->s != y->s) return x->s < y->s ? 1 : -1;
+    if (x->i != y->i) return x->i > y->i ? 1 : -1;
+    return (x->l > y->l) - (x->l < y->l);
 }
 
 /* Hot prefixes for `bytes` of resident neurons: the largest s_i first. */
@@ -421,7 +438,7 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
     if (!order) return pi_error(PI_ERR_NOMEM, "out of memory");
     /* within a layer s_i need not be sorted if the counts were not: rank by s, then keep prefixes */
     for (int64_t l = 0; l < L; l++)
-        for (int64_t i = 0; i < F; i++) order[l * F + i] = (cand){mp->sel[l * F + i], (int32_t)l};
+        for (int64_t i = 0; i < F; i++) order[l * F + i] = (cand){mp->sel[l * F + i], (int32_t)l, (int32_t)i};
     qsort(order, (size_t)(L * F), sizeof *order, cand_desc);
 
     int max_t = lim->max_threads > 0 ? lim->max_threads : hw->n_threads;
@@ -472,6 +489,7 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
                     }
                     fill_hot_marginal(&tb, left - cache, cur.hot);
                     tables_free(&tb);
+                    if (!mp->have_stats) spread_evenly(mp, cur.hot);
                 }
                 cost_with(mp, hw, &cur, tc, &cur.cost);
                 if (cur.cost.tok_s > best.cost.tok_s * 1.0001) best = cur;
