@@ -16,6 +16,11 @@ usage: $PROG -m MODEL --mem-budget SIZE [options]
                         are powers of 1024), or a percentage of the model's size, e.g. 50%
   --overhead SIZE       added to the budget to make the cgroup limit (default 64M)
   --pinfer PATH         the pinfer binary (default: build/release/pinfer of this repository)
+  --base PATH           also run this pinfer binary (e.g. the previous commit's build) with the
+                        same command in a cgroup with the same limit
+  --base-args "ARGS"    arguments for --base instead of pinfer's (e.g. when it lacks an option)
+  --rounds N            repeat the runs N times, alternating pinfer, base and peer (default 1);
+                        the summary gives medians and the per-round ratios
   --peer PATH           also run this llama-bench in a cgroup with the same limit
   --peer-model GGUF     the model file the peer reads (default: MODEL; llama-bench cannot
                         read pinfer bundle files, give the plain GGUF of the same weights)
@@ -53,6 +58,7 @@ parse_size() {
 # ---- options
 MODEL="" BUDGET_ARG="" OVERHEAD_ARG=64M PINFER=$ROOT/build/release/pinfer PEER="" PEER_MODEL=""
 THREADS=2 NGEN=64 REPS=3 FREE_RUN=1 DROP="" BUDGET_FLAG=1 PINFER_EXTRA="" PEER_EXTRA=""
+BASE="" BASE_EXTRA="" BASE_EXTRA_SET=0 ROUNDS=1
 while [ $# -gt 0 ]; do
     opt=$1
     case $opt in
@@ -61,7 +67,8 @@ while [ $# -gt 0 ]; do
     --drop-caches) DROP=1; shift; continue ;;
     --no-drop-caches) DROP=0; shift; continue ;;
     --no-budget-flag) BUDGET_FLAG=0; shift; continue ;;
-    -m | --mem-budget | --overhead | --pinfer | --peer | --peer-model | -t | -n | -r | --pinfer-args | --peer-args)
+    -m | --mem-budget | --overhead | --pinfer | --peer | --peer-model | -t | -n | -r | --pinfer-args | --peer-args | \
+        --base | --base-args | --rounds)
         [ $# -ge 2 ] || die "option $opt needs a value" ;;
     *) usage >&2; die "unknown option '$opt'" ;;
     esac
@@ -76,9 +83,11 @@ while [ $# -gt 0 ]; do
     --peer-model) PEER_MODEL=$v ;;
     --pinfer-args) PINFER_EXTRA=$v ;;
     --peer-args) PEER_EXTRA=$v ;;
-    -t | -n | -r)
+    --base) BASE=$v ;;
+    --base-args) BASE_EXTRA=$v BASE_EXTRA_SET=1 ;;
+    -t | -n | -r | --rounds)
         [[ $v =~ ^[1-9][0-9]*$ ]] || die "$opt expects a positive whole number, got '$v'"
-        case $opt in -t) THREADS=$v ;; -n) NGEN=$v ;; -r) REPS=$v ;; esac ;;
+        case $opt in -t) THREADS=$v ;; -n) NGEN=$v ;; -r) REPS=$v ;; --rounds) ROUNDS=$v ;; esac ;;
     esac
 done
 [ -n "$MODEL" ] || { usage >&2; die "-m MODEL is required"; }
@@ -92,6 +101,7 @@ if [ -n "$PEER" ]; then
 fi
 read -r -a PINFER_EXTRA_A <<<"$PINFER_EXTRA"
 read -r -a PEER_EXTRA_A <<<"$PEER_EXTRA"
+[ -z "$BASE" ] || [ -x "$BASE" ] || die "base binary not found or not executable: $BASE"
 
 if [ -d "$MODEL" ]; then
     MODEL_BYTES=$(du -sb "$MODEL" | awk '{ print $1 }')
@@ -272,28 +282,96 @@ printf 'budget:       %s = %s bytes (%s MiB)\n' "$BUDGET_ARG" "$BUDGET" "$(mib "
 printf 'cgroup limit: budget + %s MiB overhead = %s bytes (%s MiB), cgroup v%s at %s\n' \
     "$(mib "$OVERHEAD")" "$LIMIT" "$(mib "$LIMIT")" "$CGV" "$CGROOT"
 printf 'page cache:   %s before each run\n' "$([ "$DROP" = 1 ] && echo dropped || echo 'NOT dropped')"
+printf 'rounds:       %s (pinfer%s%s, alternated)\n' "$ROUNDS" "${BASE:+, base}" "${PEER:+, peer}"
 
-PCMD=("$PINFER" bench -m "$MODEL")
-[ "$BUDGET_FLAG" = 0 ] || PCMD+=(--mem-budget "$BUDGET")
-PCMD+=(-p 0 -n "$NGEN" -r "$REPS" -t "$THREADS" ${PINFER_EXTRA_A[@]+"${PINFER_EXTRA_A[@]}"})
-
-# ---- (1) pinfer in the cgroup
-step "pinfer in a cgroup limited to $(mib "$LIMIT") MiB"
-echo "\$ ${PCMD[*]}"
-run_cg pinfer "$TMP/pinfer.log" - "${PCMD[@]}"
-P_RC=$RC P_PEAK=$PEAK P_OOM=$OOM P_FAIL=$FAILCNT P_HOW=$PEAK_HOW
-P_TG=$(tg_of "$TMP/pinfer.log")
-printf 'exit status %s after %s s; cgroup peak %s MiB%s, limit hit %s times, OOM kills %s\n' \
-    "$P_RC" "$SECS" "$(mib "$P_PEAK")" "$P_HOW" "$P_FAIL" "$P_OOM"
-if [ "$P_RC" -ne 0 ] && [ "$BUDGET_FLAG" = 1 ] && grep -q "unknown option '--mem-budget'" "$TMP/pinfer.log"; then
-    printf '%s: this pinfer does not accept --mem-budget yet; rebuild it, or run with --no-budget-flag\n' "$PROG" >&2
-    printf '%s: to let the cgroup alone limit it\n' "$PROG" >&2
-    exit 1
+# the disk's figures the floor is computed from (pinfer hwprobe's cache for the model's filesystem)
+HWFILE=${XDG_CACHE_HOME:-$HOME/.cache}/pinfer/hwprobe-$(stat -L -c %d "$MODEL").txt
+if [ -f "$HWFILE" ]; then
+    printf 'hwprobe:      %s (%s)\n' "$HWFILE" "$(date -r "$HWFILE" '+%Y-%m-%d %H:%M')"
+    awk '$1 == "read" && ($2 == 4096 || $2 == 8192) && ($3 == 1 || $3 == 32 || $3 == 128) {
+             printf "              %s KiB random reads, queue depth %s: %.1fK reads/s%s\n", $2 / 1024, $3, $4 / 1000, $6 == "est" ? " (est)" : "" }
+         $1 == "seq_read_gbs" { printf "              sequential reads: %.2f GB/s\n", $2 }' "$HWFILE"
+else
+    printf 'hwprobe:      none for this filesystem yet (pinfer measures it on its first planned run)\n'
 fi
 
-# ---- (2) pinfer without a cgroup
+PCMD=(bench -m "$MODEL")
+[ "$BUDGET_FLAG" = 0 ] || PCMD+=(--mem-budget "$BUDGET")
+PCMD+=(-p 0 -n "$NGEN" -r "$REPS" -t "$THREADS")
+PARGS=("${PCMD[@]}" ${PINFER_EXTRA_A[@]+"${PINFER_EXTRA_A[@]}"})
+if [ "$BASE_EXTRA_SET" = 1 ]; then
+    read -r -a BASE_EXTRA_A <<<"$BASE_EXTRA"
+    BARGS=("${PCMD[@]}" ${BASE_EXTRA_A[@]+"${BASE_EXTRA_A[@]}"})
+else
+    BARGS=("${PARGS[@]}")
+fi
+
+median() { tr ' ' '\n' | awk 'NF { v[n++] = $1 } END { if (!n) { print "-"; exit }
+    for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+    printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+
+# pinfer_cg LABEL BINARY ARGS...: one pinfer bench in a fresh cgroup. Sets TG (empty on
+# failure), STATE, FLOOR (the floor line), PEAKMIB.
+pinfer_cg() {
+    local label=$1 bin=$2
+    shift 2
+    step "$label in a cgroup limited to $(mib "$LIMIT") MiB (round $ROUND of $ROUNDS)"
+    echo "\$ $bin $*"
+    run_cg "$label" "$TMP/$label.log" - "$bin" "$@"
+    TG=$(tg_of "$TMP/$label.log") STATE="" PEAKMIB=$(mib "$PEAK")
+    FLOOR=$(grep -a '^I/O floor:' "$TMP/$label.log" | tail -n 1 || true)
+    printf 'exit status %s after %s s; cgroup peak %s MiB%s, limit hit %s times, OOM kills %s\n' \
+        "$RC" "$SECS" "$PEAKMIB" "$PEAK_HOW" "$FAILCNT" "$OOM"
+    if [ "$OOM" -gt 0 ]; then STATE="killed by the OOM killer at limit $(mib "$LIMIT") MiB"; TG=""
+    elif [ "$RC" -ne 0 ] || [ -z "$TG" ]; then STATE="failed (exit status $RC)"; TG=""; fi
+    [ "$PEAK" -le "$LIMIT" ] || STATE="${STATE:+$STATE; }peak ABOVE the limit"
+    if [ "$RC" -ne 0 ] && [ "$BUDGET_FLAG" = 1 ] && grep -q "unknown option '--mem-budget'" "$TMP/$label.log"; then
+        printf '%s: %s does not accept --mem-budget; run with --no-budget-flag to let the cgroup alone limit it\n' \
+            "$PROG" "$bin" >&2
+    fi
+}
+
+P_TGS="" B_TGS="" Q_TGS="" R_BASE="" R_PEER="" P_FAILS=0 P_OOM=0 P_PEAK_MAX=0 P_FLOOR="" P_STATE="" B_STATE="" Q_STATE=""
+for ROUND in $(seq 1 "$ROUNDS"); do
+    pinfer_cg pinfer "$PINFER" "${PARGS[@]}"
+    P_TG=$TG
+    [ -z "$STATE" ] || P_STATE=$STATE
+    [ -n "$TG" ] || P_FAILS=$((P_FAILS + 1))
+    [ "$OOM" -eq 0 ] || P_OOM=$((P_OOM + OOM))
+    [ "$PEAK" -le "$P_PEAK_MAX" ] || P_PEAK_MAX=$PEAK
+    [ -z "$FLOOR" ] || P_FLOOR=$FLOOR
+    P_TGS="$P_TGS $P_TG"
+    if [ -n "$BASE" ]; then
+        pinfer_cg base "$BASE" "${BARGS[@]}"
+        [ -z "$STATE" ] || B_STATE=$STATE
+        B_TGS="$B_TGS $TG"
+        [ -z "$P_TG" ] || [ -z "$TG" ] || R_BASE="$R_BASE $(ratio "$P_TG" "$TG")"
+    fi
+    if [ -n "$PEER" ]; then
+        QCMD=("$PEER" -m "$PEER_MODEL" -p 0 -n "$NGEN" -r "$REPS" -t "$THREADS" -o csv ${PEER_EXTRA_A[@]+"${PEER_EXTRA_A[@]}"})
+        step "peer in a cgroup limited to $(mib "$LIMIT") MiB (round $ROUND of $ROUNDS)"
+        echo "\$ ${QCMD[*]}"
+        run_cg peer "$TMP/peer.csv" "$TMP/peer.err" "${QCMD[@]}"
+        indent <"$TMP/peer.csv"
+        Q_TG=$(peer_tg_of "$TMP/peer.csv")
+        [ -z "$Q_TG" ] || Q_TG=$(awk -v v="$Q_TG" 'BEGIN { printf "%.2f", v }')
+        printf 'exit status %s after %s s; cgroup peak %s MiB%s, limit hit %s times, OOM kills %s\n' \
+            "$RC" "$SECS" "$(mib "$PEAK")" "$PEAK_HOW" "$FAILCNT" "$OOM"
+        if [ "$OOM" -gt 0 ]; then
+            Q_STATE="killed by the OOM killer at limit $(mib "$LIMIT") MiB"; Q_TG=""
+        elif [ "$RC" -ne 0 ] || [ -z "$Q_TG" ]; then
+            Q_STATE="failed (exit status $RC)"; Q_TG=""
+            echo "peer's last messages:"
+            tail -n 8 "$TMP/peer.err" | indent
+        fi
+        Q_TGS="$Q_TGS $Q_TG"
+        [ -z "$P_TG" ] || [ -z "$Q_TG" ] || R_PEER="$R_PEER $(ratio "$P_TG" "$Q_TG")"
+    fi
+done
+
+# ---- pinfer without a cgroup, once
 F_TG=""
-if [ "$FREE_RUN" = 1 ] && [ "$P_RC" -ne 0 ] && [ "$P_OOM" -eq 0 ]; then
+if [ "$FREE_RUN" = 1 ] && [ "$P_FAILS" -gt 0 ] && [ "$P_OOM" -eq 0 ]; then
     printf '\n(no run without a cgroup: pinfer failed for a reason other than memory)\n'
     FREE_RUN=0
 fi
@@ -301,60 +379,36 @@ if [ "$FREE_RUN" = 1 ]; then
     step "the same pinfer command without a cgroup"
     drop_caches
     t0=$SECONDS
-    run_child "$TMP/free.log" - "" "${PCMD[@]}"
+    run_child "$TMP/free.log" - "" "$PINFER" "${PARGS[@]}"
     F_RC=$RC
     F_TG=$(tg_of "$TMP/free.log")
     printf 'exit status %s after %s s\n' "$F_RC" "$((SECONDS - t0))"
 fi
 
-# ---- (3) the peer in a cgroup of the same limit
-Q_TG="" Q_STATE=""
-if [ -n "$PEER" ]; then
-    QCMD=("$PEER" -m "$PEER_MODEL" -p 0 -n "$NGEN" -r "$REPS" -t "$THREADS" -o csv ${PEER_EXTRA_A[@]+"${PEER_EXTRA_A[@]}"})
-    step "peer in a cgroup limited to $(mib "$LIMIT") MiB"
-    echo "\$ ${QCMD[*]}"
-    run_cg peer "$TMP/peer.csv" "$TMP/peer.err" "${QCMD[@]}"
-    Q_PEAK=$PEAK Q_OOM=$OOM
-    indent <"$TMP/peer.csv"
-    Q_TG=$(peer_tg_of "$TMP/peer.csv")
-    [ -z "$Q_TG" ] || Q_TG=$(awk -v v="$Q_TG" 'BEGIN { printf "%.2f", v }')
-    printf 'exit status %s after %s s; cgroup peak %s MiB%s, limit hit %s times, OOM kills %s\n' \
-        "$RC" "$SECS" "$(mib "$Q_PEAK")" "$PEAK_HOW" "$FAILCNT" "$Q_OOM"
-    if [ "$Q_OOM" -gt 0 ]; then
-        Q_STATE="killed by the OOM killer at limit $(mib "$LIMIT") MiB"
-    elif [ "$RC" -ne 0 ] || [ -z "$Q_TG" ]; then
-        Q_STATE="failed (exit status $RC)"
-        echo "peer's last messages:"
-        tail -n 8 "$TMP/peer.err" | indent
-    fi
-fi
-
 # ---- summary
 step "summary"
+P_MED=$(echo "$P_TGS" | median)
 printf 'budget:                   %s MiB (%s bytes; %s)\n' "$(mib "$BUDGET")" "$BUDGET" "$BUDGET_ARG"
 printf 'cgroup limit:             %s MiB (%s bytes; budget + %s MiB)\n' "$(mib "$LIMIT")" "$LIMIT" "$(mib "$OVERHEAD")"
-if [ "$P_OOM" -gt 0 ]; then
-    printf 'pinfer in the cgroup:     killed by the OOM killer at limit %s MiB\n' "$(mib "$LIMIT")"
-elif [ "$P_RC" -ne 0 ] || [ -z "$P_TG" ]; then
-    printf 'pinfer in the cgroup:     failed (exit status %s)\n' "$P_RC"
-else
-    printf 'pinfer in the cgroup:     %s tok/s (tg%s, %s threads)\n' "$P_TG" "$NGEN" "$THREADS"
-fi
-printf 'cgroup peak memory:       %s MiB%s, %s the limit\n' "$(mib "$P_PEAK")" "$P_HOW" \
-    "$([ "$P_PEAK" -le "$LIMIT" ] && echo 'within' || echo 'ABOVE')"
+printf 'pinfer in the cgroup:     %s tok/s median (tg%s, %s threads; rounds:%s)%s\n' "$P_MED" "$NGEN" "$THREADS" \
+    "$P_TGS" "${P_STATE:+; $P_STATE}"
+printf 'cgroup peak memory:       %s MiB%s, %s the limit\n' "$(mib "$P_PEAK_MAX")" "$PEAK_HOW" \
+    "$([ "$P_PEAK_MAX" -le "$LIMIT" ] && echo 'within' || echo 'ABOVE')"
 printf 'OOM kills:                %s\n' "$P_OOM"
+[ -z "$P_FLOOR" ] || printf 'last run, %s\n' "$P_FLOOR"
 if [ "$FREE_RUN" = 1 ]; then
     if [ -n "$F_TG" ]; then
-        printf 'pinfer without a cgroup:  %s tok/s; limited/unlimited = %s\n' "$F_TG" "$([ -n "$P_TG" ] && ratio "$P_TG" "$F_TG" || echo -)"
+        printf 'pinfer without a cgroup:  %s tok/s; limited/unlimited = %s\n' "$F_TG" "$([ "$P_MED" != - ] && ratio "$P_MED" "$F_TG" || echo -)"
     else
         printf 'pinfer without a cgroup:  failed (exit status %s)\n' "$F_RC"
     fi
 fi
-if [ -n "$PEER" ]; then
-    if [ -n "$Q_STATE" ]; then
-        printf 'peer under the limit:     %s\n' "$Q_STATE"
-    else
-        printf 'peer under the limit:     %s tok/s (cgroup peak %s MiB); pinfer/peer = %s\n' "$Q_TG" "$(mib "$Q_PEAK")" "$([ -n "$P_TG" ] && ratio "$P_TG" "$Q_TG" || echo -)"
-    fi
+if [ -n "$BASE" ]; then
+    printf 'base under the limit:     %s tok/s median (rounds:%s)%s\n' "$(echo "$B_TGS" | median)" "$B_TGS" "${B_STATE:+; $B_STATE}"
+    printf 'pinfer/base:              %s median of rounds (per round:%s)\n' "$(echo "$R_BASE" | median)" "$R_BASE"
 fi
-[ "$P_OOM" -eq 0 ] && [ "$P_RC" -eq 0 ] && [ -n "$P_TG" ] || exit 1
+if [ -n "$PEER" ]; then
+    printf 'peer under the limit:     %s tok/s median (rounds:%s)%s\n' "$(echo "$Q_TGS" | median)" "$Q_TGS" "${Q_STATE:+; $Q_STATE}"
+    printf 'pinfer/peer:              %s median of rounds (per round:%s)\n' "$(echo "$R_PEER" | median)" "$R_PEER"
+fi
+[ "$P_OOM" -eq 0 ] && [ "$P_FAILS" -eq 0 ] || exit 1

@@ -215,9 +215,17 @@ typedef struct pi_memory_report {
     uint64_t slot_bytes;
     const char *io_backend;     /* "io_uring", "pread", or "" in memory */
     uint64_t weights;           /* weight bytes in memory (mapped with use_mmap) */
+    int queue_depth;            /* reads in flight at most (0 in memory) */
 } pi_memory_report;
 
 PI_API pi_status pi_model_memory(const pi_model *m, pi_memory_report *out);
+
+/* The disk's random-read rate as `pinfer hwprobe` measured it for the
+   filesystem of the model (or params.hw_path's figures): reads per second of
+   read_bytes each with queue_depth in flight, interpolated as the planner
+   does. Reads only the cached figures, never measures: PI_ERR_NOT_FOUND when
+   this disk has not been measured. */
+PI_API pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int queue_depth, double *reads_per_s);
 
 /* What a budget must hold to run the bundle file at path with a context of
    n_ctx (0: the default), before any hot neuron, and what would make every

@@ -14,8 +14,10 @@
  *    PI_ERR_INVALID with a message, never a crash.
  */
 #include "pinfer.h"
+#include "test_hw.h"
 #include "test_util.h"
 
+#include <math.h>
 #include <pthread.h>
 
 /* Generated text, kept by the piece callback. */
@@ -452,7 +454,26 @@ static void test_log(const char *relu) {
         pi_model_info in;
         CHECKF(pi_model_open(bundle, &mp, &m) == PI_OK, "%s", pi_last_error());
         CHECK(g_logged > 0 && m && pi_model_get_info(m, &in) == PI_OK && in.offloaded && !in.planned);
+        /* the disk's read rate: none measured here; then from a hardware file */
+        pi_memory_report mr;
+        double rate = -1.0;
+        CHECK(pi_model_memory(m, &mr) == PI_OK && mr.queue_depth > 0);
+        CHECK(pi_model_read_rate(m, 4096, mr.queue_depth, &rate) == PI_ERR_NOT_FOUND && rate == 0.0 &&
+              strstr(pi_last_error(), "hwprobe"));
+        CHECK(pi_model_read_rate(m, 0, 8, &rate) == PI_ERR_INVALID && pi_model_read_rate(m, 4096, 0, &rate) == PI_ERR_INVALID &&
+              pi_model_read_rate(m, 4096, 8, NULL) == PI_ERR_INVALID && pi_model_read_rate(NULL, 4096, 8, &rate) == PI_ERR_INVALID);
         pi_model_close(m);
+        char hwf[512];
+        t_tmp_path(hwf, sizeof hwf, "api-hw.txt");
+        CHECK(t_write_hw(hwf));
+        mp.hw_path = hwf;
+        mp.no_plan = true;
+        CHECKF(pi_model_open(bundle, &mp, &m) == PI_OK, "%s", pi_last_error());
+        double r8 = 0.0, r128 = 0.0;
+        CHECK(m && pi_model_read_rate(m, 4096, 8, &r8) == PI_OK && pi_model_read_rate(m, 4096, 128, &r128) == PI_OK);
+        CHECKF(fabs(r8 - 40000.0) < 1.0 && fabs(r128 - 100000.0) < 1.0, "read rates %.1f %.1f", r8, r128);
+        pi_model_close(m);
+        remove(hwf);
         remove(bundle);
     }
     pi_log_set(NULL, NULL, PI_LOG_WARN);

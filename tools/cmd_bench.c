@@ -451,6 +451,10 @@ typedef struct {
     double cache_hit_pct, hit_pct;               /* of the cold ones; of all selected */
     double reads, reads_merged, mb_read;         /* per token */
     double busy_ms, hidden_ms, hidden_pct, wait_ms, ffn_ms; /* per token */
+    /* the floor: the reads at the disk's measured rate for this queue depth
+       and read size, plus the time no read was in flight (compute that did
+       not overlap I/O); 0 when the disk has not been measured */
+    double token_ms, read_rate, io_floor_ms, no_io_ms, floor_ms, floor_ratio;
 } offload_figs;
 
 static void offload_figures(const app *a, offload_figs *f) {
@@ -474,7 +478,30 @@ static void offload_figures(const app *a, offload_figs *f) {
     f->hidden_pct = busy > 0.0 ? 100.0 * (busy - wait) / busy : 0.0;
     f->wait_ms = wait / t * 1e3;
     f->ffn_ms = st->ffn_s / t * 1e3;
+    f->token_ms = st->decode_s / t * 1e3;
     f->valid = true;
+    if (st->reads && f->mem.queue_depth > 0 &&
+        pi_model_read_rate(a->m, st->bytes_read / st->reads, f->mem.queue_depth, &f->read_rate) == PI_OK &&
+        f->read_rate > 0.0) {
+        f->io_floor_ms = f->reads / f->read_rate * 1e3;
+        f->no_io_ms = f->token_ms > f->busy_ms ? f->token_ms - f->busy_ms : 0.0;
+        f->floor_ms = f->io_floor_ms + f->no_io_ms;
+        f->floor_ratio = f->floor_ms > 0.0 ? f->token_ms / f->floor_ms : 0.0;
+    }
+}
+
+/* The floor line under the offload figures. */
+static void print_floor(const offload_figs *f, FILE *out) {
+    if (!f->valid || !f->st.decode_tokens || !f->reads) return;
+    if (f->read_rate <= 0.0) {
+        fprintf(out, "I/O floor: unknown (%s)\n", pi_last_error());
+        return;
+    }
+    fprintf(out,
+            "I/O floor: %.0f reads per token of %.1f KiB at %.1fK reads/s (hwprobe, queue depth %d) = %.2f ms, plus "
+            "%.2f ms with no read in flight = %.2f ms per token (%.2f tok/s); measured %.2f ms, %.2fx the floor\n",
+            f->reads, (double)f->st.bytes_read / (double)f->st.reads / 1024.0, f->read_rate * 1e-3, f->mem.queue_depth,
+            f->io_floor_ms, f->no_io_ms, f->floor_ms, 1e3 / f->floor_ms, f->token_ms, f->floor_ratio);
 }
 
 /* The CPU's model name (llama-bench's cpu_info), else the machine type. */
@@ -651,6 +678,15 @@ static void add_record(report *r, const bench_ctx *c, const bench_test *t, const
             report_num(r, "io_wait_ms", of->wait_ms);
             report_num(r, "ffn_ms", of->ffn_ms);
             report_int(r, "split_steps", (int64_t)of->st.split_steps);
+            report_int(r, "queue_depth", of->mem.queue_depth);
+            if (of->read_rate > 0.0) {
+                report_num(r, "token_ms", of->token_ms);
+                report_num(r, "read_rate", of->read_rate);
+                report_num(r, "io_floor_ms", of->io_floor_ms);
+                report_num(r, "no_io_ms", of->no_io_ms);
+                report_num(r, "floor_ms", of->floor_ms);
+                report_num(r, "floor_ratio", of->floor_ratio);
+            }
             if (of->st.prompt_bytes_read) report_num(r, "prompt_mb_streamed", (double)of->st.prompt_bytes_read * 1e-6);
         }
     }
@@ -785,6 +821,7 @@ int cmd_bench(int argc, char **argv) {
     if (n_gen > 0) { /* the last round's decoding, with --mem-budget */
         app_print_offload(&a, out);
         offload_figures(&a, &of);
+        print_floor(&of, out);
     }
     if (n_gen > 0 && pi_session_ffn(a.s) != PI_FFN_DENSE && !a.info.offloaded) {
         /* a separate, untimed pass: the recall check computes every gate */

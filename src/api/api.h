@@ -43,6 +43,8 @@ struct pi_model {
     pi_plan plan;          /* when planned */
     char *arch, *name;     /* owned copies of general.architecture / general.name */
     uint64_t file_size;
+    char *path, *hw_path;  /* owned copies: the model file, params.hw_path (may be NULL) */
+    int queue_depth;       /* under a budget: reads in flight at most */
 };
 
 struct pi_session {

@@ -53,6 +53,20 @@ static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *mode
                 "offloaded speed are optimistic", hw_path);
 }
 
+pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw *out) {
+    if (hw_path) return pi_hw_load(hw_path, out);
+    struct stat sb;
+    char path[1024];
+    if (stat(model_path, &sb) != 0 || !pi_hw_default_path(path, sizeof path, (uint64_t)sb.st_dev))
+        return pi_error(PI_ERR_NOT_FOUND, "no hardware figures for %s's disk: measure it with pinfer hwprobe -m %s",
+                        model_path, model_path);
+    pi_status st = pi_hw_load(path, out);
+    if (st == PI_ERR_NOT_FOUND || st == PI_ERR_IO)
+        return pi_error(PI_ERR_NOT_FOUND, "no hardware figures for %s's disk (%s): measure it with pinfer hwprobe -m %s",
+                        model_path, path, model_path);
+    return st;
+}
+
 pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out) {
     struct stat sb;
     uint64_t dev = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_dev : 0;

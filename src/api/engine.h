@@ -20,6 +20,10 @@
    file without bundles. */
 pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out);
 
+/* The cached hardware figures for the disk of model_path (or hw_path's), never
+   measuring: PI_ERR_NOT_FOUND when there are none. */
+pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw *out);
+
 /* The hardware figures for running model_path: from hw_path when given,
    else the cached probe of its filesystem, else measured now (hwprobe
    --quick, 10-20 s; warnings say so and how long it took) and cached. */

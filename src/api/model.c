@@ -18,6 +18,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -96,6 +97,7 @@ static pi_status open_offloaded(const char *path, const pi_model_params *p, int6
     pi_offload_opts oo = {.mem_budget = p->mem_budget, .n_ctx = n_ctx, .policy = policies[p->cache_policy]};
     oo.io.backend = p->io;
     oo.io.queue_depth = p->queue_depth ? p->queue_depth : DEFAULT_QD;
+    m->queue_depth = oo.io.queue_depth;
     oo.cold_cache_bytes = p->cache_bytes;
     if (m->planned) {
         oo.hot = m->plan.hot;
@@ -133,6 +135,8 @@ void pi_model_close(pi_model *m) {
     pi_lm_free(m->lm);
     free(m->arch);
     free(m->name);
+    free(m->path);
+    free(m->hw_path);
     if (m->life) {
         atomic_store(&m->life->alive, false);
         if (atomic_fetch_sub(&m->life->refs, 1) == 1) free(m->life);
@@ -198,6 +202,12 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         goto fail;
     }
     m->file_size = pi_gguf_file_size(m->lm->gguf);
+    m->path = strdup(path);
+    m->hw_path = p.hw_path ? strdup(p.hw_path) : NULL;
+    if (!m->path || (p.hw_path && !m->hw_path)) {
+        st = pi_error(PI_ERR_NOMEM, "pi_model_open: out of memory");
+        goto fail;
+    }
     *out = m;
     return PI_OK;
 fail:;
@@ -284,6 +294,7 @@ pi_status pi_model_memory(const pi_model *m, pi_memory_report *out) {
     out->io_backend = "";
     const pi_offload *o = m->off;
     if (!o) return PI_OK;
+    out->queue_depth = m->queue_depth;
     const pi_budget *b = &o->budget;
     out->limit = b->limit;
     out->used = pi_budget_used(b);
@@ -346,4 +357,17 @@ pi_status pi_probe_memory_bandwidth(int n_threads, size_t bytes, double *gb_s) {
     st = pi_probe_read_bw(pool, bytes ? bytes : (size_t)1 << 30, 3, gb_s);
     pi_pool_free(pool);
     return st;
+}
+
+pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int queue_depth, double *reads_per_s) {
+    if (reads_per_s) *reads_per_s = 0.0;
+    if (!model_ok(m, "pi_model_read_rate")) return PI_ERR_INVALID;
+    if (!reads_per_s || !read_bytes || read_bytes > INT_MAX || queue_depth < 1)
+        return pi_error(PI_ERR_INVALID, "pi_model_read_rate: %s", !reads_per_s ? "reads_per_s is NULL"
+                        : queue_depth < 1 ? "queue_depth below 1" : "read_bytes outside [1, INT_MAX]");
+    pi_hw hw;
+    pi_status st = pi_engine_hw_cached(m->path, m->hw_path, &hw);
+    if (st) return st;
+    *reads_per_s = pi_hw_iops(&hw, (int)read_bytes, queue_depth);
+    return PI_OK;
 }
