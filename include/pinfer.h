@@ -152,6 +152,8 @@ typedef struct pi_model_params {
     pi_io_backend io;
     int queue_depth;        /* reads in flight at most (0: the plan's, else 64) */
     pi_cache_policy cache_policy; /* with mem_budget: the neuron cache's replacement policy */
+    bool no_lookahead;      /* with mem_budget: do not read the next layer's likely neurons while a layer
+                               computes (the lookahead never changes the output, only when reads happen) */
 } pi_model_params;
 
 /* Defaults: every field 0 / NULL / false, ffn PI_FFN_AUTO. */
@@ -393,6 +395,10 @@ typedef struct pi_token_stats {
     double io_wait_s;           /* decoding blocked on reads */
     double io_busy_s;           /* reads in flight until computed; minus io_wait_s: hidden behind compute */
     double ffn_s;               /* decode time in the FFN */
+    /* the lookahead: neurons read for the next layer while a layer computed */
+    uint64_t neurons_ahead;     /* read ahead (their reads are in reads and bytes_read) */
+    uint64_t ahead_used;        /* of them, selected by that layer (counted in neurons_read) */
+    uint64_t reads_ahead;       /* reads issued ahead */
 } pi_token_stats;
 
 PI_API pi_status pi_session_stats(const pi_session *s, pi_token_stats *out);

@@ -236,10 +236,42 @@ done:
     pi_stats_free(st);
 }
 
+/* Slots filled ahead: not a hit on first use, an ordinary entry after it or
+   after settling; pinning keeps one across a step boundary. */
+static void test_ahead(pi_ncache_policy policy) {
+    pi_ncache *c = NULL;
+    CHECK(pi_ncache_create(2, 50, 64, 4, 64, &c) == PI_OK);
+    if (!c) return;
+    pi_ncache_set_policy(c, policy);
+    CHECK(!pi_ncache_contains(c, 1, 7));
+    const int64_t a = pi_ncache_alloc_ahead(c, 1, 7), b = pi_ncache_alloc_ahead(c, 1, 8);
+    CHECK(a >= 0 && b >= 0 && a != b && pi_ncache_contains(c, 1, 7) && !pi_ncache_contains(c, 0, 7));
+    pi_ncache_stats st0, st1;
+    pi_ncache_get_stats(c, &st0);
+    pi_ncache_next_epoch(c);
+    pi_ncache_pin(c, a); /* a's read is still in flight: it must survive this epoch's allocations */
+    for (int i = 0; i < 3; i++) CHECK(pi_ncache_alloc(c, 0, i) >= 0);
+    CHECK(pi_ncache_alloc(c, 0, 10) < 0 && pi_ncache_contains(c, 1, 7) && !pi_ncache_contains(c, 1, 8));
+    bool ahead = false;
+    CHECK(pi_ncache_use(c, 1, 7, &ahead) == a && ahead);
+    CHECK(pi_ncache_use(c, 1, 7, &ahead) == a && !ahead); /* the second use is a hit */
+    pi_ncache_get_stats(c, &st1);
+    CHECK(st1.misses == st0.misses + 1 && st1.hits == st0.hits + 1);
+    pi_ncache_next_epoch(c);
+    const int64_t d = pi_ncache_alloc_ahead(c, 1, 9);
+    CHECK(d >= 0);
+    pi_ncache_settle(c, d); /* read ahead, not used: an ordinary entry */
+    CHECK(pi_ncache_use(c, 1, 9, &ahead) == d && !ahead);
+    pi_ncache_drop(c, d);
+    CHECK(!pi_ncache_contains(c, 1, 9) && pi_ncache_use(c, 1, 9, &ahead) < 0 && !ahead);
+    pi_ncache_free(c);
+}
+
 int main(void) {
     for (int p = 0; p < PI_NCACHE_N_POLICIES; p++) {
         test_against_reference((pi_ncache_policy)p);
         test_pinning((pi_ncache_policy)p);
+        test_ahead((pi_ncache_policy)p);
     }
     test_scan_resistance();
     test_replay();

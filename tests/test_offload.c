@@ -85,6 +85,8 @@ typedef struct {
     int64_t slots;     /* 0: the budget's split */
     pi_io_backend io;
     int64_t cluster;   /* the session's dense hot prefix (--hot) */
+    bool lookahead;    /* read the next layer's predicted misses while a layer computes */
+    int delay_us;      /* > 0: the test backend, every read this late (lookahead reads still in flight) */
 } split;
 
 /* run() through the public API. */
@@ -175,12 +177,17 @@ static void check_file(const char *bundle, const char *what) {
 
     const uint64_t base = (uint64_t)(min_mib * (1 << 20));
     split splits[] = {
-        {"all resident", 0, F, 0, PI_IO_AUTO, 0},
-        {"hot 256 + cache", 0, 256, 600, PI_IO_AUTO, 0},
-        {"no hot, tiny cache (waves)", 0, 0, 2 * ((F + 63) / 64) + 16, PI_IO_AUTO, 0},
-        {"no hot, cache, pread", 0, 0, 900, PI_IO_PREAD, 0},
-        {"budget: minimum + 2 MiB", base + (2u << 20), -1, 0, PI_IO_AUTO, 0},
-        {"budget: minimum + 4 MiB, --hot 64", base + (4u << 20), -1, 0, PI_IO_AUTO, 64},
+        {"all resident", 0, F, 0, PI_IO_AUTO, 0, false, 0},
+        {"hot 256 + cache", 0, 256, 600, PI_IO_AUTO, 0, false, 0},
+        {"no hot, tiny cache (waves)", 0, 0, 2 * ((F + 63) / 64) + 16, PI_IO_AUTO, 0, false, 0},
+        {"no hot, cache, pread", 0, 0, 900, PI_IO_PREAD, 0, false, 0},
+        {"budget: minimum + 2 MiB", base + (2u << 20), -1, 0, PI_IO_AUTO, 0, false, 0},
+        {"budget: minimum + 4 MiB, --hot 64", base + (4u << 20), -1, 0, PI_IO_AUTO, 64, false, 0},
+        {"lookahead: hot 256 + cache", 0, 256, 600, PI_IO_AUTO, 0, true, 0},
+        {"lookahead: no hot, tiny cache (waves)", 0, 0, 2 * ((F + 63) / 64) + 16, PI_IO_AUTO, 0, true, 0},
+        {"lookahead: no hot, cache, pread", 0, 0, 900, PI_IO_PREAD, 0, true, 0},
+        {"lookahead: budget minimum + 2 MiB, --hot 64", base + (2u << 20), -1, 0, PI_IO_AUTO, 64, true, 0},
+        {"lookahead: slow reads (300 us)", 0, 0, 900, PI_IO_TEST, 0, true, 300},
     };
     for (size_t c = 0; c < sizeof splits / sizeof splits[0]; c++) {
         const split *sp = &splits[c];
@@ -193,8 +200,9 @@ static void check_file(const char *bundle, const char *what) {
         int64_t hot[64];
         for (int64_t il = 0; il < L; il++) hot[il] = sp->hot;
         pi_offload_opts oo = {.mem_budget = sp->budget, .n_ctx = 64, .hot = sp->hot >= 0 ? hot : NULL,
-                              .cold_slots = sp->slots};
+                              .cold_slots = sp->slots, .lookahead = sp->lookahead};
         oo.io.backend = sp->io;
+        if (sp->delay_us) oo.io.fault = (pi_io_fault){PI_FAULT_DELAY, -1, -1, sp->delay_us};
         CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s %s: %s", what, sp->label, pi_last_error());
         if (!off) continue;
         CHECK(pi_state_create(om, 64, 2, &s) == PI_OK);
@@ -207,6 +215,14 @@ static void check_file(const char *bundle, const char *what) {
         CHECK(st->tokens == N_DECODE && st->resident + st->hits + st->misses > 0);
         if (sp->hot == 0) CHECK(st->misses > 0 && st->reads > 0 && st->reads <= st->misses && st->bytes > 0);
         if (c == 2) CHECKF(st->waves > 0, "%s: expected split steps", sp->label);
+        /* the lookahead reads ahead where a layer is one wave, and what it
+           read is counted once: used ones are misses, every read is a read */
+        if (sp->lookahead && sp->hot == 0 && sp->slots > 100)
+            CHECKF(st->ahead_neurons > 0 && st->ahead_used > 0 && st->ahead_used <= st->ahead_neurons &&
+                       st->ahead_used <= st->misses && st->ahead_reads <= st->reads,
+                   "%s: ahead %llu used %llu reads %llu", sp->label, (unsigned long long)st->ahead_neurons,
+                   (unsigned long long)st->ahead_used, (unsigned long long)st->ahead_reads);
+        if (!sp->lookahead) CHECK(st->ahead_neurons == 0 && st->ahead_used == 0);
         if (sp->budget) CHECK(pi_budget_used(&off->budget) <= sp->budget);
         if (getenv("PI_TEST_VERBOSE"))
             fprintf(stderr, "%s, %s: resident %llu hits %llu misses %llu reads %llu merged %llu waves %llu\n", what,
@@ -223,10 +239,10 @@ static void check_file(const char *bundle, const char *what) {
 }
 
 /* A fault at the file offset of a bundle that the given phase reads. */
-static void check_fault(const char *bundle, pi_io_fault_kind kind, bool in_prompt) {
+static void check_fault(const char *bundle, pi_io_fault_kind kind, bool in_prompt, bool lookahead) {
     pi_lm *om = NULL;
     pi_offload *off = NULL;
-    pi_offload_opts oo = {.n_ctx = 64, .cold_slots = 1000};
+    pi_offload_opts oo = {.n_ctx = 64, .cold_slots = 1000, .lookahead = lookahead};
     int64_t hot[64] = {0};
     oo.hot = hot;
     oo.io.backend = PI_IO_TEST;
@@ -247,7 +263,8 @@ static void check_fault(const char *bundle, pi_io_fault_kind kind, bool in_promp
     pi_status st = PI_OK;
     if (in_prompt) st = pi_state_decode(s, toks, 8);
     for (int t = 0; !st && t < 40; t++) st = pi_state_decode(s, &toks[t], 1);
-    CHECKF(st == PI_ERR_IO, "fault %d (%s): status %d", (int)kind, in_prompt ? "prompt" : "decode", (int)st);
+    CHECKF(st == PI_ERR_IO, "fault %d (%s%s): status %d", (int)kind, in_prompt ? "prompt" : "decode",
+           lookahead ? ", lookahead" : "", (int)st);
     const char *msg = pi_last_error();
     CHECKF(strstr(msg, "offset") && (kind != PI_FAULT_SHORT || strstr(msg, "short")), "message: %s", msg);
     /* it stays stopped: no wrong output afterwards, and no hang */
@@ -305,9 +322,11 @@ int main(void) {
         if (c == 0) {
             CHECK(pi_bundle_write(plain, NULL, 0, packed) == PI_OK);
             check_refusals(plain, bundle, packed);
-            check_fault(bundle, PI_FAULT_EIO, false);
-            check_fault(bundle, PI_FAULT_SHORT, false);
-            check_fault(bundle, PI_FAULT_EIO, true);
+            for (int la = 0; la < 2; la++) {
+                check_fault(bundle, PI_FAULT_EIO, false, la);
+                check_fault(bundle, PI_FAULT_SHORT, false, la);
+                check_fault(bundle, PI_FAULT_EIO, true, la);
+            }
         }
     }
     unlink(plain);

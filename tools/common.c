@@ -42,6 +42,7 @@ void app_usage_common(FILE *f) {
             "  --cache SIZE         of the budget, the neuron cache's share (default: room for 15%% of a layer's\n"
             "                       neurons); the rest keeps each layer's hottest neurons resident\n"
             "  --cache-policy P     the neuron cache's replacement: slru (auto: the measured default), lru, lfu\n"
+            "  --no-lookahead       with --mem-budget: no reads for the next layer while a layer computes\n"
             "  --mmap               map the model file instead of loading it into memory\n"
             "                       (starts faster and shares the page cache; decodes ~15%% slower)\n"
             "  --temp T             temperature (default 0.8; 0 = greedy)\n"
@@ -76,6 +77,7 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     if (!strcmp(a, "--mmap")) return mp->use_mmap = true, 1;
     if (!strcmp(a, "--dense")) return mp->ffn = PI_FFN_DENSE, o->dense_given = true, 1;
     if (!strcmp(a, "--no-plan")) return mp->no_plan = true, 1;
+    if (!strcmp(a, "--no-lookahead")) return mp->no_lookahead = true, 1;
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
                                        "--predictor", "--hot", "--mem-budget", "--io", "--qd", "--cache", "--plan",
@@ -443,6 +445,13 @@ void app_print_offload(const app *a, FILE *f) {
             (double)st.reads_merged / t, (double)st.bytes_read / t * 1e-6, busy / t * 1e3, (busy - wait) / t * 1e3,
             busy > 0.0 ? 100.0 * (busy - wait) / busy : 0.0, wait / t * 1e3, st.ffn_s / t * 1e3,
             st.split_steps ? " (cache too small for one pass: split steps)" : "");
+    if (st.neurons_ahead)
+        fprintf(f,
+                "lookahead per token: %.0f neurons read ahead for the next layer in %.0f reads, %.0f of them (%.0f%%) "
+                "then selected; they are %.0f%% of the misses\n",
+                (double)st.neurons_ahead / t, (double)st.reads_ahead / t, (double)st.ahead_used / t,
+                100.0 * (double)st.ahead_used / (double)st.neurons_ahead,
+                st.neurons_read ? 100.0 * (double)st.ahead_used / (double)st.neurons_read : 0.0);
     if (st.prompt_bytes_read) fprintf(f, "prompt: %.1f MB of FFN streamed\n", (double)st.prompt_bytes_read * 1e-6);
 }
 

@@ -94,7 +94,8 @@ static pi_status load_plan(const char *path, const pi_model_params *p, pi_plan *
 /* Under a budget: the flash state and the model whose FFN it reads. */
 static pi_status open_offloaded(const char *path, const pi_model_params *p, int64_t n_ctx, pi_model *m) {
     static const pi_ncache_policy policies[] = {PI_NCACHE_SLRU, PI_NCACHE_LRU, PI_NCACHE_SLRU, PI_NCACHE_LFU};
-    pi_offload_opts oo = {.mem_budget = p->mem_budget, .n_ctx = n_ctx, .policy = policies[p->cache_policy]};
+    pi_offload_opts oo = {.mem_budget = p->mem_budget, .n_ctx = n_ctx, .policy = policies[p->cache_policy],
+                          .lookahead = !p->no_lookahead};
     oo.io.backend = p->io;
     oo.io.queue_depth = p->queue_depth ? p->queue_depth : DEFAULT_QD;
     m->queue_depth = oo.io.queue_depth;

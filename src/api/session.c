@@ -194,6 +194,9 @@ pi_status pi_session_stats(const pi_session *s, pi_token_stats *out) {
         out->io_wait_s = (double)o->io_wait_ns * 1e-9;
         out->io_busy_s = (double)o->io_busy_ns * 1e-9;
         out->ffn_s = (double)o->ffn_ns * 1e-9;
+        out->neurons_ahead = o->ahead_neurons;
+        out->ahead_used = o->ahead_used;
+        out->reads_ahead = o->ahead_reads;
     }
     return PI_OK;
 }

@@ -192,7 +192,7 @@ const float *pi_state_logits(const pi_state *s) { return s->logits; }
 
 /* ---- building blocks ---- */
 
-static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+void pi_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
     double ss = 0.0;
     for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
     float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
@@ -318,7 +318,7 @@ static void attention(pi_state *s, int64_t il, int64_t pos0, int64_t nb) {
     float *vdst = s->v_cache + ((size_t)il * (size_t)s->n_ctx + (size_t)pos0) * (size_t)KV;
 
     for (int64_t b = 0; b < nb; b++)
-        rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->attn_norm.data, E, hp->rms_eps);
+        pi_rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->attn_norm.data, E, hp->rms_eps);
     pi_state_input_changed(s);
     pi_state_matmul(s, &l->wq, 0, QD, s->xb, s->xb_dim, nb, s->q, QD);
     pi_state_matmul(s, &l->wk, 0, KV, s->xb, s->xb_dim, nb, kdst, KV);
@@ -436,7 +436,7 @@ static pi_status ffn(pi_state *s, int64_t il, int64_t nb) {
     const int64_t E = hp->n_embd;
     pi_status st = PI_OK;
     for (int64_t b = 0; b < nb; b++)
-        rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->ffn_norm.data, E, hp->rms_eps);
+        pi_rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->ffn_norm.data, E, hp->rms_eps);
     pi_state_input_changed(s);
     const pi_ffn_ops *ops = s->ffn_ops;
     if (ops && nb == 1) {
@@ -472,7 +472,7 @@ static pi_status forward(pi_state *s, const int32_t *tokens, int64_t nb, int64_t
     }
     int64_t first = all_logits ? 0 : nb - 1;
     for (int64_t b = first; b < nb; b++)
-        rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, m->output_norm.data, E, hp->rms_eps);
+        pi_rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, m->output_norm.data, E, hp->rms_eps);
     pi_state_input_changed(s);
     if (all_logits) {
         pi_state_matmul(s, &m->output, 0, hp->n_vocab, s->xb, s->xb_dim, nb, all_logits, hp->n_vocab);

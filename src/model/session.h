@@ -111,6 +111,9 @@ const float *pi_state_logits(const pi_state *s);
 void pi_state_matmul(pi_state *s, const pi_weight *w, int64_t row0, int64_t rows, const float *X, int64_t x_stride,
                      int64_t nb, float *Y, int64_t y_stride);
 
+/* out = x / rms(x) * w over n elements (the model's RMS norm). */
+void pi_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+
 /* Float rows that pi_state_matmul read were rewritten in place: their Q8_0
    copies are stale. */
 void pi_state_input_changed(pi_state *s);

@@ -6,11 +6,13 @@
 #include "ffn_offload.h"
 
 #include "base/timer.h"
+#include "model/session.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define REAP_BATCH 16 /* reads to wait for at once: one wake-up per batch, not per read */
+#define LA_TAG ((uint64_t)1 << 62) /* a lookahead read's tag: LA_TAG | its index */
 
 typedef struct {
     pi_sparse_ffn *sp; /* NULL: dense, every step streams the FFN */
@@ -49,6 +51,138 @@ static pi_status issue_reads(const pi_sparse_ffn *f, pi_offload *o, int64_t il, 
     return r ? pi_io_submit(o->io, o->reqs, (int)r) : PI_OK;
 }
 
+#define LA_SET_BIT 61 /* which of the two lookahead sets */
+#define LA_RUN_MASK (((uint64_t)1 << LA_SET_BIT) - 1)
+
+static int64_t la_left(const struct pi_la_set *a) { return a->layer >= 0 ? a->runs - a->done : 0; }
+
+/* Reap at least min completions of any kind: lookahead reads are marked
+   done in their set, the tags of the step's own reads move to the front of
+   o->tags. Returns how many own tags, or -1 when the engine failed. */
+static int reap(pi_offload *o, int64_t own_left, int min) {
+    int64_t want = own_left + la_left(&o->la[0]) + la_left(&o->la[1]);
+    want = want < o->n_ff ? want : o->n_ff; /* the tags array */
+    if (want <= 0) return 0;
+    const uint64_t t = pi_time_ns();
+    const int got = pi_io_reap_min(o->io, o->tags, (int)want, min);
+    o->st.io_wait_ns += pi_time_ns() - t;
+    if (got < 0) return -1;
+    int own = 0;
+    for (int g = 0; g < got; g++) {
+        const uint64_t tag = o->tags[g];
+        if (tag & LA_TAG) {
+            struct pi_la_set *a = &o->la[(tag >> LA_SET_BIT) & 1];
+            a->run_done[tag & LA_RUN_MASK] = 1;
+            a->done++;
+        } else {
+            o->tags[own++] = tag;
+        }
+    }
+    return own;
+}
+
+/* Complete a lookahead set: wait for its reads (the step's own are all
+   reaped), then its bundles are ordinary cache entries. After a failed
+   read all of them are forgotten. */
+static pi_status la_finish(pi_offload *o, struct pi_la_set *a) {
+    if (a->layer < 0) return PI_OK;
+    pi_status err = PI_OK;
+    while (a->done < a->runs)
+        if (reap(o, 0, 1) < 0) {
+            err = PI_ERR_IO;
+            break;
+        }
+    for (int64_t k = 0; k < a->n; k++) {
+        if (err) pi_ncache_drop(o->cache, a->slot[k]);
+        else pi_ncache_settle(o->cache, a->slot[k]);
+    }
+    a->layer = -1;
+    return err;
+}
+
+static pi_status la_finish_all(pi_offload *o) {
+    pi_status e0 = la_finish(o, &o->la[0]), e1 = la_finish(o, &o->la[1]);
+    return e0 ? e0 : e1;
+}
+
+/* The read that brings layer `la->layer`'s neuron i, or -1 (binary search:
+   the set's neurons ascend). */
+static int32_t la_run_of(const struct pi_la_set *a, int64_t i) {
+    int64_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (a->neuron[mid] < i) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < a->n && a->neuron[lo] == i ? a->run_of[lo] : -1;
+}
+
+/* Lookahead for layer jl, called while layer jl - 1 computes: its
+   predictor on the residual normed with jl's FFN norm, and a read for each
+   predicted neuron (and each of the sparse FFN's fixed prefix) that is
+   neither resident nor cached, into slots allocated now; they stay pinned
+   until jl is done with them. Neighbours merge as in issue_reads. A full
+   queue skips the lookahead: it never changes what jl computes, only when
+   its rows are read. */
+static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t jl) {
+    const pi_lm *m = s->m;
+    const pi_layer *l = &m->layers[jl];
+    const int64_t E = m->hp.n_embd, F = m->hp.n_ff, R = l->fc1.ne[1], H = o->hot[jl];
+    const int set = (int)(jl & 1);
+    struct pi_la_set *a = &o->la[set];
+    if (a->layer >= 0) return PI_OK; /* still in use (cannot happen in layer order) */
+    pi_rmsnorm(o->la_x, s->x, l->ffn_norm.data, E, m->hp.rms_eps);
+    pi_state_input_changed(s);
+    pi_state_matmul(s, &l->fc1, 0, R, o->la_x, E, 1, o->la_u, R);
+    for (int64_t r = 0; r < R; r++) o->la_u[r] = o->la_u[r] > 0.0f ? o->la_u[r] : 0.0f;
+    pi_state_input_changed(s);
+    pi_state_matmul(s, &l->fc2, 0, F, o->la_u, R, 1, o->la_z, F);
+    pi_state_input_changed(s);
+    const float thr = m->layer_threshold ? m->layer_threshold[jl] : m->sparse_threshold;
+    int64_t n = 0;
+    for (int64_t i = H; i < F; i++) {
+        if ((i >= f->hot && o->la_z[i] < thr) || pi_ncache_contains(o->cache, jl, i)) continue;
+        const int64_t slot = pi_ncache_alloc_ahead(o->cache, jl, i);
+        if (slot < 0) break; /* every slot is in use */
+        a->slot[n] = slot;
+        a->neuron[n++] = (int32_t)i;
+    }
+    int64_t r = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (k > 0 && a->neuron[k] == a->neuron[k - 1] + 1 && a->run_len[r - 1] < o->max_merge) {
+            a->run_len[r - 1]++;
+        } else {
+            a->run_first[r] = k;
+            a->run_len[r++] = 1;
+        }
+        a->run_of[k] = (int32_t)(r - 1);
+        a->iov[k] = (struct iovec){pi_ncache_slot(o->cache, a->slot[k]), o->stride};
+    }
+    uint64_t merged = 0;
+    for (int64_t i = 0; i < r; i++) {
+        const int64_t k = a->run_first[i];
+        a->reqs[i] = (pi_io_req){o->bundle_off[jl] + (int64_t)a->neuron[k] * (int64_t)o->stride, &a->iov[k],
+                                 a->run_len[i], LA_TAG | ((uint64_t)set << LA_SET_BIT) | (uint64_t)i};
+        a->run_done[i] = 0;
+        merged += a->run_len[i] > 1;
+    }
+    pi_status err = r ? pi_io_submit(o->io, a->reqs, (int)r) : PI_OK;
+    if (err) { /* none of them queued */
+        for (int64_t k = 0; k < n; k++) pi_ncache_drop(o->cache, a->slot[k]);
+        return err == PI_ERR_FULL ? PI_OK : err;
+    }
+    o->st.reads += (uint64_t)r;
+    o->st.merged += merged;
+    o->st.bytes += (uint64_t)n * o->stride;
+    o->st.ahead_neurons += (uint64_t)n;
+    o->st.ahead_reads += (uint64_t)r;
+    a->layer = jl;
+    a->n = n;
+    a->runs = r;
+    a->done = 0;
+    return PI_OK;
+}
+
 /* The sparse FFN of one token with the rows in the hot region, the neuron
    cache, or on flash. The list is processed in waves of whole down chunks
    (one wave unless the cache cannot hold a layer's misses at once): pin what
@@ -68,11 +202,18 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     pi_sparse_job cj = pi_sparse_input(f, s, 0);
     const int64_t q = n > 0 ? (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS : 1, n_chunks = (n + q - 1) / q;
     pi_sparse_down dj = {f, E, s->k->axpy[f->types.down]};
+    /* this layer's lookahead set (reads issued by the layer before); any
+       other set still in use is completed first (never, in layer order) */
+    struct pi_la_set *la = &o->la[il & 1], *la_next = &o->la[(il + 1) & 1];
+    pi_status err = PI_OK;
+    if (la->layer >= 0 && la->layer != il) err = la_finish(o, la);
+    if (!err && la_next->layer >= 0) err = la_finish(o, la_next);
+    if (err) return err;
     for (int64_t c0 = 0; c0 < n_chunks;) {
-        int64_t n_ready = 0, n_miss = 0, c1 = c0;
+        int64_t n_ready = 0, n_miss = 0, n_pend = 0, c1 = c0;
         for (; c1 < n_chunks; c1++) {
-            const int64_t mark_m = n_miss, mark_r = n_ready;
-            uint64_t resident = 0, hits = 0;
+            const int64_t mark_m = n_miss, mark_r = n_ready, mark_p = n_pend;
+            uint64_t resident = 0, hits = 0, aheads = 0;
             int64_t k = c1 * q > f->hot ? c1 * q : f->hot, k_end = (c1 + 1) * q < n ? (c1 + 1) * q : n;
             bool fits = true;
             for (; k < k_end; k++) {
@@ -85,7 +226,8 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
                     resident++;
                     continue;
                 }
-                int64_t slot = pi_ncache_get(o->cache, il, i);
+                bool ahead;
+                int64_t slot = pi_ncache_use(o->cache, il, i, &ahead);
                 const bool hit = slot >= 0;
                 if (!hit && (slot = pi_ncache_alloc(o->cache, il, i)) < 0) {
                     fits = false;
@@ -93,49 +235,83 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
                 }
                 const uint8_t *b = pi_ncache_slot(o->cache, slot);
                 pi_sparse_set_rows(f, k, b + o->part_off[0], b + o->part_off[1], b + o->part_off[2]);
-                if (hit) o->ready[n_ready++] = k; /* computed while the misses are read */
-                else o->miss[n_miss++] = k;
-                hits += hit;
+                const int32_t run = ahead && la->layer == il ? la_run_of(la, i) : -1;
+                if (run >= 0 && !la->run_done[run]) { /* read ahead, still in flight */
+                    o->pend[n_pend] = k;
+                    o->pend_run[n_pend++] = run;
+                } else if (hit) {
+                    o->ready[n_ready++] = k; /* computed while the misses are read */
+                } else {
+                    o->miss[n_miss++] = k;
+                }
+                hits += hit && !ahead;
+                aheads += ahead;
             }
             if (!fits) { /* this chunk does not fit beside the wave: undo its misses */
                 for (int64_t m = mark_m; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(f, o, o->miss[m]));
                 n_miss = mark_m;
                 n_ready = mark_r;
+                n_pend = mark_p;
                 break;
             }
             o->st.resident += resident;
             o->st.hits += hits;
-            o->st.misses += (uint64_t)(n_miss - mark_m);
+            o->st.misses += (uint64_t)(n_miss - mark_m) + aheads; /* read early is still read */
+            o->st.ahead_used += aheads;
         }
         if (c1 == c0)
             return pi_error(PI_ERR_NOMEM, "%s: the neuron cache (%lld slots) cannot hold one chunk of layer %lld's "
                             "neurons", o->path, (long long)pi_ncache_slots(o->cache), (long long)il);
         int64_t n_runs = 0;
-        pi_status err = issue_reads(f, o, il, n_miss, &n_runs);
+        err = issue_reads(f, o, il, n_miss, &n_runs);
         const uint64_t t_issue = pi_time_ns();
+        if (o->la_gap_from) { /* the lookahead's reads were in flight since the last layer's own ended */
+            o->st.io_busy_ns += t_issue - o->la_gap_from;
+            o->la_gap_from = 0;
+        }
+        /* the next layer's likely misses go out behind this layer's, when
+           this layer is one wave */
+        if (!err && o->lookahead && c0 == 0 && c1 == n_chunks && il + 1 < hp->n_layer)
+            err = la_issue(f, o, s, il + 1);
         pi_sparse_compute_list(&cj, o->ready, n_ready);
-        for (int64_t done = 0; !err && done < n_runs;) {
-            const uint64_t t_wait = pi_time_ns();
-            int got = pi_io_reap_min(o->io, o->tags, (int)(n_runs - done), REAP_BATCH);
-            o->st.io_wait_ns += pi_time_ns() - t_wait;
-            if (got < 0) {
+        const bool had_pend = n_pend > 0;
+        for (int64_t done = 0; !err && (done < n_runs || n_pend > 0);) {
+            const int64_t own_left = n_runs - done;
+            const int own = reap(o, own_left, own_left <= 0 ? 1 : own_left < REAP_BATCH ? (int)own_left : REAP_BATCH);
+            if (own < 0) {
                 err = PI_ERR_IO;
                 break;
             }
             int64_t nr = 0;
-            for (int g = 0; g < got; g++)
+            for (int g = 0; g < own; g++)
                 for (int32_t b = 0; b < o->run_len[o->tags[g]]; b++) o->ready[nr++] = o->miss[o->run_first[o->tags[g]] + b];
+            for (int64_t p = 0; p < n_pend;) /* lookahead reads that completed */
+                if (la->run_done[o->pend_run[p]]) {
+                    o->ready[nr++] = o->pend[p];
+                    o->pend[p] = o->pend[--n_pend];
+                    o->pend_run[p] = o->pend_run[n_pend];
+                } else {
+                    p++;
+                }
             pi_sparse_compute_list(&cj, o->ready, nr);
-            done += got;
+            done += own;
         }
-        if (n_runs > 0) o->st.io_busy_ns += pi_time_ns() - t_issue; /* until the last read's neurons are computed */
+        /* what this layer read ahead and did not select completes before the
+           slots are unpinned */
+        if (!err && la->layer == il) err = la_finish(o, la);
+        if (n_runs > 0 || had_pend) o->st.io_busy_ns += pi_time_ns() - t_issue; /* until the last read's neurons are computed */
         if (err) { /* the slots of this wave's reads hold nothing usable */
             for (int64_t m = 0; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(f, o, o->miss[m]));
             pi_ncache_next_epoch(o->cache);
+            la_finish_all(o);
             return err;
         }
         pi_pool_reduce_f32_chunks(s->pool, n, q, c0, c1, pi_sparse_down_chunk, &dj, E, s->reduce_scratch);
         pi_ncache_next_epoch(o->cache);
+        if (la_next->layer == il + 1) { /* its reads may still be in flight: keep their slots */
+            for (int64_t k2 = 0; k2 < la_next->n; k2++) pi_ncache_pin(o->cache, la_next->slot[k2]);
+            if (la_next->done < la_next->runs) o->la_gap_from = pi_time_ns();
+        }
         if (c0 > 0 || c1 < n_chunks) o->st.waves++;
         c0 = c1;
     }
@@ -184,7 +360,8 @@ static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) 
     const int64_t q = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
     memset(o->stream_acc, 0, 2 * PI_MAX_BATCH * (size_t)E * sizeof(float));
     struct iovec iov[2];
-    pi_status err = PI_OK;
+    pi_status err = la_finish_all(o); /* its reaps must not take a lookahead read's completion */
+    if (err) return err;
     for (int64_t i0 = 0, p = 0; i0 < F; i0 += R, p ^= 1) {
         const int64_t rows = F - i0 < R ? F - i0 : R;
         if (i0 == 0) { /* the first piece; later ones were issued one piece ahead */
@@ -225,14 +402,15 @@ static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *o
         pi_weight_row_f32(w, tok, out);
         return PI_OK;
     }
+    pi_status st = la_finish_all(o);
+    if (st) return st;
     /* the row's covering aligned range straight into the aligned buffer
        (pi_io_read would otherwise bounce through a buffer of its own) */
     const int64_t a = (int64_t)pi_io_align(o->io), off = o->embd_off + (int64_t)tok * (int64_t)w->row_bytes;
     const int64_t at = off / a * a, skip = off - at;
     int64_t want = (skip + (int64_t)w->row_bytes + a - 1) / a * a;
     if (at + want > pi_io_file_size(o->io)) want = pi_io_file_size(o->io) - at; /* a row at the end of the file */
-    pi_status st = pi_io_read(o->io, at, o->embd_buf, (size_t)want);
-    if (st) return st;
+    if ((st = pi_io_read(o->io, at, o->embd_buf, (size_t)want))) return st;
     o->st.bytes += (uint64_t)want;
     pi_weight row = *w;
     row.data = o->embd_buf + skip;

@@ -51,6 +51,14 @@ static int fixed_weights(pi_lm *m, pi_weight **ws, int max) {
     return n;
 }
 
+/* The largest predictor rank (fc1 rows) of any layer; 1 without predictors. */
+static int64_t max_rank(const pi_lm *m) {
+    int64_t rank = 1;
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].fc1.ne[1] > rank) rank = m->layers[il].fc1.ne[1];
+    return rank;
+}
+
 static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
 
 pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *z) {
@@ -87,8 +95,14 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     z->embd_on_flash = m->tok_embd.data != m->output.data;
     const size_t embd_buf = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
     const int64_t stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
+    /* the step's tables, and the lookahead's: its vectors and its own read tables */
+    const int64_t rank = max_rank(m);
     const size_t tables = (size_t)F * (3 * sizeof(int64_t) + sizeof(int32_t) + sizeof(pi_io_req) +
-                                       sizeof(struct iovec) + sizeof(uint64_t));
+                                       sizeof(struct iovec) + sizeof(uint64_t)) +
+                          (size_t)(E + rank + F) * sizeof(float) +
+                          (size_t)F * (sizeof(int64_t) + sizeof(int32_t)) +
+                          2 * (size_t)F * (2 * sizeof(int64_t) + 3 * sizeof(int32_t) + 1 + sizeof(pi_io_req) +
+                                           sizeof(struct iovec));
     z->io = embd_buf + 2 * (size_t)stream_rows * z->stride + tables;
     z->session = pi_state_bytes(m, n_ctx) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
@@ -118,6 +132,22 @@ void pi_offload_free(pi_offload *o) {
     free(o->reqs);
     free(o->iov);
     free(o->tags);
+    free(o->la_x);
+    free(o->la_u);
+    free(o->la_z);
+    for (int h = 0; h < 2; h++) {
+        struct pi_la_set *a = &o->la[h];
+        free(a->slot);
+        free(a->neuron);
+        free(a->run_of);
+        free(a->run_done);
+        free(a->run_first);
+        free(a->run_len);
+        free(a->reqs);
+        free(a->iov);
+    }
+    free(o->pend);
+    free(o->pend_run);
     free(o->path);
     free(o);
 }
@@ -198,9 +228,10 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     }
     for (int64_t il = 0; il < L; il++) o->bundle_off[il] = m->layers[il].bundle.file_off;
 
-    /* a layer's step issues at most one read per neuron at once */
+    /* a layer's step issues at most one read per neuron at once, and the
+       lookahead as many again for this layer and for the next */
     pi_io_opts io = opt->io;
-    if (io.max_pending < F) io.max_pending = (int)F;
+    if (io.max_pending < 3 * F) io.max_pending = (int)(3 * F);
     if ((st = pi_io_open(path, &io, &o->io))) goto fail;
     const size_t align = pi_io_align(o->io) > 4096 ? pi_io_align(o->io) : 4096;
     if (o->stride % pi_io_align(o->io) || (size_t)o->bundle_off[0] % pi_io_align(o->io)) {
@@ -297,6 +328,34 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->reqs = malloc((size_t)F * sizeof *o->reqs);
     o->iov = malloc((size_t)F * sizeof *o->iov);
     o->tags = malloc((size_t)F * sizeof *o->tags);
+    o->la[0].layer = o->la[1].layer = -1;
+    o->lookahead = opt->lookahead && m->has_predictor;
+    if (o->lookahead) {
+        const int64_t rank = max_rank(m);
+        o->la_x = malloc((size_t)E * sizeof *o->la_x);
+        o->la_u = malloc((size_t)rank * sizeof *o->la_u);
+        o->la_z = malloc((size_t)F * sizeof *o->la_z);
+        o->pend = malloc((size_t)F * sizeof *o->pend);
+        o->pend_run = malloc((size_t)F * sizeof *o->pend_run);
+        bool ok = o->la_x && o->la_u && o->la_z && o->pend && o->pend_run;
+        for (int h = 0; h < 2; h++) {
+            struct pi_la_set *a = &o->la[h];
+            a->slot = malloc((size_t)F * sizeof *a->slot);
+            a->neuron = malloc((size_t)F * sizeof *a->neuron);
+            a->run_of = malloc((size_t)F * sizeof *a->run_of);
+            a->run_done = malloc((size_t)F * sizeof *a->run_done);
+            a->run_first = malloc((size_t)F * sizeof *a->run_first);
+            a->run_len = malloc((size_t)F * sizeof *a->run_len);
+            a->reqs = malloc((size_t)F * sizeof *a->reqs);
+            a->iov = malloc((size_t)F * sizeof *a->iov);
+            ok = ok && a->slot && a->neuron && a->run_of && a->run_done && a->run_first && a->run_len && a->reqs &&
+                 a->iov;
+        }
+        if (!ok) {
+            st = pi_error(PI_ERR_NOMEM, "cannot allocate the lookahead's tables");
+            goto fail;
+        }
+    }
     if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || !o->embd_buf || !o->stream_buf[0] ||
         !o->stream_buf[1] || !o->stream_acc || !o->miss || !o->ready || !o->run_first || !o->run_len || !o->reqs || !o->iov ||
         !o->tags) {

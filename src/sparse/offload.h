@@ -35,6 +35,7 @@ typedef struct pi_offload_opts {
     uint64_t cold_cache_bytes; /* or the neuron cache's bytes (when cold_slots is 0); 0: default */
     int max_merge;           /* bundles per read at most (0: 16) */
     pi_ncache_policy policy; /* the neuron cache's replacement policy */
+    bool lookahead;          /* while a layer computes, read the next layer's likely misses */
 } pi_offload_opts;
 
 /* Counters, summed over decoded tokens (all layers). */
@@ -51,6 +52,10 @@ typedef struct pi_offload_stats {
                                 part of it not spent waiting (busy - wait) is I/O hidden by compute */
     uint64_t ffn_ns;         /* wall time in the FFN of decoded tokens */
     uint64_t prefill_bytes;  /* bytes streamed for prompt batches (dense FFN) */
+    /* lookahead: neurons read for the next layer while this one computed */
+    uint64_t ahead_neurons;  /* read ahead */
+    uint64_t ahead_used;     /* of them, selected by the next layer (also counted in misses) */
+    uint64_t ahead_reads;    /* reads issued ahead (also counted in reads) */
 } pi_offload_stats;
 
 typedef struct pi_offload {
@@ -88,6 +93,30 @@ typedef struct pi_offload {
     pi_io_req *reqs;         /* (n_ff) */
     struct iovec *iov;       /* (n_ff) */
     uint64_t *tags;          /* (n_ff) */
+    /* lookahead (DESIGN.md §4): the next layer's predictor evaluated on this
+       layer's residual normed with the next layer's FFN norm (consecutive
+       layers' inputs are close: Deja Vu), its likely misses read into cache
+       slots while this layer computes. The slots stay pinned until the next
+       layer has used them; a neuron it selects whose read is still in
+       flight is computed when that read completes. Two sets, by layer
+       parity: one for the layer computing, one for the next. */
+    bool lookahead;
+    float *la_x, *la_u, *la_z;   /* (n_embd), (largest predictor rank), (n_ff) */
+    struct pi_la_set {
+        int64_t layer;           /* whose neurons, -1: none in use */
+        int64_t n, runs, done;   /* bundles, reads, reads completed */
+        int64_t *slot;           /* (n_ff) cache slot of each bundle, ascending neurons */
+        int32_t *neuron;         /* (n_ff) */
+        int32_t *run_of;         /* (n_ff) the read that brings bundle k */
+        uint8_t *run_done;       /* (n_ff) */
+        int64_t *run_first;      /* (n_ff) */
+        int32_t *run_len;        /* (n_ff) */
+        pi_io_req *reqs;         /* (n_ff) */
+        struct iovec *iov;       /* (n_ff) */
+    } la[2];
+    int64_t *pend;               /* (n_ff) list entries waiting for a lookahead read */
+    int32_t *pend_run;           /* (n_ff) which */
+    uint64_t la_gap_from;        /* a lookahead was in flight when the last layer's own reads ended */
     pi_offload_stats st;
 } pi_offload;
 

@@ -30,6 +30,7 @@ struct pi_ncache {
     int32_t *prev, *next; /* recency lists: head = least recent, tail = most recent */
     uint8_t *list_of;   /* (n_slots) the list a slot is on: LRU 0; SLRU 0 probation, 1 protected; LFU its count */
     uint8_t *count;     /* (n_slots) LFU use count, at most PI_NCACHE_LFU_MAX */
+    uint8_t *ahead;     /* (n_slots) 1: filled ahead of use (pi_ncache_alloc_ahead), not used since */
     uint32_t *epoch_of; /* (n_slots) epoch of the last touch */
     int32_t head[N_LISTS], tail[N_LISTS];
     int64_t len[N_LISTS];
@@ -43,7 +44,7 @@ struct pi_ncache {
 
 size_t pi_ncache_footprint(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int64_t n_slots) {
     return (size_t)n_slots * slot_bytes + (size_t)(n_layer * n_ff) * sizeof(int32_t) +
-           (size_t)n_slots * (sizeof(int64_t) + 2 * sizeof(int32_t) + sizeof(uint32_t) + 2);
+           (size_t)n_slots * (sizeof(int64_t) + 2 * sizeof(int32_t) + sizeof(uint32_t) + 3);
 }
 
 const char *pi_ncache_policy_name(pi_ncache_policy p) {
@@ -163,7 +164,9 @@ pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int
     c->epoch_of = calloc((size_t)n_slots, sizeof *c->epoch_of);
     c->list_of = calloc((size_t)n_slots, sizeof *c->list_of);
     c->count = calloc((size_t)n_slots, sizeof *c->count);
-    if (!c->arena || !c->map || !c->owner || !c->prev || !c->next || !c->epoch_of || !c->list_of || !c->count) {
+    c->ahead = calloc((size_t)n_slots, sizeof *c->ahead);
+    if (!c->arena || !c->map || !c->owner || !c->prev || !c->next || !c->epoch_of || !c->list_of || !c->count ||
+        !c->ahead) {
         pi_ncache_free(c);
         return pi_error(PI_ERR_NOMEM, "neuron cache: cannot allocate %.1f MiB for %lld slots",
                         (double)pi_ncache_footprint(n_layer, n_ff, slot_bytes, n_slots) / (1 << 20),
@@ -191,6 +194,7 @@ void pi_ncache_free(pi_ncache *c) {
     free(c->epoch_of);
     free(c->list_of);
     free(c->count);
+    free(c->ahead);
     free(c);
 }
 
@@ -203,15 +207,29 @@ void *pi_ncache_arena(const pi_ncache *c, size_t *bytes) {
 
 uint8_t *pi_ncache_slot(const pi_ncache *c, int64_t slot) { return c->arena + (size_t)slot * c->slot_bytes; }
 
-int64_t pi_ncache_get(pi_ncache *c, int64_t layer, int64_t neuron) {
+int64_t pi_ncache_get(pi_ncache *c, int64_t layer, int64_t neuron) { return pi_ncache_use(c, layer, neuron, NULL); }
+
+int64_t pi_ncache_use(pi_ncache *c, int64_t layer, int64_t neuron, bool *was_ahead) {
     int32_t s = c->map[layer * c->n_ff + neuron];
+    if (was_ahead) *was_ahead = false;
     if (s < 0) {
         c->st.misses++;
         return -1;
     }
+    if (c->ahead[s]) { /* its first use: the policy sees one use, the statistics a miss read early */
+        c->ahead[s] = 0;
+        if (was_ahead) *was_ahead = true;
+        c->st.misses++;
+        touch(c, s, c->list_of[s]);
+        return s;
+    }
     c->st.hits++;
     touch_hit(c, s);
     return s;
+}
+
+bool pi_ncache_contains(const pi_ncache *c, int64_t layer, int64_t neuron) {
+    return c->map[layer * c->n_ff + neuron] >= 0;
 }
 
 int64_t pi_ncache_alloc(pi_ncache *c, int64_t layer, int64_t neuron) {
@@ -224,8 +242,27 @@ int64_t pi_ncache_alloc(pi_ncache *c, int64_t layer, int64_t neuron) {
     c->owner[s] = layer * c->n_ff + neuron;
     c->map[c->owner[s]] = s;
     c->count[s] = 0;
+    c->ahead[s] = 0;
     c->allocs++;
     touch(c, s, 0); /* SLRU: on probation; LFU: count 0 */
+    return s;
+}
+
+void pi_ncache_pin(pi_ncache *c, int64_t slot) {
+    const int32_t s = (int32_t)slot;
+    if (c->owner[s] < 0 || pinned(c, s)) return;
+    c->epoch_of[s] = c->epoch;
+    c->pinned++;
+    /* a pinned slot sits at its list's most-recent end (victim() relies on it) */
+    unlink_slot(c, s);
+    push_tail(c, s, c->list_of[s]);
+}
+
+void pi_ncache_settle(pi_ncache *c, int64_t slot) { c->ahead[slot] = 0; }
+
+int64_t pi_ncache_alloc_ahead(pi_ncache *c, int64_t layer, int64_t neuron) {
+    int64_t s = pi_ncache_alloc(c, layer, neuron);
+    if (s >= 0) c->ahead[s] = 1;
     return s;
 }
 
@@ -233,6 +270,7 @@ void pi_ncache_drop(pi_ncache *c, int64_t slot) {
     int32_t s = (int32_t)slot;
     if (c->owner[s] >= 0) c->map[c->owner[s]] = -1;
     c->owner[s] = -1;
+    c->ahead[s] = 0;
     if (c->epoch_of[s] == c->epoch) c->pinned--;
     c->epoch_of[s] = 0;
     c->count[s] = 0;

@@ -25,6 +25,7 @@
 
 #include "base/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,11 +67,31 @@ uint8_t *pi_ncache_slot(const pi_ncache *c, int64_t slot);
    it is not cached. Counts a hit or a miss. */
 int64_t pi_ncache_get(pi_ncache *c, int64_t layer, int64_t neuron);
 
+/* pi_ncache_get, telling whether the slot was filled ahead of use
+   (pi_ncache_alloc_ahead) and this is its first use: then the policy sees
+   one use (no promotion) and the statistics count a miss, since the neuron
+   came from flash for this use, only earlier. */
+int64_t pi_ncache_use(pi_ncache *c, int64_t layer, int64_t neuron, bool *was_ahead);
+
+/* Whether (layer, neuron) is cached; touches nothing. */
+bool pi_ncache_contains(const pi_ncache *c, int64_t layer, int64_t neuron);
+
 /* A slot for (layer, neuron), which must not be cached: the policy's victim
    among the unpinned slots (its old neuron is forgotten), pinned and most
    recent. -1 when every slot is pinned. The caller fills it, or calls
    pi_ncache_drop() if it cannot. */
 int64_t pi_ncache_alloc(pi_ncache *c, int64_t layer, int64_t neuron);
+
+/* pi_ncache_alloc for a neuron read ahead of its use (lookahead): marked so
+   that its first pi_ncache_use reports it. */
+int64_t pi_ncache_alloc_ahead(pi_ncache *c, int64_t layer, int64_t neuron);
+
+/* Pin a cached slot into this epoch without counting a use (a read ahead
+   still in flight across a step boundary). */
+void pi_ncache_pin(pi_ncache *c, int64_t slot);
+
+/* A slot filled ahead and not used: from now on an ordinary cached neuron. */
+void pi_ncache_settle(pi_ncache *c, int64_t slot);
 
 /* Forget what a slot holds (e.g. its read failed); it becomes the next to reuse. */
 void pi_ncache_drop(pi_ncache *c, int64_t slot);
