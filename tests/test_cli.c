@@ -177,6 +177,25 @@ int main(void) {
                    t_file_has(err, "per token"),
                "planned run at %.1f MiB differs from the in-memory run", mib);
     }
+    /* --plain: a file llama.cpp reads (no predictors, no ffn_down_t), the same text dense */
+    char plain[320], out2[320];
+    snprintf(plain, sizeof plain, "%s.plain.gguf", g_tmp);
+    snprintf(out2, sizeof out2, "%s.out2.txt", g_tmp);
+    snprintf(args, sizeof args, "convert -m %s --plain -o %s", conv, plain);
+    CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "inspect %s", plain);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "ffn_down.weight") && !t_file_has(out, "ffn_down_t") &&
+          !t_file_has(out, "fc1") && !t_file_has(out, "fc2") && !t_file_has(out, "pinfer.predictor"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --dense", plain);
+    CHECK(pinfer(args, out, err) == 0);
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --dense", conv);
+    CHECK(pinfer(args, out2, err) == 0 && t_same_file(out, out2));
+    snprintf(args, sizeof args, "convert -m %s --plain -o %s", bundle, plain);
+    CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "bundle"));
+    snprintf(args, sizeof args, "convert -m %s --plain --bundle -o %s", conv, plain);
+    CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--plain"));
+    unlink(plain);
+    unlink(out2);
     /* figures that may not fit the disk are flagged: an old file, another filesystem */
     struct timeval old[2] = {{time(NULL) - 90 * 86400, 0}, {time(NULL) - 90 * 86400, 0}};
     CHECK(utimes(hwf, old) == 0);

@@ -35,7 +35,10 @@ static void usage(FILE *f) {
                "         with --reorder the neurons are first ordered by activation frequency\n"
                "       any of the -m forms (or alone): --output-type T / --embd-type T write the output head /\n"
                "         token embedding in type T (f32, f16, bf16, q8_0, q4_0): under --mem-budget the output\n"
-               "         head is part of the fixed region, so a smaller type lowers the minimum\n");
+               "         head is part of the fixed region, so a smaller type lowers the minimum\n"
+               "       pinfer convert -m MODEL.gguf --plain -o OUT.gguf\n"
+               "         a file llama.cpp reads: the model without pinfer's additions (predictors, ffn_down_t,\n"
+               "         neuron permutations and counts), e.g. to run a peer on the same weights\n");
 }
 
 /* The end of a conversion: the error, or the summary line. */
@@ -68,6 +71,10 @@ int cmd_convert(int argc, char **argv) {
         }
         if (!strcmp(a, "--bundle")) {
             bundle = true;
+            continue;
+        }
+        if (!strcmp(a, "--plain")) {
+            retype.plain = true;
             continue;
         }
         bool known = false;
@@ -116,7 +123,11 @@ int cmd_convert(int argc, char **argv) {
         fprintf(stderr, "pinfer: %s: --bundle takes -m MODEL, -o OUT and optionally --reorder STATS\n", cmd);
         return 2;
     }
-    const bool retyping = retype.retype_output || retype.retype_embd;
+    if (retype.plain && (bundle || stats || !model || !out || l2c)) {
+        fprintf(stderr, "pinfer: %s: --plain takes -m MODEL and -o OUT (no --bundle, no --reorder)\n", cmd);
+        return 2;
+    }
+    const bool retyping = retype.retype_output || retype.retype_embd || retype.plain;
     if (retyping && (!model || !out || l2c)) {
         fprintf(stderr, "pinfer: %s: --output-type and --embd-type take -m MODEL and -o OUT\n", cmd);
         return 2;
@@ -151,6 +162,7 @@ int cmd_convert(int argc, char **argv) {
     if (stats)
         snprintf(what + strlen(what), sizeof what - strlen(what), "%sneurons ordered by activation frequency",
                  bundle ? ", " : "");
+    if (retype.plain) snprintf(what, sizeof what, "without pinfer's predictors and extra tensors, for llama.cpp");
     if (retype.retype_output)
         snprintf(what + strlen(what), sizeof what - strlen(what), "%soutput head %s", what[0] ? ", " : "",
                  pi_type_name(retype.output_type));

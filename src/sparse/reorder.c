@@ -47,6 +47,7 @@ typedef struct {
     const char *in_path;
     const pi_stats *st;    /* NULL: keep the input's order */
     bool bundle;           /* write bundles instead of the FFN matrices */
+    bool plain;            /* drop what llama.cpp does not read (predictors, ffn_down_t, permutations, counts) */
     pi_bundle_layout bl;   /* bundle */
     pi_lm *m;           /* the input, mapped */
     int32_t *perm;         /* (n_layer, n_ff); NULL without st (identity) */
@@ -69,6 +70,7 @@ typedef enum {
     K_PERM,
     K_ACT_COUNT,
     K_FC2,
+    K_FC1,
 } kind;
 
 /* The kind of a tensor name and its layer (-1 for K_OTHER). */
@@ -76,9 +78,9 @@ static kind kind_of(pi_gguf_str name, int64_t *layer) {
     static const char *const fmt[] = {
         [K_GATE] = PI_TN_FFN_GATE,     [K_UP] = PI_TN_FFN_UP,         [K_DOWN] = PI_TN_FFN_DOWN,
         [K_DOWN_T] = PI_TN_FFN_DOWN_T, [K_BUNDLE] = PI_TN_FFN_BUNDLE, [K_PERM] = PI_TN_FFN_PERM,
-        [K_ACT_COUNT] = PI_TN_FFN_ACT_COUNT, [K_FC2] = PI_TN_FC2,
+        [K_ACT_COUNT] = PI_TN_FFN_ACT_COUNT, [K_FC2] = PI_TN_FC2, [K_FC1] = PI_TN_FC1,
     };
-    for (int k = K_GATE; k <= K_FC2; k++)
+    for (int k = K_GATE; k <= K_FC1; k++)
         if ((*layer = pi_tensor_layer(name, fmt[k])) >= 0) return (kind)k;
     *layer = -1;
     return K_OTHER;
@@ -135,6 +137,15 @@ static pi_status layer_down_t(rewriter *r, int layer, const uint8_t **rows) {
 static pi_status check_input(rewriter *r, uint32_t align) {
     const pi_lm *m = r->m;
     const pi_hparams *hp = &m->hp;
+    if (r->plain) {
+        if (m->bundled)
+            return pi_error(PI_ERR_UNSUPPORTED, "%s is a bundle file: llama.cpp cannot read bundles; convert the "
+                            "model the bundles were made from", r->in_path);
+        for (int64_t il = 0; il < hp->n_layer; il++)
+            if (!m->layers[il].ffn_down.data && !hp->n_expert)
+                return pi_error(PI_ERR_UNSUPPORTED, "%s: layer %lld has no ffn_down (only pinfer's ffn_down_t), "
+                                "which llama.cpp needs", r->in_path, (long long)il);
+    }
     const char *what = r->bundle ? "bundling" : "reordering";
     if (hp->n_expert)
         return pi_error(PI_ERR_UNSUPPORTED, "%s: %s mixture-of-experts models is not supported%s", r->in_path, what,
@@ -187,6 +198,13 @@ static void make_plan(rewriter *r) {
         memcpy(p->ne, t->ne, sizeof p->ne);
         snprintf(p->name, sizeof p->name, "%.*s", (int)t->name.len, t->name.data);
         p->how = T_COPY;
+        if (r->plain && layer < L && layer >= 0 &&
+            (k == K_FC1 || k == K_FC2 || k == K_PERM || k == K_ACT_COUNT || k == K_DOWN_T))
+            continue; /* check_input made sure ffn_down is there */
+        if (r->plain) { /* everything else as it is */
+            r->np++;
+            continue;
+        }
         if (k != K_OTHER && layer < L) {
             const bool ffn = k == K_GATE || k == K_UP || k == K_DOWN || k == K_DOWN_T || k == K_BUNDLE;
             if (k == K_PERM && r->perm) {
@@ -262,6 +280,8 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
         const pi_gguf_str k = kv->key;
         if (r->st && (pi_gguf_str_eq(k, PI_KEY_REORDERED) || pi_gguf_str_has_prefix(k, PI_KEY_STATS_PREFIX))) continue;
         if (r->bundle && (pi_gguf_str_eq(k, PI_KEY_GENERAL_ALIGNMENT) || pi_gguf_str_has_prefix(k, PI_KEY_BUNDLE_PREFIX)))
+            continue;
+        if (r->plain && (pi_gguf_str_has_prefix(k, PI_KEY_PREDICTOR_PREFIX) || pi_gguf_str_eq(k, PI_KEY_SPARSE_THRESHOLD)))
             continue;
         rc = pi_gguf_set_kv(w, kv);
     }
@@ -365,9 +385,11 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
 pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path) {
     const pi_stats *st = p->st;
     const bool bundle = p->bundle;
-    if (!st && !bundle && !p->retype_output && !p->retype_embd)
+    if (!st && !bundle && !p->retype_output && !p->retype_embd && !p->plain)
         return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
-    rewriter r = {.in_path = in_path, .st = st, .bundle = bundle};
+    if (p->plain && (st || bundle))
+        return pi_error(PI_ERR_INVALID, "a plain file is neither reordered nor bundled");
+    rewriter r = {.in_path = in_path, .st = st, .bundle = bundle, .plain = p->plain};
     pi_gguf_writer *w = NULL;
     pi_status rc = pi_lm_load(in_path, PI_MAP_FILE, &r.m);
     if (rc) return rc;

@@ -56,9 +56,13 @@ typedef struct pi_rewrite_params {
        memory budget. A tied head (no output.weight) is the embedding. */
     bool retype_output, retype_embd;
     pi_type output_type, embd_type;
+    /* a file llama.cpp reads: without pinfer's additions (predictors fc1/fc2
+       and their keys, ffn_down_t beside ffn_down, ffn_perm, ffn_act_count);
+       not with st or bundle. A model without ffn_down is refused. */
+    bool plain;
 } pi_rewrite_params;
 
-/* Needs st, bundle or a retype (PI_ERR_INVALID otherwise, and for a target
+/* Needs st, bundle, plain or a retype (PI_ERR_INVALID otherwise, and for a target
    type without kernels or whose block does not divide the rows). */
 pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path);
 
