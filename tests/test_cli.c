@@ -152,8 +152,17 @@ int main(void) {
     CHECK(pinfer(args, NULL, err) == 0);
     snprintf(args, sizeof args, "profile -m %s --tokens 32 --seed 1 -t 2 -o %s", conv, stats);
     CHECK(pinfer(args, NULL, err) == 0);
-    snprintf(args, sizeof args, "convert -m %s --reorder %s --bundle -o %s", conv, stats, bundle);
+    /* thresholds for a recall target from the profile's logit histograms;
+       every run below uses them, in memory and under each budget */
+    snprintf(args, sizeof args, "convert -m %s --bundle --recall 0.95 -o %s", conv, bundle);
+    CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--recall"));
+    snprintf(args, sizeof args, "convert -m %s --reorder %s --bundle --recall 1.5 -o %s", conv, stats, bundle);
+    CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--recall"));
+    snprintf(args, sizeof args, "convert -m %s --reorder %s --bundle --recall 0.95 -o %s", conv, stats, bundle);
     CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "inspect %s", bundle);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "pinfer.predictor.recall_target") &&
+          t_file_has(out, "pinfer.stats.pred_hist"));
     char mem_out[320], plan[320], hwf[320];
     snprintf(mem_out, sizeof mem_out, "%s.mem.txt", g_tmp);
     snprintf(plan, sizeof plan, "%s.plan", g_tmp);

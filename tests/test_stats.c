@@ -542,6 +542,90 @@ out:
     unlink(stats);
 }
 
+/* Predictor logit histograms: binning, thresholds for a recall target
+   against a direct count, the file round trip, malformed histograms. */
+static void test_hist(void) {
+    enum { L = 2, F = 400, T = 300 };
+    pi_stats *st = NULL;
+    CHECK(pi_stats_create(L, F, 0.0f, "hist", &st) == PI_OK);
+    if (!st) return;
+    CHECK(pi_stats_thresholds(st, 0.95, NULL, NULL, NULL, NULL) == PI_ERR_NOT_FOUND);
+    CHECK(pi_stats_enable_hist(st) == PI_OK && st->hist_bins == PI_STATS_HIST_BINS);
+    /* logits on the bin grid: active neurons score higher, with overlap */
+    static float zs[T][L][F], acts[T][L][F];
+    t_rng r = {5};
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < F; i++) {
+                const bool on = t_next(&r) % 10 == 0;
+                const int q = (int)(t_next(&r) % 128) - 96 + (on ? 48 + 16 * l : 0); /* in 1/32 steps */
+                zs[t][l][i] = (float)q / 32.0f + 1.0f / 64.0f;
+                acts[t][l][i] = on ? 1.0f : 0.0f;
+            }
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++) pi_stats_observe_logits(st, l, zs[t][l], acts[t][l]);
+    float thr[L], thr2[L];
+    double rec[L], prec[L], sel[L];
+    CHECK(pi_stats_thresholds(st, 0.0, thr, NULL, NULL, NULL) == PI_ERR_INVALID);
+    CHECK(pi_stats_thresholds(st, 0.95, thr, rec, prec, sel) == PI_OK);
+    CHECK(pi_stats_thresholds(st, 0.80, thr2, NULL, NULL, NULL) == PI_OK);
+    for (int l = 0; l < L; l++) {
+        /* the counts at the chosen threshold, directly */
+        double on = 0, on_sel = 0, all_sel = 0, on_next = 0;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < F; i++) {
+                const bool a = acts[t][l][i] > 0.0f, s = zs[t][l][i] >= thr[l];
+                on += a, on_sel += a && s, all_sel += s;
+                on_next += a && zs[t][l][i] >= thr[l] + st->hist_w;
+            }
+        CHECKF(fabs(rec[l] - on_sel / on) < 1e-12 && fabs(prec[l] - on_sel / all_sel) < 1e-12 &&
+                   fabs(sel[l] - all_sel / (T * F)) < 1e-12,
+               "layer %d: recall %.4f/%.4f precision %.4f/%.4f", l, rec[l], on_sel / on, prec[l], on_sel / all_sel);
+        CHECKF(rec[l] >= 0.95 && on_next / on < 0.95, "layer %d: %.4f at the threshold, %.4f one bin higher", l,
+               rec[l], on_next / on);
+        CHECK(thr2[l] >= thr[l]);
+    }
+    CHECK(thr[1] > thr[0]); /* layer 1's active neurons score higher */
+    /* saved and loaded, the same thresholds */
+    char path[256];
+    t_tmp_path(path, sizeof path, "hist.stats.gguf");
+    pi_stats *back = NULL;
+    CHECK(pi_stats_save(st, path) == PI_OK && pi_stats_load(path, &back) == PI_OK);
+    float thr3[L];
+    CHECK(back && back->hist && pi_stats_thresholds(back, 0.95, thr3, NULL, NULL, NULL) == PI_OK &&
+          !memcmp(thr, thr3, sizeof thr));
+    pi_stats_free(back);
+    /* a histogram of the wrong size or with a negative count is refused */
+    for (int bad = 0; bad < 2; bad++) {
+        pi_gguf_writer *w;
+        pi_stats *copy = st;
+        const int64_t bins = st->hist_bins;
+        const double h7 = st->hist[7];
+        if (bad == 0) copy->hist_bins = 1; /* L * 2 values: one bin */
+        else copy->hist[7] = -1.0;
+        CHECK(pi_gguf_writer_create(path, false, &w) == PI_OK);
+        CHECK(pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_STATS_ARCH) == PI_OK);
+        CHECK(pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, 1) == PI_OK && pi_gguf_set_u32(w, PI_KEY_STATS_N_LAYER, L) == PI_OK &&
+              pi_gguf_set_u32(w, PI_KEY_STATS_N_FF, F) == PI_OK && pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, 0) == PI_OK &&
+              pi_gguf_set_str(w, PI_KEY_STATS_MODEL, "x") == PI_OK && pi_stats_set_hist(copy, w) == PI_OK);
+        const int64_t ne = F;
+        int32_t zero[F] = {0};
+        char nm[64];
+        for (int l = 0; l < L; l++) {
+            snprintf(nm, sizeof nm, PI_TN_ACT_COUNT, l);
+            CHECK(pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, &ne) == PI_OK);
+        }
+        CHECK(pi_gguf_writer_begin_data(w) == PI_OK);
+        for (int l = 0; l < L; l++) CHECK(pi_gguf_write_data(w, zero, sizeof zero) == PI_OK);
+        CHECK(pi_gguf_writer_close(w) == PI_OK);
+        expect_bad(path, PI_ERR_FORMAT, PI_KEY_STATS_PRED_HIST, bad ? "negative count" : "one bin");
+        st->hist_bins = bins;
+        st->hist[7] = h7;
+    }
+    remove(path);
+    pi_stats_free(st);
+}
+
 int main(void) {
     const char *runner = getenv("PI_TEST_RUNNER");
     g_emulated = runner && *runner;
@@ -551,6 +635,7 @@ int main(void) {
     static const double drelu_cov[6] = {.602, .570, .555, .613, .625, .688};
     test_observe();
     test_reuse();
+    test_hist();
     test_queries();
     test_malformed();
     test_moe_refused();

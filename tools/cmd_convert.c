@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -36,6 +37,8 @@ static void usage(FILE *f) {
                "       any of the -m forms (or alone): --output-type T / --embd-type T write the output head /\n"
                "         token embedding in type T (f32, f16, bf16, q8_0, q4_0): under --mem-budget the output\n"
                "         head is part of the fixed region, so a smaller type lowers the minimum\n"
+               "       with --reorder STATS: --recall R sets each layer's predictor threshold to the largest that\n"
+               "         keeps recall R on the profiled tokens (STATS from profiling a model with predictors)\n"
                "       pinfer convert -m MODEL.gguf --plain -o OUT.gguf\n"
                "         a file llama.cpp reads: the model without pinfer's additions (predictors, ffn_down_t,\n"
                "         neuron permutations and counts), e.g. to run a peer on the same weights\n");
@@ -58,7 +61,7 @@ static int finish(const char *cmd, pi_status st, progress *pr, const char *out, 
 
 int cmd_convert(int argc, char **argv) {
     static const char *const valued[] = {"--from-llama2c", "--tokenizer", "-o", "--name", "-m", "--reorder",
-                                         "--bundle-align", "--output-type", "--embd-type"};
+                                         "--bundle-align", "--output-type", "--embd-type", "--recall"};
     const char *cmd = "convert", *l2c = NULL, *tok = NULL, *out = NULL, *name = NULL, *model = NULL, *stats = NULL;
     bool bundle = false, align_given = false;
     long align = PI_BUNDLE_DEFAULT_ALIGN;
@@ -87,6 +90,14 @@ int cmd_convert(int argc, char **argv) {
         else if (!strcmp(a, "--name")) name = v;
         else if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "--reorder")) stats = v;
+        else if (!strcmp(a, "--recall")) {
+            char *end;
+            retype.recall = strtod(v, &end);
+            if (*end || !(retype.recall > 0.0 && retype.recall <= 1.0)) {
+                fprintf(stderr, "pinfer: %s: --recall expects a share in (0, 1], got '%s'\n", cmd, v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--output-type") || !strcmp(a, "--embd-type")) {
             const bool o_ = !strcmp(a, "--output-type");
             const int t = pi_type_from_name(v);
@@ -121,6 +132,11 @@ int cmd_convert(int argc, char **argv) {
     }
     if (bundle && (!model || !out || l2c)) {
         fprintf(stderr, "pinfer: %s: --bundle takes -m MODEL, -o OUT and optionally --reorder STATS\n", cmd);
+        return 2;
+    }
+    if (retype.recall > 0.0 && (!stats || retype.plain)) {
+        fprintf(stderr, "pinfer: %s: --recall takes --reorder STATS (from pinfer profile of a model with predictors)\n",
+                cmd);
         return 2;
     }
     if (retype.plain && (bundle || stats || !model || !out || l2c)) {
@@ -163,6 +179,9 @@ int cmd_convert(int argc, char **argv) {
         snprintf(what + strlen(what), sizeof what - strlen(what), "%sneurons ordered by activation frequency",
                  bundle ? ", " : "");
     if (retype.plain) snprintf(what, sizeof what, "without pinfer's predictors and extra tensors, for llama.cpp");
+    if (retype.recall > 0.0)
+        snprintf(what + strlen(what), sizeof what - strlen(what), ", predictor thresholds for recall %.3g",
+                 retype.recall);
     if (retype.retype_output)
         snprintf(what + strlen(what), sizeof what - strlen(what), "%soutput head %s", what[0] ? ", " : "",
                  pi_type_name(retype.output_type));

@@ -27,6 +27,7 @@
 #include "base/outfile.h"
 #include "base/timer.h"
 #include "sparse/cachesim.h"
+#include "sparse/predictor.h"
 #include "sparse/stats.h"
 
 #include <math.h>
@@ -182,16 +183,53 @@ typedef struct {
     int n_sim;
 } profile_args;
 
-/* Both observers: the statistics, and the trace for --cache-sim. */
+/* The observers: the statistics, the trace for --cache-sim, and with a
+   model's predictors the histograms of their logits. */
 typedef struct {
     pi_stats *st;
     pi_trace *tr;
+    pi_predictor *pred;
+    float *h, *z;  /* (rank), (n_ff) */
 } observers;
 
 static void observe_both(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act) {
     observers *o = ctx;
     pi_stats_observe(o->st, layer, pos, ffn_in, act);
     if (o->tr) pi_trace_observe(o->tr, layer, pos, ffn_in, act);
+    if (o->pred) {
+        pi_pred_logits(o->pred, layer, ffn_in, o->h, o->z);
+        pi_stats_observe_logits(o->st, layer, o->z, act);
+    }
+}
+
+/* Per layer, the neurons the predictors select per token at a few recall
+   targets (the thresholds convert --recall would write). */
+static void threshold_report(const pi_stats *st) {
+    static const double targets[] = {0.99, 0.97, 0.95, 0.90};
+    enum { NT = sizeof targets / sizeof targets[0] };
+    double *sel = malloc((size_t)(NT * st->n_layer) * sizeof *sel), *prec = malloc((size_t)(NT * st->n_layer) * sizeof *prec);
+    float *thr = malloc((size_t)(NT * st->n_layer) * sizeof *thr);
+    if (!sel || !prec || !thr) goto done;
+    for (int t = 0; t < NT; t++)
+        if (pi_stats_thresholds(st, targets[t], thr + t * st->n_layer, NULL, prec + t * st->n_layer,
+                                sel + t * st->n_layer))
+            goto done;
+    printf("\npredictor thresholds by recall target (from the logits' histograms): per layer the threshold, the "
+           "share of neurons selected per token and the precision\nlayer");
+    for (int t = 0; t < NT; t++) printf("   recall %.2f: thr  sel%%  prec", targets[t]);
+    printf("\n");
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        printf("%5lld", (long long)l);
+        for (int t = 0; t < NT; t++) {
+            const int64_t k = t * st->n_layer + l;
+            printf("      %8.3f %5.1f %5.3f", thr[k] < -1e30f ? -INFINITY : (double)thr[k], 100.0 * sel[k], prec[k]);
+        }
+        printf("\n");
+    }
+done:
+    free(sel);
+    free(prec);
+    free(thr);
 }
 
 /* Hit rates of each policy at each size, the winner per size. */
@@ -300,7 +338,7 @@ int cmd_profile(int argc, char **argv) {
     app a;
     int32_t *ids = NULL;
     pi_stats *st = NULL;
-    observers obs = {NULL, NULL};
+    observers obs = {NULL, NULL, NULL, NULL, NULL};
     int rc = 1;
     size_t n_ids = 0;
     o.mp.ffn = PI_FFN_DENSE; /* the FFN observer sees the dense path only */
@@ -333,6 +371,16 @@ int cmd_profile(int argc, char **argv) {
     }
 
     obs.st = st;
+    if (pi_model_lm(a.m)->has_predictor) { /* the predictors' logits, for choosing thresholds (convert --recall) */
+        const pi_lm *lm = pi_model_lm(a.m);
+        int64_t rank = 1;
+        for (int64_t l = 0; l < hp->n_layer; l++) rank = lm->layers[l].fc1.ne[1] > rank ? lm->layers[l].fc1.ne[1] : rank;
+        if (pi_predictor_from_model(lm, &obs.pred) || pi_stats_enable_hist(st) ||
+            !(obs.h = malloc((size_t)rank * sizeof *obs.h)) || !(obs.z = malloc((size_t)hp->n_ff * sizeof *obs.z))) {
+            fprintf(stderr, "pinfer: %s: the predictors' histograms: %s\n", cmd, pi_last_error());
+            goto out;
+        }
+    }
     if (pa.n_sim) {
         const int64_t cap = max_tokens > 0 ? max_tokens : (int64_t)n_ids + (int64_t)n_ids / (n_ctx > 1 ? n_ctx - 1 : 1) + 1;
         if (pi_trace_create(st->n_layer, st->n_ff, cap, st->threshold, &obs.tr)) {
@@ -359,6 +407,7 @@ int cmd_profile(int argc, char **argv) {
         printf("profile: %lld tokens sampled from the model (temperature 1, seed %llu) in %lld windows of up to %lld\n",
                (long long)st->tokens, (unsigned long long)o.sp.seed, (long long)n_win, (long long)n_ctx);
     report(st);
+    if (st->hist) threshold_report(st);
     if (obs.tr && !cache_report(cmd, obs.tr, st, &pa)) goto out;
     if (pi_stats_save(st, out_path)) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -370,6 +419,9 @@ int cmd_profile(int argc, char **argv) {
     rc = 0;
 out:
     pi_trace_free(obs.tr);
+    pi_predictor_free(obs.pred);
+    free(obs.h);
+    free(obs.z);
     pi_stats_free(st);
     free(ids);
     free(owned);

@@ -105,6 +105,8 @@
 #define PI_KEY_STATS_REUSE PI_KEY_STATS_PREFIX "reuse"         /* f32[n_layer * PI_STATS_REUSE_K]: temporal reuse */
 #define PI_STATS_REUSE_K 8 /* reuse is measured over the last 1..8 tokens */
 #define PI_KEY_STATS_REUSE_TOKENS PI_KEY_STATS_PREFIX "reuse_tokens" /* u64: tokens they come from */
+#define PI_KEY_STATS_PRED_HIST PI_KEY_STATS_PREFIX "pred_hist"   /* f32[n_layer * 2 * bins]: predictor logits */
+#define PI_KEY_STATS_PRED_RANGE PI_KEY_STATS_PREFIX "pred_range" /* f32[2]: the first bin's edge, bin width */
 
 /* the bundle layout (gguf/bundle.h) */
 #define PI_KEY_BUNDLE_PREFIX "pinfer.bundle."

@@ -112,7 +112,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     float rec[PI_PLAN_MAX_LAYERS], prec[PI_PLAN_MAX_LAYERS];
     float r1, p1;
     if (f32_array(g, PI_KEY_PREDICTOR_VAL_RECALL, L, rec) && f32_array(g, PI_KEY_PREDICTOR_VAL_PRECISION, L, prec)) {
-        snprintf(p->source, sizeof p->source, "train-predictor's held-out figures");
+        snprintf(p->source, sizeof p->source, "the file's per-layer figures (train-predictor or convert --recall)");
     } else if (!pi_gguf_get_f32(g, PI_KEY_GEN_EXPECTED_RECALL, &r1) &&
                !pi_gguf_get_f32(g, PI_KEY_GEN_EXPECTED_PRECISION, &p1)) {
         for (int64_t l = 0; l < L; l++) rec[l] = r1, prec[l] = p1;

@@ -17,6 +17,7 @@
 #include "gguf/bundle.h"
 #include "gguf/names.h"
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ typedef struct {
     const pi_stats *st;    /* NULL: keep the input's order */
     bool bundle;           /* write bundles instead of the FFN matrices */
     bool plain;            /* drop what llama.cpp does not read (predictors, ffn_down_t, permutations, counts) */
+    double recall;         /* > 0: predictor thresholds for this recall, from st's logit histograms */
     pi_bundle_layout bl;   /* bundle */
     pi_lm *m;           /* the input, mapped */
     int32_t *perm;         /* (n_layer, n_ff); NULL without st (identity) */
@@ -271,6 +273,35 @@ static pi_status plan_retype(rewriter *r, const pi_rewrite_params *p) {
     return PI_OK;
 }
 
+/* The predictor thresholds for r->recall from the statistics' logit
+   histograms, with the recall and precision they give there (what the
+   planner prices a plan with). */
+static pi_status write_thresholds(rewriter *r, pi_gguf_writer *w) {
+    const int64_t L = r->m->hp.n_layer;
+    float *thr = malloc((size_t)L * 3 * sizeof *thr);
+    double *rec = malloc((size_t)L * 2 * sizeof *rec);
+    if (!thr || !rec) {
+        free(thr);
+        free(rec);
+        return pi_error(PI_ERR_NOMEM, "out of memory");
+    }
+    float *rf = thr + L, *pf = thr + 2 * L, lowest = FLT_MAX;
+    pi_status rc = pi_stats_thresholds(r->st, r->recall, thr, rec, rec + L, NULL);
+    for (int64_t l = 0; !rc && l < L; l++) {
+        rf[l] = (float)rec[l];
+        pf[l] = (float)rec[L + l];
+        lowest = thr[l] < lowest ? thr[l] : lowest;
+    }
+    if (!rc && !(rc = pi_gguf_set_arr(w, PI_KEY_PREDICTOR_THRESHOLDS, PI_GGUF_FLOAT32, thr, (uint64_t)L)) &&
+        !(rc = pi_gguf_set_f32(w, PI_KEY_SPARSE_THRESHOLD, lowest)) &&
+        !(rc = pi_gguf_set_f32(w, PI_KEY_PREDICTOR_RECALL_TARGET, (float)r->recall)) &&
+        !(rc = pi_gguf_set_arr(w, PI_KEY_PREDICTOR_VAL_RECALL, PI_GGUF_FLOAT32, rf, (uint64_t)L)))
+        rc = pi_gguf_set_arr(w, PI_KEY_PREDICTOR_VAL_PRECISION, PI_GGUF_FLOAT32, pf, (uint64_t)L);
+    free(thr);
+    free(rec);
+    return rc;
+}
+
 /* The input's keys, less those this rewrite replaces, then the new ones. */
 static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
     const pi_gguf *g = r->m->gguf;
@@ -283,8 +314,15 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
             continue;
         if (r->plain && (pi_gguf_str_has_prefix(k, PI_KEY_PREDICTOR_PREFIX) || pi_gguf_str_eq(k, PI_KEY_SPARSE_THRESHOLD)))
             continue;
+        if (r->recall > 0.0 &&
+            (pi_gguf_str_eq(k, PI_KEY_PREDICTOR_THRESHOLDS) || pi_gguf_str_eq(k, PI_KEY_SPARSE_THRESHOLD) ||
+             pi_gguf_str_eq(k, PI_KEY_PREDICTOR_RECALL_TARGET) || pi_gguf_str_eq(k, PI_KEY_PREDICTOR_VAL_RECALL) ||
+             pi_gguf_str_eq(k, PI_KEY_PREDICTOR_VAL_PRECISION) || pi_gguf_str_eq(k, PI_KEY_GEN_EXPECTED_RECALL) ||
+             pi_gguf_str_eq(k, PI_KEY_GEN_EXPECTED_PRECISION)))
+            continue; /* replaced by the thresholds chosen for the recall target */
         rc = pi_gguf_set_kv(w, kv);
     }
+    if (!rc && r->recall > 0.0) rc = write_thresholds(r, w);
     if (!rc && r->bundle) {
         if (!(rc = pi_gguf_set_u32(w, PI_KEY_GENERAL_ALIGNMENT, PI_BUNDLE_FILE_ALIGN)))
             rc = pi_bundle_layout_set(w, &r->bl);
@@ -295,6 +333,7 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
             !(rc = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, r->st->threshold)) &&
             !(rc = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, r->st->model ? r->st->model : "")))
             rc = pi_stats_set_reuse(r->st, w); /* reuse does not depend on the neurons' order */
+        if (!rc) rc = pi_stats_set_hist(r->st, w); /* nor do the logit histograms */
     }
     return rc;
 }
@@ -389,7 +428,10 @@ pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, cons
         return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
     if (p->plain && (st || bundle))
         return pi_error(PI_ERR_INVALID, "a plain file is neither reordered nor bundled");
-    rewriter r = {.in_path = in_path, .st = st, .bundle = bundle, .plain = p->plain};
+    if (p->recall > 0.0 && (!st || !st->hist))
+        return pi_error(PI_ERR_INVALID, "thresholds for a recall target need statistics with the predictors' logit "
+                        "histograms (pinfer profile of a model with predictors)");
+    rewriter r = {.in_path = in_path, .st = st, .bundle = bundle, .plain = p->plain, .recall = p->recall};
     pi_gguf_writer *w = NULL;
     pi_status rc = pi_lm_load(in_path, PI_MAP_FILE, &r.m);
     if (rc) return rc;

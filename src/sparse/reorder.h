@@ -60,6 +60,10 @@ typedef struct pi_rewrite_params {
        and their keys, ffn_down_t beside ffn_down, ffn_perm, ffn_act_count);
        not with st or bundle. A model without ffn_down is refused. */
     bool plain;
+    /* > 0 (with st holding the predictors' logit histograms): per-layer
+       predictor thresholds for this recall (pi_stats_thresholds), written
+       with the recall and precision they give as the predictor's figures */
+    double recall;
 } pi_rewrite_params;
 
 /* Needs st, bundle, plain or a retype (PI_ERR_INVALID otherwise, and for a target

@@ -12,6 +12,7 @@
 
 #include "gguf/names.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +92,112 @@ void pi_stats_free(pi_stats *st) {
     free(st->seen);
     free(st->seq0);
     free(st->last_pos);
+    free(st->hist);
     free(st);
+}
+
+pi_status pi_stats_enable_hist(pi_stats *st) {
+    if (st->hist) return PI_OK;
+    if (!(st->hist = calloc((size_t)(st->n_layer * 2 * PI_STATS_HIST_BINS), sizeof *st->hist)))
+        return pi_error(PI_ERR_NOMEM, "stats: out of memory for the predictor histograms");
+    st->hist_bins = PI_STATS_HIST_BINS;
+    st->hist_lo = PI_STATS_HIST_LO;
+    st->hist_w = PI_STATS_HIST_W;
+    return PI_OK;
+}
+
+void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act) {
+    PI_ASSERT(st->hist && layer >= 0 && layer < st->n_layer);
+    const int64_t B = st->hist_bins;
+    double *h = st->hist + layer * 2 * B;
+    const float inv = 1.0f / st->hist_w;
+    for (int64_t i = 0; i < st->n_ff; i++) {
+        const float v = (z[i] - st->hist_lo) * inv;
+        const int64_t b = !(v >= 0.0f) ? 0 : v >= (float)(B - 1) ? B - 1 : (int64_t)v; /* NaN: the first bin */
+        h[(fabsf(act[i]) > st->threshold) * B + b] += 1.0;
+    }
+}
+
+pi_status pi_stats_thresholds(const pi_stats *st, double min_recall, float *thr, double *recall, double *precision,
+                              double *sel) {
+    if (!st->hist) return pi_error(PI_ERR_NOT_FOUND, "the statistics have no predictor logit histograms (profile a "
+                                   "model with predictors)");
+    if (!(min_recall > 0.0 && min_recall <= 1.0))
+        return pi_error(PI_ERR_INVALID, "recall target %g is not in (0, 1]", min_recall);
+    const int64_t B = st->hist_bins;
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        const double *off = st->hist + l * 2 * B, *on = off + B;
+        double tot_on = 0.0, tot = 0.0;
+        for (int64_t b = 0; b < B; b++) tot_on += on[b], tot += on[b] + off[b];
+        /* from the top: the first edge whose bins above hold min_recall of the active ones */
+        double cum_on = 0.0, cum = 0.0;
+        int64_t j = B - 1;
+        for (; j > 0; j--) {
+            cum_on += on[j];
+            cum += on[j] + off[j];
+            if (cum_on >= min_recall * tot_on && tot_on > 0.0) break;
+        }
+        if (j == 0) cum_on += on[0], cum += on[0] + off[0];
+        if (thr) thr[l] = j == 0 ? -FLT_MAX : st->hist_lo + (float)j * st->hist_w;
+        if (recall) recall[l] = tot_on > 0.0 ? cum_on / tot_on : 1.0;
+        if (precision) precision[l] = cum > 0.0 ? cum_on / cum : 1.0;
+        if (sel) sel[l] = tot > 0.0 ? cum / tot : 0.0;
+    }
+    return PI_OK;
+}
+
+pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w) {
+    if (!st->hist) return PI_OK;
+    const int64_t n = st->n_layer * 2 * st->hist_bins;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return pi_error(PI_ERR_NOMEM, "stats: out of memory");
+    for (int64_t i = 0; i < n; i++) v[i] = (float)st->hist[i];
+    const float range[2] = {st->hist_lo, st->hist_w};
+    pi_status s = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, v, (uint64_t)n);
+    if (!s) s = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_RANGE, PI_GGUF_FLOAT32, range, 2);
+    free(v);
+    return s;
+}
+
+/* Read the histograms into st when g has them: a count of n_layer * 2 * B
+   with B in [2, PI_STATS_HIST_MAX_BINS], finite counts >= 0, a finite range
+   with a width > 0. */
+static pi_status get_hist(pi_stats *st, const pi_gguf *g, const char *path) {
+    const pi_gguf_kv *kv, *rk;
+    pi_status s = pi_gguf_get_arr(g, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, &kv);
+    if (s == PI_ERR_NOT_FOUND) return PI_OK;
+    if (s) return pi_error(PI_ERR_FORMAT, "%s: '%s' is not an f32 array", path, PI_KEY_STATS_PRED_HIST);
+    if ((s = pi_gguf_get_arr(g, PI_KEY_STATS_PRED_RANGE, PI_GGUF_FLOAT32, &rk)) || rk->arr_n != 2)
+        return pi_error(PI_ERR_FORMAT, "%s: '%s' without '%s' as two f32", path, PI_KEY_STATS_PRED_HIST,
+                        PI_KEY_STATS_PRED_RANGE);
+    const uint64_t per = 2 * (uint64_t)st->n_layer;
+    if (kv->arr_n % per || kv->arr_n / per < 2 || kv->arr_n / per > PI_STATS_HIST_MAX_BINS)
+        return pi_error(PI_ERR_FORMAT, "%s: '%s' has %llu values, not 2 x %lld layers x 2..%d bins", path,
+                        PI_KEY_STATS_PRED_HIST, (unsigned long long)kv->arr_n, (long long)st->n_layer,
+                        PI_STATS_HIST_MAX_BINS);
+    float range[2];
+    memcpy(range, rk->arr_data, sizeof range);
+    if (!isfinite(range[0]) || !isfinite(range[1]) || !(range[1] > 0.0f))
+        return pi_error(PI_ERR_FORMAT, "%s: '%s' = (%g, %g) is not a finite start and a width > 0", path,
+                        PI_KEY_STATS_PRED_RANGE, (double)range[0], (double)range[1]);
+    double *h = malloc((size_t)kv->arr_n * sizeof *h);
+    if (!h) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+    for (uint64_t i = 0; i < kv->arr_n; i++) {
+        float v;
+        memcpy(&v, (const uint8_t *)kv->arr_data + i * 4, 4);
+        if (!(v >= 0.0f) || isinf(v)) {
+            free(h);
+            return pi_error(PI_ERR_FORMAT, "%s: '%s' value %llu is %g, not a count", path, PI_KEY_STATS_PRED_HIST,
+                            (unsigned long long)i, (double)v);
+        }
+        h[i] = v;
+    }
+    free(st->hist);
+    st->hist = h;
+    st->hist_bins = (int64_t)(kv->arr_n / per);
+    st->hist_lo = range[0];
+    st->hist_w = range[1];
+    return PI_OK;
 }
 
 void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act) {
@@ -196,6 +302,7 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (!s) s = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, st->threshold);
     if (!s) s = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, st->model);
     if (!s) s = pi_stats_set_reuse(st, w);
+    if (!s) s = pi_stats_set_hist(st, w);
     char name[PI_NAME_MAX];
     for (int64_t l = 0; !s && l < st->n_layer; l++) {
         snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
@@ -293,7 +400,7 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
             c[i] = v;
         }
     }
-    if ((s = pi_stats_get_reuse(st, g, path))) {
+    if ((s = pi_stats_get_reuse(st, g, path)) || (s = get_hist(st, g, path))) {
         pi_stats_free(st);
         return s;
     }

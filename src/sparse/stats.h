@@ -26,6 +26,18 @@
  *                           also active in one of the k tokens before (k = 1..8)
  *   pinfer.stats.reuse_tokens u64, with it: the tokens those shares come from
  *
+ *   pinfer.stats.pred_hist  f32[n_layer * 2 * B], optional (models with
+ *                           predictors): element (l*2 + a)*B + b counts the
+ *                           neurons of layer l, inactive (a = 0) or active
+ *                           (a = 1), whose predictor logit fell in bin b
+ *   pinfer.stats.pred_range f32[2], with it: lo and width w; bin b holds
+ *                           [lo + b w, lo + (b+1) w), the first and last
+ *                           bins also everything below and above
+ *
+ * The logit histograms give each layer's recall and false-positive rate at
+ * every threshold (pi_stats_thresholds), so the thresholds can be chosen for
+ * a recall target without the training data.
+ *
  * Temporal reuse is what a neuron cache lives on (LLM in a Flash's sliding
  * window): over a token that has at least 8 predecessors in its sequence, the
  * active neurons that were active in the previous token (k = 1), or in any of
@@ -69,7 +81,16 @@ typedef struct pi_stats {
     /* observer state */
     int64_t *last;         /* (n_layer, n_ff): the layer's token index of the neuron's last activation */
     int64_t *seen, *seq0, *last_pos; /* (n_layer): tokens seen, where the sequence began, the last position */
+    /* predictor logit histograms (see above), NULL unless enabled or loaded */
+    int64_t hist_bins;
+    float hist_lo, hist_w;
+    double *hist;          /* (n_layer, 2, hist_bins) */
 } pi_stats;
+
+#define PI_STATS_HIST_BINS 1024  /* logits in [-16, 16) by 1/32 */
+#define PI_STATS_HIST_LO (-16.0f)
+#define PI_STATS_HIST_W (1.0f / 32.0f)
+#define PI_STATS_HIST_MAX_BINS 65536
 
 /* The threshold `profile` uses unless told otherwise: 0 for ReLU and dReLU
    (exact zeros), PI_STATS_SILU_THRESHOLD for SiLU (see stats.c for why). */
@@ -93,6 +114,25 @@ void pi_stats_free(pi_stats *st); /* accepts NULL */
    token. Runs on the session's driving thread, so it takes no lock; the
    layer must be below n_layer (a shape mismatch is a programming error). */
 void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
+
+/* Start counting predictor logits (PI_STATS_HIST_BINS bins). PI_ERR_NOMEM. */
+pi_status pi_stats_enable_hist(pi_stats *st);
+
+/* Count layer's n_ff logits z by whether act marks the neuron active (the
+   stats' threshold). Needs pi_stats_enable_hist. */
+void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act);
+
+/* Per layer, the largest threshold (a bin edge) whose recall is at least
+   min_recall on the histograms: thr[l], and what it gives, recall[l],
+   precision[l] and the share of neurons selected per token sel[l] (any of
+   the outputs may be NULL). PI_ERR_NOT_FOUND without histograms,
+   PI_ERR_INVALID for min_recall outside (0, 1]. */
+pi_status pi_stats_thresholds(const pi_stats *st, double min_recall, float *thr, double *recall, double *precision,
+                              double *sel);
+
+/* The histograms as metadata (PI_KEY_STATS_PRED_HIST and _RANGE); nothing
+   when there are none. */
+pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w);
 
 /* Write the statistics as a GGUF file (format above). PI_ERR_UNSUPPORTED
    when more than PI_STATS_MAX_TOKENS tokens were counted; PI_ERR_IO (or
