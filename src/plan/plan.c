@@ -218,15 +218,19 @@ static int64_t cache_slots(const pi_mprofile *mp, uint64_t cache_bytes) {
     return s < mp->min_slots ? mp->min_slots : s;
 }
 
-/* R reads of `stride` bytes kept qd deep: R / iops, plus one read's
+/* R reads carrying M bundles of `stride` bytes kept qd deep: R / iops, plus one read's
    latency for the last one, which nothing overlaps. (Charging the whole
    queue's latency, qd / iops, made the solver pick shallow queues that
    measured slower: with a layer's reads issued at once and computed as they
    land, a deeper queue measured 19.5, 20.9 and 21.8 tok/s at 32, 64, 128.) */
-static double io_time(const pi_hw *hw, size_t stride, double R, double qd) {
+static double io_time(const pi_hw *hw, size_t stride, double M, double R, double qd) {
     if (R <= 0.0) return 0.0;
     const int q = qd < 1.0 ? 1 : (int)qd;
-    return R / pi_hw_iops(hw, (int)stride, q) + 1.0 / pi_hw_iops(hw, (int)stride, 1);
+    /* merged reads are larger, and larger reads are fewer per second: priced
+       at the mean size of M bundles in R reads */
+    const double size = M > R ? (double)stride * M / R : (double)stride;
+    const int b = size < 1e9 ? (int)size : 1000000000;
+    return R / pi_hw_iops(hw, b, q) + 1.0 / pi_hw_iops(hw, (int)stride, 1);
 }
 
 /* The cost with the Che time already known. */
@@ -268,7 +272,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         double t_gu = (S * g) / rd_g + (A * u) / rd_u;
         double t_down = A * d / ax_d;
         double qd = (double)p->queue_depth < R ? (double)p->queue_depth : R;
-        double t_io = io_time(hw, mp->stride, R, qd);
+        double t_io = io_time(hw, mp->stride, M, R, qd);
         double t_l = t_pred + (t_io > t_gu ? t_io : t_gu) + t_down + C_LAYER_S;
         total += t_l;
         c->ms_pred += t_pred * 1e3;
@@ -313,7 +317,7 @@ static double layer_time(const tables *tb, int64_t l, int64_t H) {
     double R = t->miss[H] - t->pairs[H];
     R = R > 0.0 ? R : 0.0;
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
-    double t_io = io_time(tb->hw, tb->mp->stride, R, qd);
+    double t_io = io_time(tb->hw, tb->mp->stride, t->miss[H], R, qd);
     return t->t_fixed_part + (t_io > t->t_gu ? t_io : t->t_gu);
 }
 

@@ -16,7 +16,8 @@
  *   t_gu    = (S_l * g + A_l * u) / rowdot(type, T)        gate of every selected
  *                                                          neuron, up of the active ones
  *   t_down  = A_l * d / axpy(type, T)                      down rows of the active ones
- *   t_io    = R_l / iops(stride, q) + 1 / iops(stride, 1)  the reads of the misses, q = min(Q, R_l),
+ *   t_io    = R_l / iops(b, q) + 1 / iops(stride, 1)       the reads of the misses, q = min(Q, R_l),
+ *                                                          b = stride M_l / R_l their mean size,
  *                                                          and the last one's latency
  *
  * with g, u, d the row bytes of gate, up, down_t, and per neuron i of layer l
