@@ -53,42 +53,40 @@ static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *mode
                 "offloaded speed are optimistic", hw_path);
 }
 
-pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw *out) {
-    if (hw_path) return pi_hw_load(hw_path, out);
+/* The hardware file for model_path: hw_path when given, else the cache file
+   of the model's filesystem (NULL when there is none to name); *dev is that
+   filesystem's st_dev (0: unknown). */
+static const char *hw_file(const char *model_path, const char *hw_path, char *buf, size_t n, uint64_t *dev) {
     struct stat sb;
-    char path[1024];
-    if (stat(model_path, &sb) != 0 || !pi_hw_default_path(path, sizeof path, (uint64_t)sb.st_dev))
-        return pi_error(PI_ERR_NOT_FOUND, "no hardware figures for %s's disk: measure it with pinfer hwprobe -m %s",
-                        model_path, model_path);
-    pi_status st = pi_hw_load(path, out);
-    if (st == PI_ERR_NOT_FOUND || st == PI_ERR_IO)
+    *dev = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_dev : 0;
+    return hw_path ? hw_path : pi_hw_default_path(buf, n, *dev);
+}
+
+pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw *out) {
+    char buf[1024];
+    uint64_t dev;
+    const char *path = hw_file(model_path, hw_path, buf, sizeof buf, &dev);
+    pi_status st = path ? pi_hw_load(path, out) : PI_ERR_NOT_FOUND;
+    if (!hw_path && (st == PI_ERR_NOT_FOUND || st == PI_ERR_IO))
         return pi_error(PI_ERR_NOT_FOUND, "no hardware figures for %s's disk (%s): measure it with pinfer hwprobe -m %s",
-                        model_path, path, model_path);
+                        model_path, path ? path : "no cache file", model_path);
     return st;
 }
 
 pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out) {
-    struct stat sb;
-    uint64_t dev = stat(model_path, &sb) == 0 ? (uint64_t)sb.st_dev : 0;
-    if (hw_path) {
-        pi_status st = pi_hw_load(hw_path, out);
-        if (!st) check_hw_fits(out, hw_path, model_path, dev);
-        return st;
-    }
-    char path[1024];
-    if (!pi_hw_default_path(path, sizeof path, dev)) path[0] = '\0';
-    if (path[0] && pi_hw_load(path, out) == PI_OK) {
-        check_hw_fits(out, path, model_path, dev);
-        return PI_OK;
-    }
+    char buf[1024];
+    uint64_t dev;
+    const char *path = hw_file(model_path, hw_path, buf, sizeof buf, &dev);
+    pi_status st = path ? pi_hw_load(path, out) : PI_ERR_NOT_FOUND;
+    if (!st) check_hw_fits(out, path, model_path, dev);
+    if (!st || hw_path) return st;
     PI_LOGW("no hardware figures for this disk yet: measuring memory, kernels and flash once now "
-            "(pinfer hwprobe --quick, 10-20 s; kept in %s)", path[0] ? path : "no cache file");
+            "(pinfer hwprobe --quick, 10-20 s; kept in %s)", path ? path : "no cache file");
     const double t0 = pi_time_s();
     pi_hwprobe_opts po = {.file = model_path, .quick = true};
-    pi_status st = pi_hwprobe_run(&po, out);
-    if (st) return st;
+    if ((st = pi_hwprobe_run(&po, out))) return st;
     PI_LOGW("hardware measured in %.1f s", pi_time_s() - t0);
-    if (path[0] && pi_hw_save(out, path)) PI_LOGW("%s", pi_last_error());
+    if (path && pi_hw_save(out, path)) PI_LOGW("%s", pi_last_error());
     return PI_OK;
 }
 

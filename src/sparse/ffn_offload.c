@@ -19,42 +19,46 @@ typedef struct {
     pi_offload *off;   /* not owned */
 } offload_ffn;
 
-/* The cache slot list entry k's rows were placed in. */
-static int64_t miss_slot(const pi_sparse_ffn *f, const pi_offload *o, int64_t k) {
-    return (int64_t)((size_t)(f->row[3 * k] - o->part_off[0] - pi_ncache_slot(o->cache, 0)) / o->stride);
-}
-
-/* Issue the reads of the wave's misses o->miss[0, n_miss): neighbouring
-   neurons go in one read (up to max_merge bundles), each bundle into its
-   own slot. Returns the number of reads. */
-static pi_status issue_reads(const pi_sparse_ffn *f, pi_offload *o, int64_t il, int64_t n_miss, int64_t *n_runs) {
+/* Read the batch's first n bundles (neurons and slots filled in) for layer
+   il: neighbouring neurons in one read of at most max_merge bundles, each
+   bundle into its own slot, read i tagged tag | i. Counts the reads. */
+static pi_status batch_submit(pi_offload *o, pi_read_batch *b, int64_t il, int64_t n, uint64_t tag) {
     int64_t r = 0;
-    for (int64_t m = 0; m < n_miss; m++) {
-        int64_t k = o->miss[m];
-        if (m > 0 && f->idx[k] == f->idx[o->miss[m - 1]] + 1 && o->run_len[r - 1] < o->max_merge) {
-            o->run_len[r - 1]++;
+    for (int64_t k = 0; k < n; k++) {
+        if (k > 0 && b->neuron[k] == b->neuron[k - 1] + 1 && b->run_len[r - 1] < o->max_merge) {
+            b->run_len[r - 1]++;
         } else {
-            o->run_first[r] = m;
-            o->run_len[r++] = 1;
+            b->run_first[r] = k;
+            b->run_len[r++] = 1;
         }
-        o->iov[m] = (struct iovec){(void *)(f->row[3 * k] - o->part_off[0]), o->stride};
+        b->run_of[k] = (int32_t)(r - 1);
+        b->iov[k] = (struct iovec){pi_ncache_slot(o->cache, b->slot[k]), o->stride};
     }
+    uint64_t merged = 0;
     for (int64_t i = 0; i < r; i++) {
-        int64_t k = o->miss[o->run_first[i]];
-        o->reqs[i] = (pi_io_req){o->bundle_off[il] + (int64_t)f->idx[k] * (int64_t)o->stride,
-                                 &o->iov[o->run_first[i]], o->run_len[i], (uint64_t)i};
-        o->st.merged += o->run_len[i] > 1;
+        const int64_t k = b->run_first[i];
+        b->reqs[i] = (pi_io_req){o->bundle_off[il] + (int64_t)b->neuron[k] * (int64_t)o->stride, &b->iov[k],
+                                 b->run_len[i], tag | (uint64_t)i};
+        b->run_done[i] = 0;
+        merged += b->run_len[i] > 1;
     }
-    o->st.reads += (uint64_t)r;
-    o->st.bytes += (uint64_t)n_miss * o->stride;
-    *n_runs = r;
-    return r ? pi_io_submit(o->io, o->reqs, (int)r) : PI_OK;
+    b->layer = il;
+    b->n = n;
+    b->runs = r;
+    b->done = 0;
+    pi_status err = r ? pi_io_submit(o->io, b->reqs, (int)r) : PI_OK;
+    if (!err) {
+        o->st.reads += (uint64_t)r;
+        o->st.merged += merged;
+        o->st.bytes += (uint64_t)n * o->stride;
+    }
+    return err;
 }
 
 #define LA_SET_BIT 61 /* which of the two lookahead sets */
 #define LA_RUN_MASK (((uint64_t)1 << LA_SET_BIT) - 1)
 
-static int64_t la_left(const struct pi_la_set *a) { return a->layer >= 0 ? a->runs - a->done : 0; }
+static int64_t la_left(const pi_read_batch *a) { return a->layer >= 0 ? a->runs - a->done : 0; }
 
 /* Reap at least min completions of any kind: lookahead reads are marked
    done in their set, the tags of the step's own reads move to the front of
@@ -71,7 +75,7 @@ static int reap(pi_offload *o, int64_t own_left, int min) {
     for (int g = 0; g < got; g++) {
         const uint64_t tag = o->tags[g];
         if (tag & LA_TAG) {
-            struct pi_la_set *a = &o->la[(tag >> LA_SET_BIT) & 1];
+            pi_read_batch *a = &o->la[(tag >> LA_SET_BIT) & 1];
             a->run_done[tag & LA_RUN_MASK] = 1;
             a->done++;
         } else {
@@ -84,7 +88,7 @@ static int reap(pi_offload *o, int64_t own_left, int min) {
 /* Complete a lookahead set: wait for its reads (the step's own are all
    reaped), then its bundles are ordinary cache entries. After a failed
    read all of them are forgotten. */
-static pi_status la_finish(pi_offload *o, struct pi_la_set *a) {
+static pi_status la_finish(pi_offload *o, pi_read_batch *a) {
     if (a->layer < 0) return PI_OK;
     pi_status err = PI_OK;
     while (a->done < a->runs)
@@ -107,7 +111,7 @@ static pi_status la_finish_all(pi_offload *o) {
 
 /* The read that brings layer `la->layer`'s neuron i, or -1 (binary search:
    the set's neurons ascend). */
-static int32_t la_run_of(const struct pi_la_set *a, int64_t i) {
+static int32_t la_run_of(const pi_read_batch *a, int64_t i) {
     int64_t lo = 0, hi = a->n;
     while (lo < hi) {
         const int64_t mid = (lo + hi) / 2;
@@ -121,7 +125,7 @@ static int32_t la_run_of(const struct pi_la_set *a, int64_t i) {
    predictor on the residual normed with jl's FFN norm, and a read for each
    predicted neuron (and each of the sparse FFN's fixed prefix) that is
    neither resident nor cached, into slots allocated now; they stay pinned
-   until jl is done with them. Neighbours merge as in issue_reads. A full
+   until jl is done with them. Neighbours merge as in the step's own reads. A full
    queue skips the lookahead: it never changes what jl computes, only when
    its rows are read. */
 static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t jl) {
@@ -129,7 +133,7 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, in
     const pi_layer *l = &m->layers[jl];
     const int64_t E = m->hp.n_embd, F = m->hp.n_ff, R = l->fc1.ne[1], H = o->hot[jl];
     const int set = (int)(jl & 1);
-    struct pi_la_set *a = &o->la[set];
+    pi_read_batch *a = &o->la[set];
     if (a->layer >= 0) return PI_OK; /* still in use (cannot happen in layer order) */
     pi_rmsnorm(o->la_x, s->x, l->ffn_norm.data, E, m->hp.rms_eps);
     pi_state_input_changed(s);
@@ -147,39 +151,14 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, in
         a->slot[n] = slot;
         a->neuron[n++] = (int32_t)i;
     }
-    int64_t r = 0;
-    for (int64_t k = 0; k < n; k++) {
-        if (k > 0 && a->neuron[k] == a->neuron[k - 1] + 1 && a->run_len[r - 1] < o->max_merge) {
-            a->run_len[r - 1]++;
-        } else {
-            a->run_first[r] = k;
-            a->run_len[r++] = 1;
-        }
-        a->run_of[k] = (int32_t)(r - 1);
-        a->iov[k] = (struct iovec){pi_ncache_slot(o->cache, a->slot[k]), o->stride};
-    }
-    uint64_t merged = 0;
-    for (int64_t i = 0; i < r; i++) {
-        const int64_t k = a->run_first[i];
-        a->reqs[i] = (pi_io_req){o->bundle_off[jl] + (int64_t)a->neuron[k] * (int64_t)o->stride, &a->iov[k],
-                                 a->run_len[i], LA_TAG | ((uint64_t)set << LA_SET_BIT) | (uint64_t)i};
-        a->run_done[i] = 0;
-        merged += a->run_len[i] > 1;
-    }
-    pi_status err = r ? pi_io_submit(o->io, a->reqs, (int)r) : PI_OK;
+    pi_status err = batch_submit(o, a, jl, n, LA_TAG | ((uint64_t)set << LA_SET_BIT));
     if (err) { /* none of them queued */
         for (int64_t k = 0; k < n; k++) pi_ncache_drop(o->cache, a->slot[k]);
+        a->layer = -1;
         return err == PI_ERR_FULL ? PI_OK : err;
     }
-    o->st.reads += (uint64_t)r;
-    o->st.merged += merged;
-    o->st.bytes += (uint64_t)n * o->stride;
     o->st.ahead_neurons += (uint64_t)n;
-    o->st.ahead_reads += (uint64_t)r;
-    a->layer = jl;
-    a->n = n;
-    a->runs = r;
-    a->done = 0;
+    o->st.ahead_reads += (uint64_t)a->runs;
     return PI_OK;
 }
 
@@ -204,7 +183,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     pi_sparse_down dj = {f, E, s->k->axpy[f->types.down]};
     /* this layer's lookahead set (reads issued by the layer before); any
        other set still in use is completed first (never, in layer order) */
-    struct pi_la_set *la = &o->la[il & 1], *la_next = &o->la[(il + 1) & 1];
+    pi_read_batch *la = &o->la[il & 1], *la_next = &o->la[(il + 1) & 1];
     pi_status err = PI_OK;
     if (la->layer >= 0 && la->layer != il) err = la_finish(o, la);
     if (!err && la_next->layer >= 0) err = la_finish(o, la_next);
@@ -233,6 +212,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
                     fits = false;
                     break;
                 }
+                if (!hit) o->rd.slot[n_miss] = slot, o->rd.neuron[n_miss] = (int32_t)i;
                 const uint8_t *b = pi_ncache_slot(o->cache, slot);
                 pi_sparse_set_rows(f, k, b + o->part_off[0], b + o->part_off[1], b + o->part_off[2]);
                 const int32_t run = ahead && la->layer == il ? la_run_of(la, i) : -1;
@@ -248,7 +228,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
                 aheads += ahead;
             }
             if (!fits) { /* this chunk does not fit beside the wave: undo its misses */
-                for (int64_t m = mark_m; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(f, o, o->miss[m]));
+                for (int64_t m = mark_m; m < n_miss; m++) pi_ncache_drop(o->cache, o->rd.slot[m]);
                 n_miss = mark_m;
                 n_ready = mark_r;
                 n_pend = mark_p;
@@ -262,8 +242,8 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         if (c1 == c0)
             return pi_error(PI_ERR_NOMEM, "%s: the neuron cache (%lld slots) cannot hold one chunk of layer %lld's "
                             "neurons", o->path, (long long)pi_ncache_slots(o->cache), (long long)il);
-        int64_t n_runs = 0;
-        err = issue_reads(f, o, il, n_miss, &n_runs);
+        err = batch_submit(o, &o->rd, il, n_miss, 0);
+        const int64_t n_runs = err ? 0 : o->rd.runs;
         const uint64_t t_issue = pi_time_ns();
         if (o->la_gap_from) { /* the lookahead's reads were in flight since the last layer's own ended */
             o->st.io_busy_ns += t_issue - o->la_gap_from;
@@ -284,7 +264,8 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
             }
             int64_t nr = 0;
             for (int g = 0; g < own; g++)
-                for (int32_t b = 0; b < o->run_len[o->tags[g]]; b++) o->ready[nr++] = o->miss[o->run_first[o->tags[g]] + b];
+                for (int32_t b = 0; b < o->rd.run_len[o->tags[g]]; b++)
+                    o->ready[nr++] = o->miss[o->rd.run_first[o->tags[g]] + b];
             for (int64_t p = 0; p < n_pend;) /* lookahead reads that completed */
                 if (la->run_done[o->pend_run[p]]) {
                     o->ready[nr++] = o->pend[p];
@@ -301,7 +282,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         if (!err && la->layer == il) err = la_finish(o, la);
         if (n_runs > 0 || had_pend) o->st.io_busy_ns += pi_time_ns() - t_issue; /* until the last read's neurons are computed */
         if (err) { /* the slots of this wave's reads hold nothing usable */
-            for (int64_t m = 0; m < n_miss; m++) pi_ncache_drop(o->cache, miss_slot(f, o, o->miss[m]));
+            for (int64_t m = 0; m < n_miss; m++) pi_ncache_drop(o->cache, o->rd.slot[m]);
             pi_ncache_next_epoch(o->cache);
             la_finish_all(o);
             return err;

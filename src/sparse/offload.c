@@ -59,6 +59,35 @@ static int64_t max_rank(const pi_lm *m) {
     return rank;
 }
 
+static size_t batch_bytes(int64_t F) {
+    return (size_t)F * (2 * sizeof(int64_t) + 3 * sizeof(int32_t) + 1 + sizeof(pi_io_req) + sizeof(struct iovec));
+}
+
+static void batch_free(pi_read_batch *b) {
+    free(b->slot);
+    free(b->neuron);
+    free(b->run_of);
+    free(b->run_done);
+    free(b->run_first);
+    free(b->run_len);
+    free(b->reqs);
+    free(b->iov);
+}
+
+/* Tables for up to F bundles; false when out of memory. */
+static bool batch_alloc(pi_read_batch *b, int64_t F) {
+    b->layer = -1;
+    b->slot = malloc((size_t)F * sizeof *b->slot);
+    b->neuron = malloc((size_t)F * sizeof *b->neuron);
+    b->run_of = malloc((size_t)F * sizeof *b->run_of);
+    b->run_done = malloc((size_t)F * sizeof *b->run_done);
+    b->run_first = malloc((size_t)F * sizeof *b->run_first);
+    b->run_len = malloc((size_t)F * sizeof *b->run_len);
+    b->reqs = malloc((size_t)F * sizeof *b->reqs);
+    b->iov = malloc((size_t)F * sizeof *b->iov);
+    return b->slot && b->neuron && b->run_of && b->run_done && b->run_first && b->run_len && b->reqs && b->iov;
+}
+
 static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
 
 pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *z) {
@@ -95,14 +124,11 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     z->embd_on_flash = m->tok_embd.data != m->output.data;
     const size_t embd_buf = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
     const int64_t stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
-    /* the step's tables, and the lookahead's: its vectors and its own read tables */
+    /* the step's tables and read batch, and the lookahead's vectors, pending
+       list and two read batches */
     const int64_t rank = max_rank(m);
-    const size_t tables = (size_t)F * (3 * sizeof(int64_t) + sizeof(int32_t) + sizeof(pi_io_req) +
-                                       sizeof(struct iovec) + sizeof(uint64_t)) +
-                          (size_t)(E + rank + F) * sizeof(float) +
-                          (size_t)F * (sizeof(int64_t) + sizeof(int32_t)) +
-                          2 * (size_t)F * (2 * sizeof(int64_t) + 3 * sizeof(int32_t) + 1 + sizeof(pi_io_req) +
-                                           sizeof(struct iovec));
+    const size_t tables = (size_t)F * (2 * sizeof(int64_t) + sizeof(uint64_t)) + 3 * batch_bytes(F) +
+                          (size_t)(E + rank + F) * sizeof(float) + (size_t)F * (sizeof(int64_t) + sizeof(int32_t));
     z->io = embd_buf + 2 * (size_t)stream_rows * z->stride + tables;
     z->session = pi_state_bytes(m, n_ctx) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
@@ -127,25 +153,13 @@ void pi_offload_free(pi_offload *o) {
     free(o->stream_acc);
     free(o->miss);
     free(o->ready);
-    free(o->run_first);
-    free(o->run_len);
-    free(o->reqs);
-    free(o->iov);
+    batch_free(&o->rd);
     free(o->tags);
     free(o->la_x);
     free(o->la_u);
     free(o->la_z);
-    for (int h = 0; h < 2; h++) {
-        struct pi_la_set *a = &o->la[h];
-        free(a->slot);
-        free(a->neuron);
-        free(a->run_of);
-        free(a->run_done);
-        free(a->run_first);
-        free(a->run_len);
-        free(a->reqs);
-        free(a->iov);
-    }
+    batch_free(&o->la[0]);
+    batch_free(&o->la[1]);
     free(o->pend);
     free(o->pend_run);
     free(o->path);
@@ -323,10 +337,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->stream_acc = aligned(64, stream_acc_bytes(m));
     o->miss = malloc((size_t)F * sizeof *o->miss);
     o->ready = malloc((size_t)F * sizeof *o->ready);
-    o->run_first = malloc((size_t)F * sizeof *o->run_first);
-    o->run_len = malloc((size_t)F * sizeof *o->run_len);
-    o->reqs = malloc((size_t)F * sizeof *o->reqs);
-    o->iov = malloc((size_t)F * sizeof *o->iov);
+    const bool rd_ok = batch_alloc(&o->rd, F);
     o->tags = malloc((size_t)F * sizeof *o->tags);
     o->la[0].layer = o->la[1].layer = -1;
     o->lookahead = opt->lookahead && m->has_predictor;
@@ -337,27 +348,15 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         o->la_z = malloc((size_t)F * sizeof *o->la_z);
         o->pend = malloc((size_t)F * sizeof *o->pend);
         o->pend_run = malloc((size_t)F * sizeof *o->pend_run);
-        bool ok = o->la_x && o->la_u && o->la_z && o->pend && o->pend_run;
-        for (int h = 0; h < 2; h++) {
-            struct pi_la_set *a = &o->la[h];
-            a->slot = malloc((size_t)F * sizeof *a->slot);
-            a->neuron = malloc((size_t)F * sizeof *a->neuron);
-            a->run_of = malloc((size_t)F * sizeof *a->run_of);
-            a->run_done = malloc((size_t)F * sizeof *a->run_done);
-            a->run_first = malloc((size_t)F * sizeof *a->run_first);
-            a->run_len = malloc((size_t)F * sizeof *a->run_len);
-            a->reqs = malloc((size_t)F * sizeof *a->reqs);
-            a->iov = malloc((size_t)F * sizeof *a->iov);
-            ok = ok && a->slot && a->neuron && a->run_of && a->run_done && a->run_first && a->run_len && a->reqs &&
-                 a->iov;
-        }
+        const bool ok0 = batch_alloc(&o->la[0], F), ok1 = batch_alloc(&o->la[1], F);
+        const bool ok = o->la_x && o->la_u && o->la_z && o->pend && o->pend_run && ok0 && ok1;
         if (!ok) {
             st = pi_error(PI_ERR_NOMEM, "cannot allocate the lookahead's tables");
             goto fail;
         }
     }
     if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || !o->embd_buf || !o->stream_buf[0] ||
-        !o->stream_buf[1] || !o->stream_acc || !o->miss || !o->ready || !o->run_first || !o->run_len || !o->reqs || !o->iov ||
+        !o->stream_buf[1] || !o->stream_acc || !o->miss || !o->ready || !rd_ok ||
         !o->tags) {
         st = pi_error(PI_ERR_NOMEM, "cannot allocate the %.0f MiB the budget allows",
                       (double)pi_budget_used(&o->budget) / (1 << 20));

@@ -58,6 +58,21 @@ typedef struct pi_offload_stats {
     uint64_t ahead_reads;    /* reads issued ahead (also counted in reads) */
 } pi_offload_stats;
 
+/* Bundles read into cache slots in one go, neighbours merged into one read
+   of at most max_merge bundles (a step's misses, or a lookahead). */
+typedef struct pi_read_batch {
+    int64_t layer;           /* whose neurons; a lookahead set: -1 when not in use */
+    int64_t n, runs, done;   /* bundles, reads, reads completed */
+    int64_t *slot;           /* (n_ff) cache slot of each bundle */
+    int32_t *neuron;         /* (n_ff) its neuron; neighbours merge only when ascending by one */
+    int32_t *run_of;         /* (n_ff) the read that brings bundle k */
+    uint8_t *run_done;       /* (n_ff) */
+    int64_t *run_first;      /* (n_ff) first bundle of each read */
+    int32_t *run_len;        /* (n_ff) bundles in each read */
+    pi_io_req *reqs;         /* (n_ff) */
+    struct iovec *iov;       /* (n_ff) */
+} pi_read_batch;
+
 typedef struct pi_offload {
     char *path;
     pi_io *io;
@@ -88,10 +103,7 @@ typedef struct pi_offload {
     /* per-step scratch */
     int64_t *miss;           /* (n_ff) list entries waiting for a read */
     int64_t *ready;          /* (n_ff) list entries ready to compute */
-    int64_t *run_first;      /* (n_ff) first miss index of each read */
-    int32_t *run_len;        /* (n_ff) bundles in each read */
-    pi_io_req *reqs;         /* (n_ff) */
-    struct iovec *iov;       /* (n_ff) */
+    pi_read_batch rd;        /* the step's own reads: bundle m is list entry miss[m] */
     uint64_t *tags;          /* (n_ff) */
     /* lookahead (DESIGN.md §4): the next layer's predictor evaluated on this
        layer's residual normed with the next layer's FFN norm (consecutive
@@ -102,18 +114,7 @@ typedef struct pi_offload {
        parity: one for the layer computing, one for the next. */
     bool lookahead;
     float *la_x, *la_u, *la_z;   /* (n_embd), (largest predictor rank), (n_ff) */
-    struct pi_la_set {
-        int64_t layer;           /* whose neurons, -1: none in use */
-        int64_t n, runs, done;   /* bundles, reads, reads completed */
-        int64_t *slot;           /* (n_ff) cache slot of each bundle, ascending neurons */
-        int32_t *neuron;         /* (n_ff) */
-        int32_t *run_of;         /* (n_ff) the read that brings bundle k */
-        uint8_t *run_done;       /* (n_ff) */
-        int64_t *run_first;      /* (n_ff) */
-        int32_t *run_len;        /* (n_ff) */
-        pi_io_req *reqs;         /* (n_ff) */
-        struct iovec *iov;       /* (n_ff) */
-    } la[2];
+    pi_read_batch la[2];
     int64_t *pend;               /* (n_ff) list entries waiting for a lookahead read */
     int32_t *pend_run;           /* (n_ff) which */
     uint64_t la_gap_from;        /* a lookahead was in flight when the last layer's own reads ended */
