@@ -154,6 +154,10 @@ typedef struct pi_model_params {
     pi_cache_policy cache_policy; /* with mem_budget: the neuron cache's replacement policy */
     bool no_lookahead;      /* with mem_budget: do not read the next layer's likely neurons while a layer
                                computes (the lookahead never changes the output, only when reads happen) */
+    float recall;           /* > 0: predictor thresholds for this recall target, per layer, from the file's
+                               logit histograms (pinfer profile of the model with predictors, then convert
+                               --reorder); 0: under a budget the planner's choice where the file has the
+                               histograms, else the file's thresholds */
 } pi_model_params;
 
 /* Defaults: every field 0 / NULL / false, ffn PI_FFN_AUTO. */
@@ -192,6 +196,8 @@ typedef struct pi_model_info {
     double plan_tok_s;          /* its predicted decode speed */
     int plan_threads, plan_queue_depth;
     uint64_t plan_cache_bytes;
+    float recall;               /* the recall target the predictor thresholds were chosen for (the plan's,
+                                   params.recall or the file's); 0: not known */
 } pi_model_info;
 
 PI_API pi_status pi_model_get_info(const pi_model *m, pi_model_info *out);

@@ -163,7 +163,8 @@ int main(void) {
     snprintf(args, sizeof args, "inspect %s", bundle);
     CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "pinfer.predictor.recall_target") &&
           t_file_has(out, "pinfer.stats.pred_hist"));
-    char mem_out[320], plan[320], hwf[320];
+    char mem_out[320], plan[320], hwf[320], out2[320];
+    snprintf(out2, sizeof out2, "%s.out2.txt", g_tmp);
     snprintf(mem_out, sizeof mem_out, "%s.mem.txt", g_tmp);
     snprintf(plan, sizeof plan, "%s.plan", g_tmp);
     snprintf(hwf, sizeof hwf, "%s.hw", g_tmp);
@@ -181,15 +182,31 @@ int main(void) {
         snprintf(args, sizeof args, "plan -m %s --mem-budget %.0fK --hw %s -o %s", bundle, mib * 1024, hwf, plan);
         CHECKF(pinfer(args, out, err) == 0 && t_file_has(out, "predicted:") && t_file_has(out, "hot neurons per layer"),
                "plan at %.1f MiB", mib);
+        /* the planner chose the thresholds' recall: the in-memory run at that recall gives the same text */
+        char *pt = t_read_file(plan, NULL), *rp = pt ? strstr(pt, "\nrecall ") : NULL;
+        const double r = rp ? atof(rp + strlen("\nrecall ")) : 0.0;
+        free(pt);
+        CHECKF(r >= 0.95 && r <= 0.99, "plan at %.1f MiB: recall %g", mib, r);
+        snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall %.17g", bundle, r);
+        CHECK(pinfer(args, out2, err) == 0 && t_file_has(err, "thresholds for recall"));
         snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --plan %s --stats", bundle, plan);
-        CHECKF(pinfer(args, out, err) == 0 && t_same_file(out, mem_out) && t_file_has(err, "neuron cache") &&
-                   t_file_has(err, "per token"),
+        CHECKF(pinfer(args, out, err) == 0 && t_same_file(out, out2) && t_file_has(err, "neuron cache") &&
+                   t_file_has(err, "per token") && t_file_has(err, "the plan's"),
                "planned run at %.1f MiB differs from the in-memory run", mib);
     }
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall 0.95", bundle);
+    CHECK(pinfer(args, out, err) == 0 && t_same_file(out, mem_out)); /* the file's own target */
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall 0.5 --plan %s", bundle, plan);
+    CHECK(pinfer(args, out, err) == 1 && t_file_has(err, "differs"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --recall 0.97 --dense", bundle);
+    CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--recall"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --recall 1.2", bundle);
+    CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--recall"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --recall 0.97", conv);
+    CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "histograms"));
     /* --plain: a file llama.cpp reads (no predictors, no ffn_down_t), the same text dense */
-    char plain[320], out2[320];
+    char plain[320];
     snprintf(plain, sizeof plain, "%s.plain.gguf", g_tmp);
-    snprintf(out2, sizeof out2, "%s.out2.txt", g_tmp);
     snprintf(args, sizeof args, "convert -m %s --plain -o %s", conv, plain);
     CHECK(pinfer(args, NULL, err) == 0);
     snprintf(args, sizeof args, "inspect %s", plain);

@@ -22,6 +22,8 @@
 #include "sparse/stats.h"
 #include "test_util.h"
 
+#include <float.h>
+#include <math.h>
 #include <unistd.h>
 
 static void fake_hw(pi_hw *hw) {
@@ -91,7 +93,7 @@ static void test_cost_and_solver(void) {
 
     /* below the minimum */
     pi_plan p;
-    pi_plan_limits lim = {base, 0, 0.0};
+    pi_plan_limits lim = {base, 0, 0.0, 0.0};
     CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_ERR_NOMEM && strstr(pi_last_error(), "minimum"));
 
     /* unlimited: all resident, no reads */
@@ -167,6 +169,88 @@ static void test_cost_and_solver(void) {
     pi_mprofile_free(mp);
 }
 
+/* The predictor thresholds chosen by the solver, from logit histograms:
+   the highest recall target predicted within the slack of the fastest. */
+static void test_recall_choice(void) {
+    pi_hw hw;
+    fake_hw(&hw);
+    const int64_t L = 4, F = 2048;
+    pi_mprofile *mp = fake_profile(L, F);
+    mp->fixed_by_type[PI_TYPE_Q4_0] = 4u << 20; /* little else to do per token: the FFN's cost shows */
+    mp->pred_by_type[PI_TYPE_Q8_0] = 1u << 20;
+    const uint64_t base = mp->fixed + mp->session + mp->io;
+    pi_plan p;
+    pi_plan_limits lim = {0, 0, 0.0, 0.97};
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "histograms"));
+    CHECK(pi_mprofile_at_recall(mp, 0.97, NULL) == PI_ERR_NOT_FOUND);
+    /* logits near normal: active neurons' around +1, inactive ones' around -5, both with sd 1.5 */
+    CHECK(pi_stats_create(L, F, 0.0f, NULL, &mp->hist) == PI_OK && pi_stats_enable_hist(mp->hist) == PI_OK);
+    float *z = malloc((size_t)F * sizeof *z), *act = malloc((size_t)F * sizeof *act);
+    uint64_t rng = 7;
+#define NEXT_U() (rng = rng * 6364136223846793005ull + 1442695040888963407ull, (double)(rng >> 11) / 9007199254740992.0)
+    for (int tok = 0; tok < 200; tok++)
+        for (int64_t l = 0; l < L; l++) {
+            for (int64_t i = 0; i < F; i++) {
+                const bool on = NEXT_U() < mp->act[l * F + i];
+                double g = 0.0;
+                for (int k = 0; k < 4; k++) g += NEXT_U() - 0.5;
+                z[i] = (float)((on ? 1.0 : -5.0) + 1.5 * sqrt(3.0) * g);
+                act[i] = on ? 1.0f : 0.0f;
+            }
+            pi_stats_observe_logits(mp->hist, l, z, act);
+        }
+#undef NEXT_U
+    free(z);
+    free(act);
+    mp->file_recall = 0.95;
+    /* a target's thresholds are the histogram's; higher targets, lower thresholds, more selected */
+    float t95[PI_PLAN_MAX_LAYERS], t99[PI_PLAN_MAX_LAYERS], want[PI_PLAN_MAX_LAYERS];
+    double sel95 = 0.0, sel99 = 0.0;
+    CHECK(pi_mprofile_at_recall(mp, 0.95, t95) == PI_OK);
+    for (int64_t i = 0; i < L * F; i++) sel95 += mp->sel[i];
+    CHECK(pi_mprofile_at_recall(mp, 0.99, t99) == PI_OK);
+    for (int64_t i = 0; i < L * F; i++) sel99 += mp->sel[i];
+    for (int64_t l = 0; l < L; l++) CHECKF(t99[l] < t95[l], "layer %lld: %g !< %g", (long long)l, t99[l], t95[l]);
+    CHECKF(sel99 > sel95 * 1.02, "selected %.0f at 0.99, %.0f at 0.95", sel99, sel95);
+    for (int64_t l = 0; l < L; l++) CHECK(mp->recall[l] >= 0.99 && mp->precision[l] > 0.0);
+
+    const double ffn = (double)mp->bundle_mem * (double)(L * F);
+    const uint64_t budgets[] = {0, base + mp->min_cold + (uint64_t)(0.05 * ffn), base + mp->min_cold + (uint64_t)(0.4 * ffn)};
+    double chosen[3];
+    for (int b = 0; b < 3; b++) {
+        /* each target alone, then the solver's choice among them */
+        static const double targets[] = {0.95, 0.96, 0.97, 0.98, 0.99};
+        double v[5], best = 0.0;
+        for (int k = 0; k < 5; k++) {
+            pi_plan_limits one = {budgets[b], 0, 0.0, targets[k]};
+            CHECK(pi_plan_solve(mp, &hw, &one, &p) == PI_OK && fabs(p.recall - targets[k]) < 1e-9);
+            CHECK(pi_mprofile_at_recall(mp, targets[k], want) == PI_OK && !memcmp(want, p.thr, (size_t)L * sizeof *want));
+            v[k] = p.cost.tok_s;
+            best = v[k] > best ? v[k] : best;
+        }
+        int expect = 0;
+        for (int k = 4; k >= 0; k--)
+            if (v[k] >= (1.0 - PI_PLAN_RECALL_SLACK) * best) {
+                expect = k;
+                break;
+            }
+        pi_plan_limits any = {budgets[b], 0, 0.0, 0.0};
+        CHECK(pi_plan_solve(mp, &hw, &any, &p) == PI_OK);
+        CHECKF(fabs(p.recall - targets[expect]) < 1e-9, "budget %d: chose %g, expected %g (%.2f %.2f %.2f %.2f %.2f tok/s)",
+               b, p.recall, targets[expect], v[0], v[1], v[2], v[3], v[4]);
+        chosen[b] = p.recall;
+        /* the file's own target is the floor */
+        mp->file_recall = 0.98;
+        CHECK(pi_plan_solve(mp, &hw, &any, &p) == PI_OK && p.recall >= 0.98 - 1e-9);
+        mp->file_recall = 0.95;
+    }
+    /* everything resident: a false positive costs a gate row, not a read: the most accurate;
+       tight: reads dominate, the fewest false positives */
+    CHECKF(chosen[0] > chosen[1], "recall %g resident, %g at the smallest budget", chosen[0], chosen[1]);
+    CHECK(chosen[2] >= chosen[1]);
+    pi_mprofile_free(mp);
+}
+
 static void test_plan_file(void) {
     pi_plan p = {0}, q;
     p.mem_budget = 600u << 20;
@@ -184,7 +268,13 @@ static void test_plan_file(void) {
     CHECK(pi_plan_load(path, &q) == PI_OK);
     CHECK(q.mem_budget == p.mem_budget && q.threads == 2 && q.queue_depth == 64 && q.cache_bytes == p.cache_bytes &&
           q.n_layer == 3 && q.hot[0] == 100 && q.hot[1] == 50 && q.hot[2] == 0 && q.cost.tok_s == 12.5 &&
-          q.model_size == 999 && !strcmp(q.model, p.model));
+          q.model_size == 999 && !strcmp(q.model, p.model) && q.recall == 0.0);
+    /* with thresholds chosen for a recall target */
+    p.recall = 0.97;
+    p.thr[0] = -0.3125f, p.thr[1] = 1.5e-3f, p.thr[2] = -FLT_MAX;
+    CHECK(pi_plan_save(&p, path) == PI_OK);
+    CHECK(pi_plan_load(path, &q) == PI_OK);
+    CHECK(q.recall == 0.97 && q.thr[0] == p.thr[0] && q.thr[1] == p.thr[1] && q.thr[2] == p.thr[2]);
     unlink(path);
     static const struct {
         const char *text, *want;
@@ -200,6 +290,12 @@ static void test_plan_file(void) {
         {"pinfer-plan 1\nthreads 2\n", "incomplete"},
         {"pinfer-plan 1\nn_layer 99999\n", "line 2"},
         {"pinfer-plan 1\npredicted_tok_s nan\n", "line 2"},
+        {"pinfer-plan 1\nrecall 1.5\n", "line 2"},
+        {"pinfer-plan 1\nthresholds 1 2\n", "line 2"},
+        {"pinfer-plan 1\nn_layer 2\nthresholds 1 nan\n", "line 3"},
+        {"pinfer-plan 1\nn_layer 2\nthresholds 1 2 3\n", "line 3"},
+        {"pinfer-plan 1\nn_layer 2\nthresholds 1\n", "line 3"},
+        {"pinfer-plan 1\nthreads 2\nqueue_depth 8\nn_layer 2\nhot 1 2\nrecall 0.97\n", "together"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pi_status st = pi_plan_parse(bad[i].text, strlen(bad[i].text), &q);
@@ -254,7 +350,7 @@ static void test_real_file(void) {
     pi_hw hw;
     fake_hw(&hw);
     pi_plan plan;
-    pi_plan_limits lim = {mp->fixed + mp->session + mp->io + mp->min_cold + (2u << 20), 2, 0.0};
+    pi_plan_limits lim = {mp->fixed + mp->session + mp->io + mp->min_cold + (2u << 20), 2, 0.0, 0.0};
     CHECK(pi_plan_solve(mp, &hw, &lim, &plan) == PI_OK);
     pi_mprofile_free(mp);
 
@@ -284,6 +380,7 @@ static void test_real_file(void) {
 
 int main(void) {
     test_cost_and_solver();
+    test_recall_choice();
     test_plan_file();
     test_real_file();
     return t_done("test_plan");

@@ -661,6 +661,7 @@ static void add_record(report *r, const bench_ctx *c, const bench_test *t, const
             report_int(r, "plan_queue_depth", in->plan_queue_depth);
             report_int(r, "plan_cache_bytes", (int64_t)in->plan_cache_bytes);
         }
+        if (in->recall > 0.0f) report_num(r, "recall_target", in->recall);
         if (tg) {
             report_int(r, "decode_tokens", (int64_t)of->st.decode_tokens);
             report_num(r, "neurons_per_token", of->neurons);

@@ -15,6 +15,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: pinfer plan -m FILE --mem-budget SIZE [-o PLAN] [-t N] [--min-speed TOKS] [--hw FILE] [-c CTX]\n"
+               "       [--recall R]\n"
                "  -m FILE              a bundle file (pinfer convert --bundle)\n"
                "  --mem-budget SIZE    memory the run may keep resident (e.g. 600M, 2G)\n"
                "  -o PLAN              write the plan (for pinfer run --plan PLAN)\n"
@@ -22,7 +23,10 @@ static void usage(FILE *f) {
                "  --min-speed TOKS     fail unless the plan is predicted to reach TOKS tokens/s\n"
                "  --hw FILE            hardware figures (default: the cached pinfer hwprobe result for the\n"
                "                       model's filesystem; measured now with --quick when there is none)\n"
-               "  -c CTX               context the KV cache must hold (default: the model's, at most 4096, as run)\n");
+               "  -c CTX               context the KV cache must hold (default: the model's, at most 4096, as run)\n"
+               "  --recall R           predictor thresholds for recall R (default: where the file has the\n"
+               "                       predictors' logit histograms, the planner picks R from the file's target\n"
+               "                       or 0.95 up to 0.99: the highest predicted within 3%% of the fastest)\n");
 }
 
 /* The plan, human-readable, ending with "predicted: X tok/s" and the breakdown. */
@@ -38,6 +42,10 @@ static void print_plan(const pi_plan *p, FILE *f) {
             p->queue_depth, (double)p->cache_bytes / (1 << 20), (double)p->resident_bytes / (1 << 20));
     fprintf(f, "  hot neurons per layer (%lld in all, %lld-%lld):", (long long)hsum, (long long)hmin, (long long)hmax);
     for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %lld", (long long)p->hot[l]);
+    if (p->recall > 0.0) {
+        fprintf(f, "\n  predictor thresholds for recall %.2f:", p->recall);
+        for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %.4g", (double)p->thr[l]);
+    }
     const pi_cost *c = &p->cost;
     fprintf(f, "\n  per token: %.0f neurons resident, %.0f cache hits, %.0f misses in %.0f reads\n", c->resident, c->hits,
             c->misses, c->reads);
@@ -47,11 +55,11 @@ static void print_plan(const pi_plan *p, FILE *f) {
 }
 
 int cmd_plan(int argc, char **argv) {
-    static const char *const valued[] = {"-m", "-o", "--hw", "--mem-budget", "-t", "-c", "--min-speed"};
+    static const char *const valued[] = {"-m", "-o", "--hw", "--mem-budget", "-t", "-c", "--min-speed", "--recall"};
     const char *cmd = "plan", *model = NULL, *out = NULL, *hw_path = NULL;
     uint64_t budget = 0;
     long threads = 0, n_ctx = 0;
-    double min_speed = 0.0;
+    double min_speed = 0.0, recall = 0.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -68,6 +76,14 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(a, "--mem-budget")) { if (!arg_size(cmd, a, v, &budget)) return 2; }
         else if (!strcmp(a, "-t")) { if (!arg_int(cmd, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &n_ctx)) return 2; }
+        else if (!strcmp(a, "--recall")) {
+            char *end;
+            recall = strtod(v, &end);
+            if (end == v || *end || !(recall > 0.0 && recall <= 1.0)) {
+                fprintf(stderr, "pinfer: %s: --recall expects a number in (0, 1], got '%s'\n", cmd, v);
+                return 2;
+            }
+        }
         else { /* --min-speed */
             char *end;
             min_speed = strtod(v, &end);
@@ -94,7 +110,7 @@ int cmd_plan(int argc, char **argv) {
     }
     pi_plan p;
     memset(&p, 0, sizeof p);
-    pi_plan_limits lim = {budget, (int)threads, min_speed};
+    pi_plan_limits lim = {budget, (int)threads, min_speed, recall};
     pi_status st = pi_engine_plan(model, hw_path, n_ctx, &lim, &p, NULL);
     /* PI_ERR_INVALID with a plan filled in: --min-speed is out of reach; the
        best plan is shown, but not written over -o */

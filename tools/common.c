@@ -43,6 +43,9 @@ void app_usage_common(FILE *f) {
             "                       neurons); the rest keeps each layer's hottest neurons resident\n"
             "  --cache-policy P     the neuron cache's replacement: slru (auto: the measured default), lru, lfu\n"
             "  --no-lookahead       with --mem-budget: no reads for the next layer while a layer computes\n"
+            "  --recall R           predictor thresholds per layer for recall R in (0, 1], from the file's logit\n"
+            "                       histograms (default: the file's thresholds; under --mem-budget the planner\n"
+            "                       picks R in [0.95, 0.99], the highest within 3%% of the fastest)\n"
             "  --mmap               map the model file instead of loading it into memory\n"
             "                       (starts faster and shares the page cache; decodes ~15%% slower)\n"
             "  --temp T             temperature (default 0.8; 0 = greedy)\n"
@@ -81,7 +84,7 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
                                        "--predictor", "--hot", "--mem-budget", "--io", "--qd", "--cache", "--plan",
-                                       "--cache-policy"};
+                                       "--cache-policy", "--recall"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return 0;
@@ -100,6 +103,14 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
         o->budget_arg = v;
         if (!mp->mem_budget) {
             fprintf(stderr, "pinfer: %s: --mem-budget expects a size such as 600M or 2G, got '%s'\n", cmd, v);
+            return -1;
+        }
+    }
+    else if (!strcmp(a, "--recall")) {
+        char *end;
+        mp->recall = strtof(v, &end);
+        if (end == v || *end || !(mp->recall > 0.0f && mp->recall <= 1.0f)) {
+            fprintf(stderr, "pinfer: %s: --recall expects a number in (0, 1], got '%s'\n", cmd, v);
             return -1;
         }
     }
@@ -162,6 +173,8 @@ static bool check_conflicts(const char *cmd, const app_opts *o) {
         clash = buf;
     } else if (mp->cache_bytes && mp->plan_path)
         clash = "--cache and --plan: the plan sizes the neuron cache; give one";
+    else if (mp->recall > 0.0f && (mp->ffn == PI_FFN_ORACLE || mp->ffn == PI_FFN_DENSE))
+        clash = "--recall sets the predictors' thresholds: it has no use with --dense or --predictor oracle";
     else if (mp->ffn == PI_FFN_ORACLE && mp->mem_budget)
         clash = "--predictor oracle computes every gate and needs the FFN in memory: drop --mem-budget";
     if (clash) {
@@ -280,6 +293,9 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
     if (in->planned)
         fprintf(stderr, "%s: plan: predicted %.2f tok/s; %d threads, queue depth %d, neuron cache %.1f MiB\n", cmd,
                 in->plan_tok_s, in->plan_threads, in->plan_queue_depth, (double)in->plan_cache_bytes / (1 << 20));
+    if (in->recall > 0.0f && (in->planned || o->mp.recall > 0.0f))
+        fprintf(stderr, "%s: predictor thresholds for recall %.2f%s\n", cmd, (double)in->recall,
+                o->mp.recall > 0.0f ? "" : " (the plan's)");
     if (!open_session(cmd, a, 0)) {
         app_free(a);
         return false;

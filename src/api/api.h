@@ -45,6 +45,7 @@ struct pi_model {
     uint64_t file_size;
     char *path, *hw_path;  /* owned copies: the model file, params.hw_path (may be NULL) */
     int queue_depth;       /* under a budget: reads in flight at most */
+    float recall;          /* the predictor thresholds' recall target, 0: not known */
 };
 
 struct pi_session {

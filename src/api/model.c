@@ -15,10 +15,12 @@
 #include "plan/hwprobe.h"
 #include "base/units.h"
 #include "sparse/ffn_sparse.h"
+#include "sparse/stats.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -71,6 +73,8 @@ static pi_status check_params(const pi_model_params *p) {
     if (p->queue_depth < 0 || p->queue_depth > PI_IO_MAX_QUEUE_DEPTH)
         return pi_error(PI_ERR_INVALID, "pi_model_open: queue_depth %d is outside [0, %d]", p->queue_depth,
                         PI_IO_MAX_QUEUE_DEPTH);
+    if (p->recall != 0.0f && !(p->recall > 0.0f && p->recall <= 1.0f))
+        return pi_error(PI_ERR_INVALID, "pi_model_open: recall %g is outside (0, 1]", (double)p->recall);
     if (p->ffn == PI_FFN_ORACLE && p->mem_budget)
         return pi_error(PI_ERR_INVALID, "the oracle FFN computes every gate and needs the FFN in memory: it cannot "
                         "run under a memory budget");
@@ -88,7 +92,45 @@ static pi_status load_plan(const char *path, const pi_model_params *p, pi_plan *
     if (p->mem_budget && p->mem_budget != plan->mem_budget)
         return pi_error(PI_ERR_INVALID, "the memory budget differs from %s's %s: plan again or drop one",
                         p->plan_path, PI_BYTES(plan->mem_budget));
+    if (p->recall > 0.0f && plan->recall > 0.0 && fabs(p->recall - plan->recall) > 1e-6)
+        return pi_error(PI_ERR_INVALID, "the recall %g differs from %s's %g: plan again or drop one", (double)p->recall,
+                        p->plan_path, plan->recall);
     return PI_OK;
+}
+
+/* The predictor thresholds: the plan's, or those for params.recall from the
+   file's logit histograms; else the file's own stand. */
+static pi_status set_thresholds(pi_model *m, const pi_model_params *p) {
+    pi_lm *lm = m->lm;
+    const int64_t L = lm->hp.n_layer;
+    float recall_target = 0.0f;
+    if (!pi_gguf_get_f32(lm->gguf, PI_KEY_PREDICTOR_RECALL_TARGET, &recall_target) && recall_target > 0.0f)
+        m->recall = recall_target;
+    const bool from_plan = m->planned && m->plan.recall > 0.0;
+    if (!from_plan && !(p->recall > 0.0f)) return PI_OK;
+    if (!lm->has_predictor)
+        return pi_error(PI_ERR_INVALID, "%s has no predictors: a recall target chooses their thresholds", m->path);
+    if (!lm->layer_threshold && !(lm->layer_threshold = malloc((size_t)L * sizeof *lm->layer_threshold)))
+        return pi_error(PI_ERR_NOMEM, "out of memory");
+    if (from_plan) {
+        if (m->plan.n_layer != L)
+            return pi_error(PI_ERR_INVALID, "the plan has thresholds for %lld layers, %s has %lld: plan again",
+                            (long long)m->plan.n_layer, m->path, (long long)L);
+        memcpy(lm->layer_threshold, m->plan.thr, (size_t)L * sizeof *lm->layer_threshold);
+        m->recall = (float)m->plan.recall;
+        return PI_OK;
+    }
+    pi_stats *hs = NULL;
+    pi_status st = pi_stats_create(L, 1, 0.0f, NULL, &hs);
+    if (!st) st = pi_stats_get_hist(hs, lm->gguf, m->path);
+    if (!st && !hs->hist)
+        st = pi_error(PI_ERR_NOT_FOUND, "%s has no predictor logit histograms for a recall target: pinfer profile "
+                      "-m PLAIN.gguf -o stats.gguf (the model with predictors), then pinfer convert -m PLAIN.gguf "
+                      "--reorder stats.gguf", m->path);
+    if (!st) st = pi_stats_thresholds(hs, p->recall, lm->layer_threshold, NULL, NULL, NULL);
+    pi_stats_free(hs);
+    if (!st) m->recall = p->recall;
+    return st;
 }
 
 /* Under a budget: the flash state and the model whose FFN it reads. */
@@ -168,7 +210,7 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         /* The file's own problems (no bundles, a budget below its minimum)
            end here with their message; without the machine's figures the
            default split still runs. */
-        pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0};
+        pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0, p.recall};
         bool hw_failed;
         st = pi_engine_plan(path, p.hw_path, p.n_ctx, &lim, &m->plan, &hw_failed);
         if (st && !hw_failed) goto fail;
@@ -195,6 +237,11 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
     if (!m->n_ctx) m->n_ctx = p.n_ctx ? p.n_ctx : default_ctx(m->lm->hp.n_ctx_train);
     m->n_threads = p.n_threads;
     m->hot = p.hot;
+    if (!(m->path = strdup(path))) {
+        st = pi_error(PI_ERR_NOMEM, "pi_model_open: out of memory");
+        goto fail;
+    }
+    if ((st = set_thresholds(m, &p))) goto fail;
     if ((st = resolve_ffn(m, p.ffn))) goto fail;
     m->arch = gguf_strdup(m->lm->gguf, PI_KEY_GENERAL_ARCHITECTURE);
     m->name = gguf_strdup(m->lm->gguf, PI_KEY_GENERAL_NAME);
@@ -203,9 +250,8 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         goto fail;
     }
     m->file_size = pi_gguf_file_size(m->lm->gguf);
-    m->path = strdup(path);
     m->hw_path = p.hw_path ? strdup(p.hw_path) : NULL;
-    if (!m->path || (p.hw_path && !m->hw_path)) {
+    if (p.hw_path && !m->hw_path) {
         st = pi_error(PI_ERR_NOMEM, "pi_model_open: out of memory");
         goto fail;
     }
@@ -284,6 +330,7 @@ pi_status pi_model_get_info(const pi_model *m, pi_model_info *out) {
         out->plan_queue_depth = m->plan.queue_depth;
         out->plan_cache_bytes = m->plan.cache_bytes;
     }
+    out->recall = m->recall;
     return PI_OK;
 }
 

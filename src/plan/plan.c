@@ -10,6 +10,7 @@
 #include "gguf/bundle.h"
 #include "gguf/gguf.h"
 #include "gguf/names.h"
+#include "sparse/stats.h"
 #include "store/cache.h"
 
 #include <ctype.h>
@@ -24,6 +25,14 @@
    runs of bench (see README, "Planner"). */
 #define C_LAYER_S 200e-6  /* per layer: pool barriers, norms, attention over a short context */
 #define C_TOKEN_S 300e-6  /* per token: embedding row, sampling, bookkeeping */
+/* Per selected neuron and thread, beyond its rows' bytes at the measured
+   row-dot rate: the scattered rows' first cache misses, the selection list
+   and the activation. On 7b-l8 with everything resident, 2 threads, recall
+   0.95, 0.97 and 0.99 selected 15955, 17844 and 21802 neurons per token and
+   ran 49.6, 47.5 and 44.9 tok/s: 0.32 us more per token for each neuron
+   more, where the row bytes alone predicted 0.09 us. With this term the
+   predictions are 47.8, 46.5 and 44.0. */
+#define C_NEURON_S 0.5e-6
 
 /* ---- model profile ---- */
 
@@ -31,6 +40,7 @@ void pi_mprofile_free(pi_mprofile *p) {
     if (!p) return;
     free(p->act);
     free(p->sel);
+    pi_stats_free(p->hist);
     free(p);
 }
 
@@ -39,6 +49,37 @@ static bool f32_array(const pi_gguf *g, const char *key, int64_t n, float *out) 
     if (pi_gguf_get_arr(g, key, PI_GGUF_FLOAT32, &kv) || (int64_t)kv->arr_n < n) return false;
     memcpy(out, kv->arr_data, (size_t)n * sizeof *out);
     return true;
+}
+
+/* s_i from a_i and each layer's recall and precision. */
+static void select_rates(pi_mprofile *p) {
+    const int64_t L = p->n_layer, F = p->n_ff;
+    for (int64_t l = 0; l < L; l++) {
+        double A = 0.0;
+        for (int64_t i = 0; i < F; i++) A += p->act[l * F + i];
+        const double r = p->recall[l], pr = p->precision[l];
+        /* selected = r A / pr = r A + (false positives); the false positives
+           are spread over the neurons in proportion to sqrt(a_i): between
+           uniform and proportional to activity, and the split that matched
+           measured selections (0.601 and 0.853 of them in hot prefixes of
+           22% and 60%, against 0.603 and 0.855 measured, on a planted 7b-l8
+           model; uniform gave 0.52 and 0.79) */
+        double fp = r * A / pr - r * A, W = 0.0;
+        for (int64_t i = 0; i < F; i++) W += sqrt(p->act[l * F + i]);
+        if (fp < 0.0 || !(W > 0.0)) fp = 0.0, W = 1.0;
+        for (int64_t i = 0; i < F; i++) {
+            double a = p->act[l * F + i], sv = r * a + fp * sqrt(a) / W;
+            p->sel[l * F + i] = sv > 1.0 ? 1.0 : sv;
+        }
+    }
+}
+
+pi_status pi_mprofile_at_recall(pi_mprofile *p, double r, float *thr) {
+    if (!p->hist) return pi_error(PI_ERR_NOT_FOUND, "no predictor logit histograms to choose thresholds from");
+    pi_status st = pi_stats_thresholds(p->hist, r, thr, p->recall, p->precision, NULL);
+    if (st) return st;
+    select_rates(p);
+    return PI_OK;
 }
 
 pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_needs *z, pi_mprofile **out) {
@@ -122,25 +163,25 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
         snprintf(p->source, sizeof p->source, "defaults (recall 0.96, precision 0.6)");
     }
     for (int64_t l = 0; l < L; l++) {
-        double A = 0.0;
-        for (int64_t i = 0; i < F; i++) A += p->act[l * F + i];
-        double r = rec[l] > 0.0f && rec[l] <= 1.0f ? rec[l] : 0.96, pr = prec[l] > 0.0f && prec[l] <= 1.0f ? prec[l] : 0.6;
-        p->recall[l] = r;
-        p->precision[l] = pr;
-        /* selected = r A / pr = r A + (false positives); the false positives
-           are spread over the neurons in proportion to sqrt(a_i): between
-           uniform and proportional to activity, and the split that matched
-           measured selections (0.601 and 0.853 of them in hot prefixes of
-           22% and 60%, against 0.603 and 0.855 measured, on a planted 7b-l8
-           model; uniform gave 0.52 and 0.79) */
-        double fp = r * A / pr - r * A, W = 0.0;
-        for (int64_t i = 0; i < F; i++) W += sqrt(p->act[l * F + i]);
-        if (fp < 0.0 || !(W > 0.0)) fp = 0.0, W = 1.0;
-        for (int64_t i = 0; i < F; i++) {
-            double a = p->act[l * F + i], sv = r * a + fp * sqrt(a) / W;
-            p->sel[l * F + i] = sv > 1.0 ? 1.0 : sv;
-        }
+        p->recall[l] = rec[l] > 0.0f && rec[l] <= 1.0f ? rec[l] : 0.96;
+        p->precision[l] = prec[l] > 0.0f && prec[l] <= 1.0f ? prec[l] : 0.6;
     }
+    select_rates(p);
+
+    /* the logit histograms, for thresholds at other recall targets */
+    float target;
+    if (!pi_gguf_get_f32(g, PI_KEY_PREDICTOR_RECALL_TARGET, &target) && target > 0.0f && target <= 1.0f)
+        p->file_recall = target;
+    pi_stats *hs = NULL;
+    pi_status st = pi_stats_create(L, 1, 0.0f, NULL, &hs);
+    if (!st) st = pi_stats_get_hist(hs, g, path);
+    if (st) {
+        pi_stats_free(hs);
+        pi_mprofile_free(p);
+        return st;
+    }
+    if (hs->hist) p->hist = hs;
+    else pi_stats_free(hs);
     *out = p;
     return PI_OK;
 }
@@ -269,7 +310,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         }
         double R = M - pairs > 0.0 ? M - pairs : 0.0;
         double t_pred = t_pred_all / (double)L;
-        double t_gu = (S * g) / rd_g + (A * u) / rd_u;
+        double t_gu = (S * g) / rd_g + (A * u) / rd_u + S * C_NEURON_S / (double)T;
         double t_down = A * d / ax_d;
         double qd = (double)p->queue_depth < R ? (double)p->queue_depth : R;
         double t_io = io_time(hw, mp->stride, M, R, qd);
@@ -350,7 +391,8 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
             t->pairs[i] = t->pairs[i + 1] + m * m_next;
             m_next = m;
         }
-        t->t_gu = (S * (double)mp->part_bytes[0]) / rd_g + (A * (double)mp->part_bytes[1]) / rd_u;
+        t->t_gu = (S * (double)mp->part_bytes[0]) / rd_g + (A * (double)mp->part_bytes[1]) / rd_u +
+                  S * C_NEURON_S / (double)threads;
         t->t_fixed_part = t_pred_all / (double)L + A * (double)mp->part_bytes[2] / ax_d + C_LAYER_S;
     }
     return true;
@@ -435,7 +477,8 @@ pi_status pi_mprofile_check_budget(const pi_mprofile *mp, uint64_t mem_budget) {
     return pi_budget_below_minimum(&z, mem_budget, mp->n_ctx);
 }
 
-pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out) {
+/* The fastest split for the profile's selection rates as they stand. */
+static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out) {
     const int64_t L = mp->n_layer, F = mp->n_ff;
     memset(out, 0, sizeof *out);
     out->n_layer = L;
@@ -514,8 +557,62 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
     for (int64_t l = 0; l < L; l++) hot_bytes += (uint64_t)best.hot[l] * mp->bundle_mem;
     best.resident_bytes = base + hot_bytes + (lim->mem_budget ? best.cache_bytes : 0);
     *out = best;
-    if (lim->min_speed > 0.0 && best.cost.tok_s < lim->min_speed)
+    return PI_OK;
+}
+
+pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out) {
+    if (lim->recall > 0.0 && !mp->hist)
+        return pi_error(PI_ERR_NOT_FOUND, "thresholds for recall %g need the predictors' logit histograms in the file "
+                        "(pinfer profile of the model with predictors, then convert --reorder STATS)", lim->recall);
+    if (lim->recall > 0.0 && !(lim->recall <= 1.0))
+        return pi_error(PI_ERR_INVALID, "recall target %g is not in (0, 1]", lim->recall);
+    pi_status st;
+    if (!mp->hist) {
+        st = solve_split(mp, hw, lim, out);
+    } else {
+        /* the recall targets to try: one when asked for, else from the
+           file's own (at least PI_PLAN_MIN_RECALL) up to PI_PLAN_MAX_RECALL */
+        double cands[8];
+        int n = 0;
+        if (lim->recall > 0.0) {
+            cands[n++] = lim->recall;
+        } else {
+            const double lo = mp->file_recall > PI_PLAN_MIN_RECALL ? mp->file_recall : PI_PLAN_MIN_RECALL;
+            cands[n++] = lo;
+            for (int k = 1; k <= 99 && n < 8; k++) /* in steps of 0.01 */
+                if (k / 100.0 > lo + 1e-9 && k / 100.0 <= PI_PLAN_MAX_RECALL + 1e-9) cands[n++] = k / 100.0;
+        }
+        pi_mprofile c = *mp;
+        pi_plan *plans = malloc((size_t)n * sizeof *plans);
+        if (!plans || !(c.sel = malloc((size_t)(mp->n_layer * mp->n_ff) * sizeof *c.sel))) {
+            free(plans);
+            return pi_error(PI_ERR_NOMEM, "out of memory");
+        }
+        int pick = 0;
+        st = PI_OK;
+        for (int k = 0; k < n && !st; k++) {
+            float thr[PI_PLAN_MAX_LAYERS];
+            if (!(st = pi_mprofile_at_recall(&c, cands[k], thr)) && !(st = solve_split(&c, hw, lim, &plans[k]))) {
+                memcpy(plans[k].thr, thr, sizeof thr);
+                plans[k].recall = cands[k];
+                if (plans[k].cost.tok_s > plans[pick].cost.tok_s) pick = k;
+            }
+        }
+        if (!st) { /* the highest recall within the slack of the fastest */
+            const double floor_tok_s = (1.0 - PI_PLAN_RECALL_SLACK) * plans[pick].cost.tok_s;
+            for (int k = n - 1; k >= 0; k--)
+                if (plans[k].cost.tok_s >= floor_tok_s) {
+                    pick = k;
+                    break;
+                }
+            *out = plans[pick];
+        }
+        free(c.sel);
+        free(plans);
+    }
+    if (st) return st;
+    if (lim->min_speed > 0.0 && out->cost.tok_s < lim->min_speed)
         return pi_error(PI_ERR_INVALID, "no plan reaches %.2f tok/s within %s: the best predicts %.2f tok/s",
-                        lim->min_speed, PI_BYTES(lim->mem_budget), best.cost.tok_s);
+                        lim->min_speed, PI_BYTES(lim->mem_budget), out->cost.tok_s);
     return PI_OK;
 }

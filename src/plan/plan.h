@@ -14,7 +14,8 @@
  *   t_l     = t_pred + max(t_io, t_gu) + t_down + c_layer
  *   t_pred  = predictor bytes / matvec(type, T)
  *   t_gu    = (S_l * g + A_l * u) / rowdot(type, T)        gate of every selected
- *                                                          neuron, up of the active ones
+ *             + S_l * c_n / T                              neuron, up of the active ones,
+ *                                                          and each one's gather cost c_n
  *   t_down  = A_l * d / axpy(type, T)                      down rows of the active ones
  *   t_io    = R_l / iops(b, q) + 1 / iops(stride, 1)       the reads of the misses, q = min(Q, R_l),
  *                                                          b = stride M_l / R_l their mean size,
@@ -50,6 +51,18 @@
  * exhaustive search over a small grid, well under a second for 32 layers.
  * Bundles are always read whole (one phase); cluster sizes are the
  * engine's fixed ones.
+ *
+ * The predictor thresholds: when the file carries the predictors' logit
+ * histograms (profile of a model with predictors, kept by convert), r_l and
+ * f_l follow from a threshold per layer, and the solver also chooses them.
+ * Every false positive costs a gate row, and a read when it is cold; every
+ * neuron missed costs accuracy. For each recall target from the file's own
+ * (at least PI_PLAN_MIN_RECALL) up to PI_PLAN_MAX_RECALL, each layer's
+ * threshold is the largest whose recall on the histograms reaches the target
+ * (pi_stats_thresholds); the solver takes the highest target predicted
+ * within PI_PLAN_RECALL_SLACK of the fastest: accuracy where it is nearly
+ * free (everything resident: a false positive costs only its gate row), the
+ * lowest recall allowed where reads dominate.
  */
 #ifndef PI_PLAN_PLAN_H
 #define PI_PLAN_PLAN_H
@@ -64,6 +77,9 @@
 #include <stdint.h>
 
 #define PI_PLAN_MAX_LAYERS 512
+#define PI_PLAN_MIN_RECALL 0.95   /* the planner never picks thresholds below this recall */
+#define PI_PLAN_MAX_RECALL 0.99
+#define PI_PLAN_RECALL_SLACK 0.03 /* a higher recall is taken while it costs at most this share of speed */
 
 /* What the cost model needs from a bundle file. */
 typedef struct pi_mprofile {
@@ -90,6 +106,10 @@ typedef struct pi_mprofile {
        gives, kappa = (R1 - R1_ind) / (1 - R1_ind) in [0, 1); 0 without it */
     double kappa[PI_PLAN_MAX_LAYERS];
     bool have_reuse;
+    /* the predictors' logit histograms (pinfer.stats.pred_hist), NULL
+       without: then the file's thresholds stand */
+    struct pi_stats *hist;
+    double file_recall;     /* pinfer.predictor.recall_target, 0 when absent */
 } pi_mprofile;
 
 /* The profile of a bundle file from its metadata g (activation counts
@@ -105,6 +125,12 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
    the lever). */
 pi_status pi_mprofile_check_budget(const pi_mprofile *mp, uint64_t mem_budget);
 void pi_mprofile_free(pi_mprofile *p);
+
+/* Set the profile's recall, precision and selection rates for thresholds
+   at recall target r on its histograms (thr: the thresholds, n_layer, may
+   be NULL). PI_ERR_NOT_FOUND without histograms, PI_ERR_INVALID for r
+   outside (0, 1]. */
+pi_status pi_mprofile_at_recall(pi_mprofile *p, double r, float *thr);
 
 /* Fraction of layer l's activations covered by its first k neurons (the
    hit-rate curve of a hot prefix of k). */
@@ -127,6 +153,9 @@ typedef struct pi_plan {
     int64_t hot[PI_PLAN_MAX_LAYERS];
     uint64_t resident_bytes; /* what the plan charges in all */
     pi_cost cost;            /* predicted */
+    double recall;           /* > 0: the predictor thresholds below, chosen for this recall target;
+                                0: the file's thresholds */
+    float thr[PI_PLAN_MAX_LAYERS];
     char model[512];
     uint64_t model_size;
     bool have_stats;         /* the profile had activation counts (else uniform activity was assumed);
@@ -137,6 +166,8 @@ typedef struct pi_plan_limits {
     uint64_t mem_budget;     /* bytes; 0: unlimited */
     int max_threads;         /* 0: what hwprobe measured */
     double min_speed;        /* tok/s the plan must reach, 0: none */
+    double recall;           /* > 0: thresholds for this recall target (needs the histograms);
+                                0: the solver chooses when it can */
 } pi_plan_limits;
 
 /* Predicted cost of plan p (hot, cache_bytes, threads, queue_depth set). */

@@ -31,7 +31,13 @@ pi_status pi_plan_save(const pi_plan *p, const char *path) {
     fprintf(f, "n_layer %lld\n", (long long)p->n_layer);
     fprintf(f, "hot");
     for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %lld", (long long)p->hot[l]);
-    fprintf(f, "\npredicted_tok_s %.17g\n", p->cost.tok_s);
+    fprintf(f, "\n");
+    if (p->recall > 0.0) {
+        fprintf(f, "recall %.6g\nthresholds", p->recall);
+        for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %.9g", (double)p->thr[l]);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "predicted_tok_s %.17g\n", p->cost.tok_s);
     fprintf(f, "# breakdown (ms per token): fixed %.3f, predictor %.3f, gate/up %.3f, down %.3f, reads %.3f "
                "(%.3f hidden), overhead %.3f\n",
             p->cost.ms_fixed, p->cost.ms_pred, p->cost.ms_gu, p->cost.ms_down, p->cost.ms_io, p->cost.ms_io_hidden,
@@ -52,7 +58,7 @@ static bool parse_u64(const char *s, uint64_t *v) {
 
 pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
     memset(p, 0, sizeof *p);
-    bool seen_header = false, seen_hot = false;
+    bool seen_header = false, seen_hot = false, seen_thr = false;
     int line_no = 0;
     size_t pos = 0;
     char line[8192];
@@ -85,6 +91,26 @@ pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
             p->cost.tok_s = strtod(v, &end);
             if (end == v || *end || !(p->cost.tok_s >= 0.0) || !isfinite(p->cost.tok_s))
                 return pi_error(PI_ERR_FORMAT, "plan line %d: bad predicted_tok_s '%s'", line_no, v);
+        } else if (!strcmp(k, "recall")) {
+            char *end;
+            p->recall = strtod(v, &end);
+            if (end == v || *end || !(p->recall > 0.0 && p->recall <= 1.0))
+                return pi_error(PI_ERR_FORMAT, "plan line %d: recall '%s' is not in (0, 1]", line_no, v);
+        } else if (!strcmp(k, "thresholds")) {
+            if (!p->n_layer) return pi_error(PI_ERR_FORMAT, "plan line %d: 'thresholds' before 'n_layer'", line_no);
+            const char *c = v;
+            for (int64_t l = 0; l < p->n_layer; l++) {
+                char *end;
+                p->thr[l] = strtof(c, &end);
+                if (end == c || isnan(p->thr[l]) || isinf(p->thr[l]))
+                    return pi_error(PI_ERR_FORMAT, "plan line %d: 'thresholds' needs %lld finite numbers", line_no,
+                                    (long long)p->n_layer);
+                c = end;
+            }
+            while (*c == ' ') c++;
+            if (*c)
+                return pi_error(PI_ERR_FORMAT, "plan line %d: more than %lld thresholds", line_no, (long long)p->n_layer);
+            seen_thr = true;
         } else if (!strcmp(k, "hot")) {
             if (!p->n_layer) return pi_error(PI_ERR_FORMAT, "plan line %d: 'hot' before 'n_layer'", line_no);
             const char *c = v;
@@ -119,6 +145,8 @@ pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
     if (!seen_header) return pi_error(PI_ERR_FORMAT, "plan: empty file");
     if (!p->n_layer || !seen_hot || !p->threads || !p->queue_depth)
         return pi_error(PI_ERR_FORMAT, "plan: incomplete (needs n_layer, hot, threads and queue_depth)");
+    if ((p->recall > 0.0) != seen_thr)
+        return pi_error(PI_ERR_FORMAT, "plan: 'recall' and 'thresholds' come together");
     return PI_OK;
 }
 

@@ -159,10 +159,7 @@ pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w) {
     return s;
 }
 
-/* Read the histograms into st when g has them: a count of n_layer * 2 * B
-   with B in [2, PI_STATS_HIST_MAX_BINS], finite counts >= 0, a finite range
-   with a width > 0. */
-static pi_status get_hist(pi_stats *st, const pi_gguf *g, const char *path) {
+pi_status pi_stats_get_hist(pi_stats *st, const pi_gguf *g, const char *path) {
     const pi_gguf_kv *kv, *rk;
     pi_status s = pi_gguf_get_arr(g, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, &kv);
     if (s == PI_ERR_NOT_FOUND) return PI_OK;
@@ -400,7 +397,7 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
             c[i] = v;
         }
     }
-    if ((s = pi_stats_get_reuse(st, g, path)) || (s = get_hist(st, g, path))) {
+    if ((s = pi_stats_get_reuse(st, g, path)) || (s = pi_stats_get_hist(st, g, path))) {
         pi_stats_free(st);
         return s;
     }

@@ -140,6 +140,12 @@ pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w);
    complete: on failure a previous file there is untouched. */
 pi_status pi_stats_save(const pi_stats *st, const char *path);
 
+/* Read the histograms into st (shaped already: n_layer) when g has them: a
+   count of n_layer * 2 * B with B in [2, PI_STATS_HIST_MAX_BINS], finite
+   counts >= 0, a finite range with a width > 0. PI_OK and nothing read when
+   g has none; PI_ERR_FORMAT naming the key otherwise. */
+pi_status pi_stats_get_hist(pi_stats *st, const pi_gguf *g, const char *path);
+
 /* The temporal shares as metadata (PI_KEY_STATS_REUSE and _TOKENS), for the
    stats file and the files that carry the statistics on (convert --reorder);
    nothing when none were measured. */
