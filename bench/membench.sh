@@ -19,6 +19,8 @@ usage: $PROG -m MODEL --mem-budget SIZE [options]
   --base PATH           also run this pinfer binary (e.g. the previous commit's build) with the
                         same command in a cgroup with the same limit
   --base-args "ARGS"    arguments for --base instead of pinfer's (e.g. when it lacks an option)
+  --base-model FILE     the model file --base reads (default: MODEL), e.g. the bundle file the
+                        previous commit's convert makes, for a comparison end to end
   --rounds N            repeat the runs N times, alternating pinfer, base and peer (default 1);
                         the summary gives medians and the per-round ratios
   --peer PATH           also run this llama-bench in a cgroup with the same limit
@@ -58,7 +60,7 @@ parse_size() {
 # ---- options
 MODEL="" BUDGET_ARG="" OVERHEAD_ARG=64M PINFER=$ROOT/build/release/pinfer PEER="" PEER_MODEL=""
 THREADS=2 NGEN=64 REPS=3 FREE_RUN=1 DROP="" BUDGET_FLAG=1 PINFER_EXTRA="" PEER_EXTRA=""
-BASE="" BASE_EXTRA="" BASE_EXTRA_SET=0 ROUNDS=1
+BASE="" BASE_EXTRA="" BASE_EXTRA_SET=0 BASE_MODEL="" ROUNDS=1
 while [ $# -gt 0 ]; do
     opt=$1
     case $opt in
@@ -68,7 +70,7 @@ while [ $# -gt 0 ]; do
     --no-drop-caches) DROP=0; shift; continue ;;
     --no-budget-flag) BUDGET_FLAG=0; shift; continue ;;
     -m | --mem-budget | --overhead | --pinfer | --peer | --peer-model | -t | -n | -r | --pinfer-args | --peer-args | \
-        --base | --base-args | --rounds)
+        --base | --base-args | --base-model | --rounds)
         [ $# -ge 2 ] || die "option $opt needs a value" ;;
     *) usage >&2; die "unknown option '$opt'" ;;
     esac
@@ -85,6 +87,7 @@ while [ $# -gt 0 ]; do
     --peer-args) PEER_EXTRA=$v ;;
     --base) BASE=$v ;;
     --base-args) BASE_EXTRA=$v BASE_EXTRA_SET=1 ;;
+    --base-model) BASE_MODEL=$v ;;
     -t | -n | -r | --rounds)
         [[ $v =~ ^[1-9][0-9]*$ ]] || die "$opt expects a positive whole number, got '$v'"
         case $opt in -t) THREADS=$v ;; -n) NGEN=$v ;; -r) REPS=$v ;; --rounds) ROUNDS=$v ;; esac ;;
@@ -95,6 +98,8 @@ done
 [ -e "$MODEL" ] || die "model not found: $MODEL"
 [ -x "$PINFER" ] || die "pinfer not found or not executable: $PINFER (build it with make)"
 PEER_MODEL=${PEER_MODEL:-$MODEL}
+BASE_MODEL=${BASE_MODEL:-$MODEL}
+[ -f "$BASE_MODEL" ] || die "base model not found (or not a file): $BASE_MODEL"
 if [ -n "$PEER" ]; then
     [ -x "$PEER" ] || die "peer not found or not executable: $PEER"
     [ -f "$PEER_MODEL" ] || die "peer model not found (or not a file): $PEER_MODEL"
@@ -299,11 +304,13 @@ PCMD=(bench -m "$MODEL")
 [ "$BUDGET_FLAG" = 0 ] || PCMD+=(--mem-budget "$BUDGET")
 PCMD+=(-p 0 -n "$NGEN" -r "$REPS" -t "$THREADS")
 PARGS=("${PCMD[@]}" ${PINFER_EXTRA_A[@]+"${PINFER_EXTRA_A[@]}"})
+BCMD=("${PCMD[@]}")
+BCMD[2]=$BASE_MODEL
 if [ "$BASE_EXTRA_SET" = 1 ]; then
     read -r -a BASE_EXTRA_A <<<"$BASE_EXTRA"
-    BARGS=("${PCMD[@]}" ${BASE_EXTRA_A[@]+"${BASE_EXTRA_A[@]}"})
+    BARGS=("${BCMD[@]}" ${BASE_EXTRA_A[@]+"${BASE_EXTRA_A[@]}"})
 else
-    BARGS=("${PARGS[@]}")
+    BARGS=("${BCMD[@]}" ${PINFER_EXTRA_A[@]+"${PINFER_EXTRA_A[@]}"})
 fi
 
 median() { tr ' ' '\n' | awk 'NF { v[n++] = $1 } END { if (!n) { print "-"; exit }
