@@ -5,7 +5,8 @@
  *    llama2.c's run.c (../shared/models/stories260K.greedy.tokens.txt);
  *  - relu/drelu/MoE stories models: logits at every prompt position against
  *    float64 references, and greedy continuations (a step may differ only
- *    where the reference's top-2 margin is within float32 noise);
+ *    where the reference's top-2 margin is within float32 noise), dense and
+ *    through the sparse FFN with the exact mask (per routed expert for MoE);
  *  - llama2.c import: stories260K.bin converted to GGUF gives the same ids;
  *  - malformed models: missing tensors, wrong shapes, unknown architecture.
  */
@@ -13,6 +14,7 @@
 #include "model/llama2c.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "sparse/ffn_sparse.h"
 #include "test_util.h"
 
 #define MAX_IDS 512
@@ -153,7 +155,7 @@ static void test_stories_gguf(const char *model_path, const char *label) {
 }
 
 /* relu-stories, drelu-stories, moe-relu-stories against float64 references. */
-static void test_golden(const char *name) {
+static void test_golden(const char *name, pi_ffn_mode mode) {
     char mp[512], dir[512], fp[600];
     snprintf(dir, sizeof dir, "relu/%s.gguf", name);
     if (!t_fixture(mp, sizeof mp, dir)) return;
@@ -176,6 +178,8 @@ static void test_golden(const char *name) {
     CHECKF(st == PI_OK, "%s: %s", name, pi_last_error());
     if (st) goto done;
     CHECK(pi_state_create(m, 256, 2, &s) == PI_OK);
+    if (mode == PI_FFN_ORACLE) /* decode steps through the exact-mask sparse FFN (batches stay dense) */
+        CHECK(pi_lm_make_down_t(m) == PI_OK && pi_sparse_ffn_install(s, PI_FFN_ORACLE, 0) == PI_OK);
     double worst = 0.0;
     int greedy_ok = 0, greedy_excused = 0, greedy_bad = 0;
     for (int p = 0; p < 3; p++) {
@@ -218,8 +222,8 @@ static void test_golden(const char *name) {
     }
     free(all);
     CHECKF(worst_batch <= 1e-4, "%s: batched logits relative error %.3g > 1e-4", name, worst_batch);
-    fprintf(stderr, "%s: logits max relative error %.2e (batched %.2e); greedy %d tokens equal, %d excused, %d wrong\n", name, worst, worst_batch,
-            greedy_ok, greedy_excused, greedy_bad);
+    fprintf(stderr, "%s%s: logits max relative error %.2e (batched %.2e); greedy %d tokens equal, %d excused, %d wrong\n",
+            name, mode == PI_FFN_ORACLE ? " (oracle-sparse)" : "", worst, worst_batch, greedy_ok, greedy_excused, greedy_bad);
     CHECKF(worst <= 1e-4, "%s: logits relative error %.3g > 1e-4", name, worst);
     CHECK(greedy_bad == 0);
 done:
@@ -563,9 +567,13 @@ int main(void) {
     char p[512];
     if (t_fixture(p, sizeof p, "stories260K.gguf")) test_stories_gguf(p, "stories260K.gguf");
     if (t_fixture(p, sizeof p, "stories260K.gguf")) test_discard(p);
-    test_golden("relu-stories");
-    test_golden("drelu-stories");
-    test_golden("moe-relu-stories");
+    test_golden("relu-stories", PI_FFN_DENSE);
+    test_golden("drelu-stories", PI_FFN_DENSE);
+    test_golden("moe-relu-stories", PI_FFN_DENSE);
+    /* the sparse FFN with the exact mask meets the same float64 references */
+    test_golden("relu-stories", PI_FFN_ORACLE);
+    test_golden("drelu-stories", PI_FFN_ORACLE);
+    test_golden("moe-relu-stories", PI_FFN_ORACLE);
     test_observer("relu-stories");
     test_observer("drelu-stories");
     test_pwri();

@@ -147,6 +147,9 @@ static pi_status load_hparams(loader *L, const char *arch) {
     if (hp->n_expert && !hp->n_expert_used)
         return pi_error(PI_ERR_FORMAT, "%s: %s.%s is %lld but %s is missing or 0", L->path, arch, PI_AKEY_EXPERT_COUNT,
                         (long long)hp->n_expert, PI_AKEY_EXPERT_USED_COUNT);
+    if (hp->n_expert_used > PI_MOE_MAX_USED)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: %s is %lld; at most %d experts per token are supported", L->path,
+                        PI_AKEY_EXPERT_USED_COUNT, (long long)hp->n_expert_used, PI_MOE_MAX_USED);
     if (!(hp->rms_eps > 0.0f) || !(hp->rope_freq_base > 0.0f))
         return pi_error(PI_ERR_FORMAT, "%s: rms epsilon and rope frequency base must be positive", L->path);
 
@@ -412,8 +415,7 @@ pi_status pi_weight_transpose(const pi_weight *d, pi_type t, void *dst) {
 
 pi_status pi_lm_make_down_t(pi_lm *m) {
     const pi_hparams *hp = &m->hp;
-    if (hp->n_expert) return pi_error(PI_ERR_UNSUPPORTED, "%s: sparse FFN for mixture-of-experts models", m->path);
-    const int64_t E = hp->n_embd, F = hp->n_ff;
+    const int64_t E = hp->n_embd, F = hp->n_ff, X = hp->n_expert ? hp->n_expert : 1;
     if (!m->owned_down_t) {
         m->owned_down_t = calloc((size_t)hp->n_layer, sizeof *m->owned_down_t);
         m->owned_down_t_bytes = calloc((size_t)hp->n_layer, sizeof *m->owned_down_t_bytes);
@@ -422,20 +424,28 @@ pi_status pi_lm_make_down_t(pi_lm *m) {
     for (int64_t il = 0; il < hp->n_layer; il++) {
         pi_layer *l = &m->layers[il];
         if (l->ffn_down_t.data) continue;
-        const pi_type t = pi_weight_down_t_type(&l->ffn_down);
-        const size_t rb = pi_row_size(t, E), bytes = rb * (size_t)F;
+        const pi_weight *down = hp->n_expert ? &l->ffn_down_exps : &l->ffn_down;
+        const pi_type t = pi_weight_down_t_type(down);
+        const size_t rb = pi_row_size(t, E), bytes = rb * (size_t)(F * X);
         uint8_t *dst = pi_huge_alloc(bytes);
         if (!dst)
             return pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB for transposed down projections", m->path,
                             (double)bytes / (1 << 20));
-        pi_status st = pi_weight_transpose(&l->ffn_down, t, dst);
+        /* expert x's E rows of F become its F rows of E, at rows x F .. */
+        pi_status st = PI_OK;
+        for (int64_t x = 0; x < X && !st; x++) {
+            pi_weight slice = *down;
+            slice.data = (const uint8_t *)down->data + (size_t)(x * E) * down->row_bytes;
+            slice.ne[2] = 1;
+            st = pi_weight_transpose(&slice, t, dst + (size_t)(x * F) * rb);
+        }
         if (st) {
             pi_huge_free(dst, bytes);
             return pi_error_prefix(st, "%s: layer %lld", m->path, (long long)il);
         }
         m->owned_down_t[il] = dst;
         m->owned_down_t_bytes[il] = bytes;
-        l->ffn_down_t = (pi_weight){dst, t, {E, F, 1, 1}, rb, {0, NULL}};
+        l->ffn_down_t = (pi_weight){dst, t, {E, F, X, 1}, rb, {0, NULL}};
     }
     return PI_OK;
 }

@@ -46,13 +46,15 @@ typedef struct pi_hparams {
     int64_t n_ctx_train;   /* context length the model was trained with */
     int64_t n_rot;         /* dimensions of each head that RoPE rotates */
     int64_t n_expert;      /* 0: dense FFN */
-    int64_t n_expert_used;
+    int64_t n_expert_used; /* at most PI_MOE_MAX_USED */
     float rms_eps;
     float rope_freq_base;
     pi_ffn_act act;
 } pi_hparams;
 
 /* A weight matrix (or vector) inside the mapping. */
+#define PI_MOE_MAX_USED 64 /* experts a token may use per layer */
+
 typedef struct pi_weight {
     const void *data;
     pi_type type;
@@ -78,7 +80,9 @@ typedef struct pi_layer {
     pi_weight ffn_gate, ffn_up;      /* (n_embd -> n_ff) */
     pi_weight ffn_down;              /* (n_ff -> n_embd); absent when ffn_down_t is given */
     pi_weight ffn_down_t;            /* (n_ff rows of n_embd): row i is neuron i's down column, so
-                                        the down projection is an axpy over active neurons */
+                                        the down projection is an axpy over active neurons; for
+                                        MoE n_expert such blocks, expert x's neuron i at row
+                                        x n_ff + i (pi_lm_make_down_t) */
     pi_weight fc1, fc2;              /* activation predictor fc2(relu(fc1 x)): (n_embd -> rank),
                                         (rank -> n_ff); PowerInfer's names and shapes */
     /* Mixture of experts (n_expert > 0): router and stacked expert matrices */

@@ -395,14 +395,10 @@ static void ffn_expert(pi_state *s, const pi_weight *gate, const pi_weight *up, 
 
 /* Mixtral routing for one token (xb row b): top-k router logits, softmax
    over the chosen ones, weighted sum of those experts' outputs. */
-static void moe_token(pi_state *s, const pi_layer *l, int64_t b) {
+int64_t pi_moe_route(pi_state *s, const pi_layer *l, const float *xin, int64_t *chosen, float *wsel) {
     const pi_hparams *hp = &s->m->hp;
-    const int64_t E = hp->n_embd;
-    const float *xin = s->xb + b * s->xb_dim;
     pi_state_matmul(s, &l->ffn_gate_inp, 0, hp->n_expert, xin, s->xb_dim, 1, s->router, hp->n_expert);
-    int64_t chosen[64];
-    float wsel[64];
-    const int64_t K = hp->n_expert_used < 64 ? hp->n_expert_used : 64;
+    const int64_t K = hp->n_expert_used < PI_MOE_MAX_USED ? hp->n_expert_used : PI_MOE_MAX_USED;
     for (int64_t k = 0; k < K; k++) {
         int64_t best = -1;
         for (int64_t e = 0; e < hp->n_expert; e++) {
@@ -414,6 +410,15 @@ static void moe_token(pi_state *s, const pi_layer *l, int64_t b) {
         wsel[k] = s->router[best];
     }
     softmax(wsel, K);
+    return K;
+}
+
+static void moe_token(pi_state *s, const pi_layer *l, int64_t b) {
+    const int64_t E = s->m->hp.n_embd;
+    const float *xin = s->xb + b * s->xb_dim;
+    int64_t chosen[PI_MOE_MAX_USED];
+    float wsel[PI_MOE_MAX_USED];
+    const int64_t K = pi_moe_route(s, l, xin, chosen, wsel);
     memset(s->moe_out, 0, (size_t)E * sizeof(float));
     for (int64_t k = 0; k < K; k++) {
         ffn_expert(s, &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps, chosen[k], xin, 1, s->moe_out + E);

@@ -111,6 +111,12 @@ const float *pi_state_logits(const pi_state *s);
 void pi_state_matmul(pi_state *s, const pi_weight *w, int64_t row0, int64_t rows, const float *X, int64_t x_stride,
                      int64_t nb, float *Y, int64_t y_stride);
 
+/* Mixtral routing of one FFN input xin (a row of s->xb) through layer l's
+   router: the n_expert_used experts with the highest logits, highest first,
+   into chosen, and their weights (softmax over the chosen logits) into w.
+   Returns how many (both arrays hold PI_MOE_MAX_USED). */
+int64_t pi_moe_route(pi_state *s, const pi_layer *l, const float *xin, int64_t *chosen, float *w);
+
 /* out = x / rms(x) * w over n elements (the model's RMS norm). */
 void pi_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
 

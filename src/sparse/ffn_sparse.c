@@ -59,9 +59,12 @@ static void *zalloc(size_t n) {
 pi_status pi_sparse_ffn_check(const pi_lm *m, pi_ffn_mode mode, bool need_down_t) {
     if (mode != PI_FFN_SPARSE && mode != PI_FFN_ORACLE)
         return pi_error(PI_ERR_INVALID, "a sparse FFN computes in SPARSE or ORACLE mode, not mode %d", (int)mode);
-    if (m->hp.n_expert || m->hp.act == PI_ACT_SILU)
-        return pi_error(PI_ERR_INVALID, "%s: the sparse FFN needs a dense ReLU or dReLU model (this one is %s%s)",
-                        m->path, m->hp.n_expert ? "mixture-of-experts, " : "", pi_ffn_act_name(m->hp.act));
+    if (m->hp.act == PI_ACT_SILU)
+        return pi_error(PI_ERR_INVALID, "%s: the sparse FFN needs a ReLU or dReLU model (this one is %s%s)", m->path,
+                        m->hp.n_expert ? "mixture-of-experts, " : "", pi_ffn_act_name(m->hp.act));
+    if (mode == PI_FFN_SPARSE && m->hp.n_expert)
+        return pi_error(PI_ERR_INVALID, "%s: mixture-of-experts models have no per-expert activation predictors "
+                        "yet: their sparse FFN runs with the exact mask (--predictor oracle) or densely", m->path);
     if (mode == PI_FFN_SPARSE && !m->has_predictor)
         return pi_error(PI_ERR_INVALID, "%s: no activation predictors (blk.N.fc1/fc2): train them with "
                         "pinfer train-predictor, or use the dense path", m->path);
@@ -236,62 +239,90 @@ pi_sparse_job pi_sparse_input(pi_sparse_ffn *f, pi_state *s, int64_t first) {
 
 /* ---- the in-memory implementation ---- */
 
-/* Down projection and bookkeeping once val[0, n) is known: xb2 row 0 = sum
-   of val * down row, in fixed chunks of the list. */
-static void sparse_finish(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n) {
+/* Down projection and bookkeeping once val[0, n) is known: out = sum of
+   val * down row, in fixed chunks of the list. */
+static void sparse_finish(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n, float *out) {
     const pi_layer *l = &f->m->layers[il];
     const int64_t a = pi_sparse_count_list(f, il, n);
     f->stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
     pi_sparse_down dj = {f, f->m->hp.n_embd, s->k->axpy[f->types.down]};
     int64_t chunk = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
-    pi_pool_reduce_f32(s->pool, n, chunk ? chunk : 1, pi_sparse_down_chunk, &dj, s->xb2, f->m->hp.n_embd,
+    pi_pool_reduce_f32(s->pool, n, chunk ? chunk : 1, pi_sparse_down_chunk, &dj, out, f->m->hp.n_embd,
                        s->reduce_scratch);
 }
 
-/* The FFN of one token on the sparse path: out = sum over active neurons i
-   of act_i * down_t[i], computing only the neurons that are (predicted)
-   active. The input is row 0 of xb; the result goes to row 0 of xb2. */
-static pi_status ffn_sparse_token(void *impl, pi_state *s, int64_t il) {
-    pi_sparse_ffn *f = impl;
+/* The FFN of row 0 of xb through one expert x (x = 0 for a dense layer) on
+   the sparse path: out = sum over active neurons i of act_i * down_t[i],
+   computing only the neurons that are (predicted) active. */
+static void sparse_expert(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x, float *out) {
     const pi_hparams *hp = &f->m->hp;
     const pi_layer *l = &f->m->layers[il];
-    const int64_t F = hp->n_ff;
+    const pi_weight *gate = hp->n_expert ? &l->ffn_gate_exps : &l->ffn_gate;
+    const pi_weight *up = hp->n_expert ? &l->ffn_up_exps : &l->ffn_up;
+    const int64_t F = hp->n_ff, row0 = x * F;
     pi_sparse_stats *st = &f->stats[il];
     int64_t n = 0, first = 0;
     pi_sparse_job cj;
-    f->types = (pi_ffn_types){l->ffn_gate.type, l->ffn_up.type, l->ffn_down_t.type};
+    f->types = (pi_ffn_types){gate->type, up->type, l->ffn_down_t.type};
 
     if (f->mode == PI_FFN_ORACLE) {
         /* the exact mask: every gate (and for dReLU every up) computed */
-        pi_state_matmul(s, &l->ffn_gate, 0, F, s->xb, s->xb_dim, 1, s->hb, F);
-        if (hp->act == PI_ACT_DRELU) pi_state_matmul(s, &l->ffn_up, 0, F, s->xb, s->xb_dim, 1, s->hb2, F);
+        pi_state_matmul(s, gate, row0, F, s->xb, s->xb_dim, 1, s->hb, F);
+        if (hp->act == PI_ACT_DRELU) pi_state_matmul(s, up, row0, F, s->xb, s->xb_dim, 1, s->hb2, F);
         for (int64_t i = 0; i < F; i++)
             if (s->hb[i] > 0.0f && (hp->act != PI_ACT_DRELU || s->hb2[i] > 0.0f)) f->idx[n++] = (int32_t)i;
-        st->bytes += l->ffn_gate.row_bytes * (uint64_t)F + (hp->act == PI_ACT_DRELU ? l->ffn_up.row_bytes * (uint64_t)F : 0);
+        st->bytes += gate->row_bytes * (uint64_t)F + (hp->act == PI_ACT_DRELU ? up->row_bytes * (uint64_t)F : 0);
         cj = pi_sparse_input(f, s, 0);
         cj.gate = s->hb;
         cj.up = hp->act == PI_ACT_DRELU ? s->hb2 : NULL;
-    } else {
+    } else { /* dense layers only (pi_sparse_ffn_check) */
         n = pi_sparse_select(f, s, il);
         if (f->check) sparse_check(f, s, il, n);
         first = f->hot;
-        pi_sparse_hot_cluster(f, s, &l->ffn_gate, &l->ffn_up);
-        st->bytes += (l->ffn_gate.row_bytes + l->ffn_up.row_bytes) * (uint64_t)f->hot;
+        pi_sparse_hot_cluster(f, s, gate, up);
+        st->bytes += (gate->row_bytes + up->row_bytes) * (uint64_t)f->hot;
         cj = pi_sparse_input(f, s, first);
     }
     for (int64_t k = 0; k < n; k++) {
-        size_t i = (size_t)f->idx[k];
-        pi_sparse_set_rows(f, k, (const uint8_t *)l->ffn_gate.data + i * l->ffn_gate.row_bytes,
-                           (const uint8_t *)l->ffn_up.data + i * l->ffn_up.row_bytes,
+        size_t i = (size_t)(row0 + f->idx[k]);
+        pi_sparse_set_rows(f, k, (const uint8_t *)gate->data + i * gate->row_bytes,
+                           (const uint8_t *)up->data + i * up->row_bytes,
                            (const uint8_t *)l->ffn_down_t.data + i * l->ffn_down_t.row_bytes);
     }
     if (n > first) pi_pool_for(s->pool, n - first, 16, cold_rows, &cj);
     if (f->mode != PI_FFN_ORACLE) {
         uint64_t computed_up = 0;
         for (int64_t k = first; k < n; k++) computed_up += f->val[k] != 0.0f;
-        st->bytes += l->ffn_gate.row_bytes * (uint64_t)(n - first) + l->ffn_up.row_bytes * computed_up;
+        st->bytes += gate->row_bytes * (uint64_t)(n - first) + up->row_bytes * computed_up;
     }
-    sparse_finish(f, s, il, n);
+    sparse_finish(f, s, il, n, out);
+}
+
+/* The FFN of one token (row 0 of xb) into row 0 of xb2: the layer's neurons,
+   or for a mixture of experts the routed experts' outputs, each computed
+   sparsely, mixed by their router weights. */
+static pi_status ffn_sparse_token(void *impl, pi_state *s, int64_t il) {
+    pi_sparse_ffn *f = impl;
+    const pi_hparams *hp = &f->m->hp;
+    if (!hp->n_expert) {
+        sparse_expert(f, s, il, 0, s->xb2);
+        return PI_OK;
+    }
+    const pi_layer *l = &f->m->layers[il];
+    const int64_t E = hp->n_embd;
+    pi_sparse_stats *st = &f->stats[il];
+    int64_t chosen[PI_MOE_MAX_USED];
+    float w[PI_MOE_MAX_USED];
+    const int64_t K = pi_moe_route(s, l, s->xb, chosen, w);
+    st->bytes += l->ffn_gate_inp.row_bytes * (uint64_t)hp->n_expert;
+    const uint64_t tokens = st->tokens;
+    memset(s->moe_out, 0, (size_t)E * sizeof(float));
+    for (int64_t k = 0; k < K; k++) {
+        sparse_expert(f, s, il, chosen[k], s->moe_out + E);
+        for (int64_t i = 0; i < E; i++) s->moe_out[i] += w[k] * s->moe_out[E + i];
+    }
+    st->tokens = tokens + 1; /* the experts' lists are one token's */
+    memcpy(s->xb2, s->moe_out, (size_t)E * sizeof(float));
     return PI_OK;
 }
 
