@@ -4,7 +4,8 @@
  *    relative on relu-stories, drelu-stories, moe-relu-stories (each routed
  *    expert sparse) and a generated ReLU model, and is bit-identical for 1
  *    and 2 threads;
- *  - predictor mode with every neuron in the hot prefix equals dense;
+ *  - predictor mode with every neuron in the hot prefix equals dense, for a
+ *    dense layer and for each routed expert (per-expert predictors);
  *  - with a real (random) predictor the counters are consistent;
  *  - models the sparse path cannot serve are refused with a message.
  */
@@ -62,6 +63,40 @@ static void test_oracle(const char *path, const char *label, int n_tokens) {
     pi_lm_free(m);
 }
 
+/* m with predictors (random ones bolted on): every neuron hot gives the
+   dense result; a hot prefix of `hot` and the predictor's selection keep the
+   counters consistent (one token per step, whatever the experts). */
+static void check_predictor_runs(pi_lm *m, int64_t hot, const char *label, t_rng *r) {
+    pi_state *dense, *all_hot, *sp;
+    CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
+    CHECK(pi_state_create(m, 64, 2, &all_hot) == PI_OK);
+    CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
+    CHECK(pi_sparse_ffn_install(all_hot, PI_FFN_SPARSE, m->hp.n_ff) == PI_OK);
+    CHECK(pi_sparse_ffn_install(sp, PI_FFN_SPARSE, hot) == PI_OK);
+    pi_sparse_ffn_of(all_hot)->check = true;
+    pi_sparse_ffn_of(sp)->check = true;
+    int32_t toks[32];
+    for (int i = 0; i < 32; i++) toks[i] = (int32_t)(t_next(r) % (uint64_t)m->hp.n_vocab);
+    double e = t_compare_decode(dense, all_hot, toks, 32);
+    CHECKF(e <= 1e-5, "%s: all-hot sparse differs from dense by %.3g", label, e);
+    t_compare_decode(dense, sp, toks, 32);
+    const uint64_t per_token = (uint64_t)hot * (uint64_t)(m->hp.n_expert ? m->hp.n_expert_used : 1);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const pi_sparse_stats *st = &pi_sparse_ffn_stats(sp)[il], *ah = &pi_sparse_ffn_stats(all_hot)[il];
+        CHECKF(st->tokens == 32 && st->predicted >= 32 * per_token && st->computed == st->predicted &&
+                   st->active <= st->computed && st->bytes > 0,
+               "%s layer %lld: tokens %llu, predicted %llu", label, (long long)il, (unsigned long long)st->tokens,
+               (unsigned long long)st->predicted);
+        /* recall against the exact set: every active neuron was computed, so the
+           ones the selection missed are exactly oracle_active - active */
+        CHECK(st->oracle_active >= st->active && st->missed == st->oracle_active - st->active);
+        CHECK(ah->missed == 0 && ah->oracle_active == ah->active);
+    }
+    pi_state_free(dense);
+    pi_state_free(all_hot);
+    pi_state_free(sp);
+}
+
 /* A generated F32 ReLU model with predictors bolted on: every neuron hot
    gives the dense result; a random predictor keeps the counters sane. */
 static void test_predictor_mode(void) {
@@ -101,35 +136,35 @@ static void test_predictor_mode(void) {
     }
     m->has_predictor = true;
     pi_state_free(s);
-    pi_state *dense, *all_hot, *sp;
-    CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
-    CHECK(pi_state_create(m, 64, 2, &all_hot) == PI_OK);
-    CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
-    CHECK(pi_sparse_ffn_install(all_hot, PI_FFN_SPARSE, F) == PI_OK);
-    CHECK(pi_sparse_ffn_install(sp, PI_FFN_SPARSE, 32) == PI_OK);
-    pi_sparse_ffn_of(all_hot)->check = true;
-    pi_sparse_ffn_of(sp)->check = true;
-    int32_t toks[32];
-    for (int i = 0; i < 32; i++) toks[i] = (int32_t)(t_next(&r) % 300);
-    double e = t_compare_decode(dense, all_hot, toks, 32);
-    CHECKF(e <= 1e-5, "all-hot sparse differs from dense by %.3g", e);
-    t_compare_decode(dense, sp, toks, 32);
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        const pi_sparse_stats *st = &pi_sparse_ffn_stats(sp)[il];
-        CHECK(st->tokens == 32 && st->predicted >= 32 * 32 && st->computed == st->predicted && st->active <= st->computed);
-        CHECK(st->bytes > 0);
-        /* recall against the exact set: every active neuron was computed, so the
-           ones the selection missed are exactly oracle_active - active */
-        CHECK(st->oracle_active >= st->active && st->missed == st->oracle_active - st->active);
-        CHECK(pi_sparse_ffn_stats(all_hot)[il].missed == 0 && pi_sparse_ffn_stats(all_hot)[il].oracle_active == pi_sparse_ffn_stats(all_hot)[il].active);
-    }
-    pi_state_free(dense);
-    pi_state_free(all_hot);
-    pi_state_free(sp);
+    check_predictor_runs(m, 32, "generated relu", &r);
     free(fc1);
     free(fc2);
     pi_lm_free(m);
     unlink(path);
+}
+
+/* moe-relu-stories with random per-expert predictors bolted on, each
+   routed expert computed sparsely (check_predictor_runs). */
+static void test_moe_predictor_mode(void) {
+    char p[512];
+    if (!t_fixture(p, sizeof p, "relu/moe-relu-stories.gguf")) return;
+    pi_lm *m;
+    CHECK(pi_lm_load(p, PI_MAP_LOAD, &m) == PI_OK);
+    CHECK(!m->has_predictor && pi_lm_make_down_t(m) == PI_OK);
+    const int64_t E = m->hp.n_embd, F = m->hp.n_ff, X = m->hp.n_expert, R = 8;
+    float *fc1 = malloc((size_t)(E * R * X) * sizeof *fc1), *fc2 = malloc((size_t)(R * F * X) * sizeof *fc2);
+    t_rng r = {5};
+    for (int64_t i = 0; i < E * R * X; i++) fc1[i] = t_uniform(&r);
+    for (int64_t i = 0; i < R * F * X; i++) fc2[i] = t_uniform(&r);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        m->layers[il].fc1_exps = (pi_weight){fc1, PI_TYPE_F32, {E, R, X, 1}, (size_t)E * 4, {0, NULL}};
+        m->layers[il].fc2_exps = (pi_weight){fc2, PI_TYPE_F32, {R, F, X, 1}, (size_t)R * 4, {0, NULL}};
+    }
+    m->has_predictor = true;
+    check_predictor_runs(m, 16, "moe-relu-stories", &r);
+    free(fc1);
+    free(fc2);
+    pi_lm_free(m);
 }
 
 /* Reordering by profiled frequency: the same function, the hot set first. */
@@ -247,11 +282,11 @@ static void test_refused(void) {
     CHECK(pi_state_ffn(s, NULL) == NULL); /* refused: the state stays dense */
     pi_state_free(s);
     pi_lm_free(m);
-    /* a mixture of experts: the exact mask runs, the predictor mode has no per-expert predictors yet */
+    /* a mixture of experts without per-expert predictors: the exact mask runs, the predictor mode not */
     if (!t_fixture(p, sizeof p, "relu/moe-relu-stories.gguf")) return;
     CHECK(pi_lm_load(p, PI_MAP_FILE, &m) == PI_OK);
     CHECK(pi_state_create(m, 16, 1, &s) == PI_OK);
-    CHECK(pi_sparse_ffn_install(s, PI_FFN_SPARSE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "per-expert"));
+    CHECK(pi_sparse_ffn_install(s, PI_FFN_SPARSE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "fc1_exps"));
     CHECK(pi_sparse_ffn_install(s, PI_FFN_ORACLE, 0) == PI_ERR_INVALID && strstr(pi_last_error(), "ffn_down_t"));
     pi_state_free(s);
     pi_lm_free(m);
@@ -265,6 +300,7 @@ int main(void) {
     if (t_fixture(p, sizeof p, "relu/drelu-stories.gguf")) test_oracle(p, "drelu-stories", n);
     if (t_fixture(p, sizeof p, "relu/moe-relu-stories.gguf")) test_oracle(p, "moe-relu-stories", n);
     test_predictor_mode();
+    test_moe_predictor_mode();
     test_reorder("relu-stories", PI_TYPE_F32);
     test_reorder("drelu-stories", PI_TYPE_F32);
     test_reorder_quantized();

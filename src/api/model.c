@@ -161,7 +161,7 @@ static pi_status open_offloaded(const char *path, const pi_model_params *p, int6
 static pi_status resolve_ffn(pi_model *m, pi_ffn_mode want) {
     const pi_lm *lm = m->lm;
     if (want == PI_FFN_AUTO)
-        want = lm->has_predictor && !lm->hp.n_expert && lm->hp.act != PI_ACT_SILU ? PI_FFN_SPARSE : PI_FFN_DENSE;
+        want = lm->has_predictor && lm->hp.act != PI_ACT_SILU ? PI_FFN_SPARSE : PI_FFN_DENSE;
     if (want != PI_FFN_DENSE) {
         pi_status st = pi_sparse_ffn_check(lm, want, false);
         if (st) return st;

@@ -158,6 +158,8 @@
 /* per layer: PowerInfer's predictor */
 #define PI_TN_FC1 PI_TN_BLK "fc1.weight"
 #define PI_TN_FC2 PI_TN_BLK "fc2.weight"
+#define PI_TN_FC1_EXPS PI_TN_BLK "fc1_exps.weight" /* MoE: one predictor per expert, stacked as the experts' */
+#define PI_TN_FC2_EXPS PI_TN_BLK "fc2_exps.weight"
 
 /* per layer: pinfer's own */
 #define PI_TN_FFN_DOWN_T PI_TN_BLK "ffn_down_t.weight"   /* ffn_down, one neuron per row */

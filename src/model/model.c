@@ -244,8 +244,13 @@ static pi_status bind_layer(loader *L, int il) {
         if ((st = bind(L, &l->ffn_gate_inp, NM(PI_TN_FFN_GATE_INP), 2, E, X, 0, true)) ||
             (st = bind(L, &l->ffn_gate_exps, NM(PI_TN_FFN_GATE_EXPS), 3, E, F, X, true)) ||
             (st = bind(L, &l->ffn_up_exps, NM(PI_TN_FFN_UP_EXPS), 3, E, F, X, true)) ||
-            (st = bind(L, &l->ffn_down_exps, NM(PI_TN_FFN_DOWN_EXPS), 3, F, E, X, true)))
+            (st = bind(L, &l->ffn_down_exps, NM(PI_TN_FFN_DOWN_EXPS), 3, F, E, X, true)) ||
+            (st = bind(L, &l->fc1_exps, NM(PI_TN_FC1_EXPS), 3, E, -1, X, false)) ||
+            (st = bind(L, &l->fc2_exps, NM(PI_TN_FC2_EXPS), 3, l->fc1_exps.data ? l->fc1_exps.ne[1] : -1, F, X, false)))
             return st;
+        if (!l->fc1_exps.data != !l->fc2_exps.data)
+            return pi_error(PI_ERR_FORMAT, "%s: layer %d has only one of the predictor tensors fc1_exps/fc2_exps",
+                            L->path, il);
     }
 #undef NM
     if ((st = as_f32(L, &l->attn_norm)) || (st = as_f32(L, &l->ffn_norm))) return st;
@@ -327,8 +332,9 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
     }
     for (int il = 0; il < hp->n_layer; il++)
         if ((st = bind_layer(&L, il))) goto fail;
-    m->has_predictor = !hp->n_expert;
-    for (int il = 0; il < hp->n_layer; il++) m->has_predictor &= m->layers[il].fc1.data != NULL;
+    m->has_predictor = true;
+    for (int il = 0; il < hp->n_layer; il++)
+        m->has_predictor &= (hp->n_expert ? m->layers[il].fc1_exps.data : m->layers[il].fc1.data) != NULL;
     m->sparse_threshold = 0.0f; /* logit 0 = probability 0.5 */
     if ((st = pi_gguf_get_f32(g, PI_KEY_SPARSE_THRESHOLD, &m->sparse_threshold)) && st != PI_ERR_NOT_FOUND) {
         pi_error_prefix(st, "%s", path);

@@ -89,6 +89,7 @@ typedef struct pi_layer {
     pi_weight ffn_gate_inp;          /* (n_embd -> n_expert) */
     pi_weight ffn_gate_exps, ffn_up_exps; /* (n_embd -> n_ff) x n_expert */
     pi_weight ffn_down_exps;         /* (n_ff -> n_embd) x n_expert */
+    pi_weight fc1_exps, fc2_exps;    /* per-expert predictors: (n_embd -> rank), (rank -> n_ff) x n_expert */
     pi_layer_bundle bundle;          /* bundle files: the FFN as stored (ffn_gate, ffn_up and
                                         ffn_down_t are owned copies de-interleaved from it, or
                                         views into it with PI_LOAD_FFN_ON_FLASH) */

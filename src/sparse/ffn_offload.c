@@ -174,8 +174,8 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     const pi_weight *hw = &o->hot_w[3 * il];
     uint64_t t0 = pi_time_ns();
     f->types = (pi_ffn_types){o->part_type[0], o->part_type[1], o->part_type[2]};
-    const int64_t n = pi_sparse_select(f, s, il);
-    pi_sparse_hot_cluster(f, s, &hw[0], &hw[1]);
+    const int64_t n = pi_sparse_select(f, s, il, 0);
+    pi_sparse_hot_cluster(f, s, &hw[0], &hw[1], 0);
     for (int64_t k = 0; k < f->hot; k++)
         pi_sparse_set_rows(f, k, NULL, NULL, (const uint8_t *)hw[2].data + (size_t)k * hw[2].row_bytes);
     pi_sparse_job cj = pi_sparse_input(f, s, 0);

@@ -12,10 +12,18 @@
 #define ROWS_BATCH 64        /* rows per gathered dot-product call (fewer than ~8 gain nothing) */
 #define LIST_PARALLEL_MIN 48 /* fewer entries run on the calling thread: a pool wake-up costs more */
 
+/* Layer il's predictor: fc1 and fc2, or for MoE the experts' stacked ones. */
+static const pi_weight *predictor_fc(const pi_lm *m, int64_t il, int which) {
+    const pi_layer *l = &m->layers[il];
+    return m->hp.n_expert ? (which ? &l->fc2_exps : &l->fc1_exps) : (which ? &l->fc2 : &l->fc1);
+}
+
 static int64_t predictor_rank(const pi_lm *m) {
     int64_t rank = 0;
-    for (int64_t il = 0; il < m->hp.n_layer; il++)
-        if (m->layers[il].fc1.data && m->layers[il].fc1.ne[1] > rank) rank = m->layers[il].fc1.ne[1];
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const pi_weight *fc1 = predictor_fc(m, il, 0);
+        if (fc1->data && fc1->ne[1] > rank) rank = fc1->ne[1];
+    }
     return rank;
 }
 
@@ -62,9 +70,10 @@ pi_status pi_sparse_ffn_check(const pi_lm *m, pi_ffn_mode mode, bool need_down_t
     if (m->hp.act == PI_ACT_SILU)
         return pi_error(PI_ERR_INVALID, "%s: the sparse FFN needs a ReLU or dReLU model (this one is %s%s)", m->path,
                         m->hp.n_expert ? "mixture-of-experts, " : "", pi_ffn_act_name(m->hp.act));
-    if (mode == PI_FFN_SPARSE && m->hp.n_expert)
-        return pi_error(PI_ERR_INVALID, "%s: mixture-of-experts models have no per-expert activation predictors "
-                        "yet: their sparse FFN runs with the exact mask (--predictor oracle) or densely", m->path);
+    if (mode == PI_FFN_SPARSE && m->hp.n_expert && !m->has_predictor)
+        return pi_error(PI_ERR_INVALID, "%s: no per-expert activation predictors (blk.N.fc1_exps/fc2_exps): the "
+                        "sparse FFN of this mixture of experts runs with the exact mask (--predictor oracle) or "
+                        "the model runs densely", m->path);
     if (mode == PI_FFN_SPARSE && !m->has_predictor)
         return pi_error(PI_ERR_INVALID, "%s: no activation predictors (blk.N.fc1/fc2): train them with "
                         "pinfer train-predictor, or use the dense path", m->path);
@@ -174,14 +183,14 @@ void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid
         if (j->f->val[k] != 0.0f) j->axpy(j->n_embd, j->f->val[k], j->f->row[3 * k + 2], acc);
 }
 
-int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il) {
-    const pi_layer *l = &f->m->layers[il];
-    const int64_t R = l->fc1.ne[1], F = f->m->hp.n_ff;
+int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x) {
+    const pi_weight *fc1 = predictor_fc(f->m, il, 0), *fc2 = predictor_fc(f->m, il, 1);
+    const int64_t R = fc1->ne[1], F = f->m->hp.n_ff;
     float *u = f->val, *z = f->pred; /* val is free until the activations */
-    pi_state_matmul(s, &l->fc1, 0, R, s->xb, s->xb_dim, 1, u, R);
+    pi_state_matmul(s, fc1, x * R, R, s->xb, s->xb_dim, 1, u, R);
     for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
-    pi_state_matmul(s, &l->fc2, 0, F, u, R, 1, z, F);
-    f->stats[il].bytes += l->fc1.row_bytes * (uint64_t)R + l->fc2.row_bytes * (uint64_t)F;
+    pi_state_matmul(s, fc2, x * F, F, u, R, 1, z, F);
+    f->stats[il].bytes += fc1->row_bytes * (uint64_t)R + fc2->row_bytes * (uint64_t)F;
     const float thr = f->m->layer_threshold ? f->m->layer_threshold[il] : f->m->sparse_threshold;
     int64_t n = 0;
     for (int64_t i = 0; i < f->hot; i++) f->idx[n++] = (int32_t)i;
@@ -192,12 +201,12 @@ int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il) {
 
 /* With the check on: the exact active set of row 0 of xb (every gate, and
    for dReLU every up, computed into hb/hb2), counted against the selection. */
-static void sparse_check(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n) {
-    const pi_layer *l = &f->m->layers[il];
+static void sparse_check(pi_sparse_ffn *f, pi_state *s, int64_t il, const pi_weight *gate, const pi_weight *up,
+                         int64_t row0, int64_t n) {
     const int64_t F = f->m->hp.n_ff;
     const bool drelu = f->m->hp.act == PI_ACT_DRELU;
-    pi_state_matmul(s, &l->ffn_gate, 0, F, s->xb, s->xb_dim, 1, s->hb, F);
-    if (drelu) pi_state_matmul(s, &l->ffn_up, 0, F, s->xb, s->xb_dim, 1, s->hb2, F);
+    pi_state_matmul(s, gate, row0, F, s->xb, s->xb_dim, 1, s->hb, F);
+    if (drelu) pi_state_matmul(s, up, row0, F, s->xb, s->xb_dim, 1, s->hb2, F);
     uint64_t truth = 0, missed = 0;
     for (int64_t i = 0, k = 0; i < F; i++) {
         while (k < n && f->idx[k] < i) k++;
@@ -220,10 +229,10 @@ int64_t pi_sparse_count_list(pi_sparse_ffn *f, int64_t il, int64_t n) {
     return a;
 }
 
-void pi_sparse_hot_cluster(pi_sparse_ffn *f, pi_state *s, const pi_weight *gate, const pi_weight *up) {
+void pi_sparse_hot_cluster(pi_sparse_ffn *f, pi_state *s, const pi_weight *gate, const pi_weight *up, int64_t row0) {
     if (f->hot <= 0) return;
-    pi_state_matmul(s, gate, 0, f->hot, s->xb, s->xb_dim, 1, s->hb, f->hot);
-    pi_state_matmul(s, up, 0, f->hot, s->xb, s->xb_dim, 1, s->hb2, f->hot);
+    pi_state_matmul(s, gate, row0, f->hot, s->xb, s->xb_dim, 1, s->hb, f->hot);
+    pi_state_matmul(s, up, row0, f->hot, s->xb, s->xb_dim, 1, s->hb2, f->hot);
     for (int64_t i = 0; i < f->hot; i++) f->val[i] = pi_ffn_act1(f->m->hp.act, s->hb[i], s->hb2[i]);
 }
 
@@ -275,11 +284,11 @@ static void sparse_expert(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x, 
         cj = pi_sparse_input(f, s, 0);
         cj.gate = s->hb;
         cj.up = hp->act == PI_ACT_DRELU ? s->hb2 : NULL;
-    } else { /* dense layers only (pi_sparse_ffn_check) */
-        n = pi_sparse_select(f, s, il);
-        if (f->check) sparse_check(f, s, il, n);
+    } else {
+        n = pi_sparse_select(f, s, il, x);
+        if (f->check) sparse_check(f, s, il, gate, up, row0, n);
         first = f->hot;
-        pi_sparse_hot_cluster(f, s, gate, up);
+        pi_sparse_hot_cluster(f, s, gate, up, row0);
         st->bytes += (gate->row_bytes + up->row_bytes) * (uint64_t)f->hot;
         cj = pi_sparse_input(f, s, first);
     }

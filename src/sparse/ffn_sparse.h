@@ -80,12 +80,13 @@ typedef struct pi_sparse_job {
 
 /* The predictor's selection for row 0 of s->xb into f->idx: the hot prefix
    [0, f->hot), then the cold neurons whose fc2 logit reaches the layer's
-   threshold. Returns n. */
-int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il);
+   threshold; x: the expert whose predictor selects (0 for a dense layer).
+   Returns n. */
+int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x);
 
 /* The hot prefix as one dense cluster: val of the first f->hot list
-   entries, from rows [0, hot) of gate and up. */
-void pi_sparse_hot_cluster(pi_sparse_ffn *f, pi_state *s, const pi_weight *gate, const pi_weight *up);
+   entries, from rows [row0, row0 + hot) of gate and up. */
+void pi_sparse_hot_cluster(pi_sparse_ffn *f, pi_state *s, const pi_weight *gate, const pi_weight *up, int64_t row0);
 
 /* The job for the list entries from `first` on, the input quantized for
    f->types. */
