@@ -184,7 +184,8 @@ static void test_recall_choice(void) {
     CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "histograms"));
     CHECK(pi_mprofile_at_recall(mp, 0.97, NULL) == PI_ERR_NOT_FOUND);
     /* logits near normal: active neurons' around +1, inactive ones' around -5, both with sd 1.5 */
-    CHECK(pi_stats_create(L, F, 0.0f, NULL, &mp->hist) == PI_OK && pi_stats_enable_hist(mp->hist) == PI_OK);
+    pi_stats *hs = NULL;
+    CHECK(pi_stats_create(L, F, 0.0f, NULL, &hs) == PI_OK && pi_stats_enable_hist(hs) == PI_OK);
     float *z = malloc((size_t)F * sizeof *z), *act = malloc((size_t)F * sizeof *act);
     uint64_t rng = 7;
 #define NEXT_U() (rng = rng * 6364136223846793005ull + 1442695040888963407ull, (double)(rng >> 11) / 9007199254740992.0)
@@ -197,11 +198,14 @@ static void test_recall_choice(void) {
                 z[i] = (float)((on ? 1.0 : -5.0) + 1.5 * sqrt(3.0) * g);
                 act[i] = on ? 1.0f : 0.0f;
             }
-            pi_stats_observe_logits(mp->hist, l, z, act);
+            pi_stats_observe_logits(hs, l, z, act);
         }
 #undef NEXT_U
     free(z);
     free(act);
+    mp->hist = (pi_pred_hist){L, hs->hist_bins, hs->hist_lo, hs->hist_w, hs->hist};
+    hs->hist = NULL; /* the profile owns the counts now */
+    pi_stats_free(hs);
     mp->file_recall = 0.95;
     /* a target's thresholds are the histogram's; higher targets, lower thresholds, more selected */
     float t95[PI_PLAN_MAX_LAYERS], t99[PI_PLAN_MAX_LAYERS], want[PI_PLAN_MAX_LAYERS];

@@ -15,7 +15,7 @@
 #include "plan/hwprobe.h"
 #include "base/units.h"
 #include "sparse/ffn_sparse.h"
-#include "sparse/stats.h"
+#include "gguf/predhist.h"
 
 #include <limits.h>
 #include <math.h>
@@ -120,15 +120,14 @@ static pi_status set_thresholds(pi_model *m, const pi_model_params *p) {
         m->recall = (float)m->plan.recall;
         return PI_OK;
     }
-    pi_stats *hs = NULL;
-    pi_status st = pi_stats_create(L, 1, 0.0f, NULL, &hs);
-    if (!st) st = pi_stats_get_hist(hs, lm->gguf, m->path);
-    if (!st && !hs->hist)
+    pi_pred_hist ph;
+    pi_status st = pi_pred_hist_read(lm->gguf, m->path, L, &ph);
+    if (!st && !ph.h)
         st = pi_error(PI_ERR_NOT_FOUND, "%s has no predictor logit histograms for a recall target: pinfer profile "
                       "-m PLAIN.gguf -o stats.gguf (the model with predictors), then pinfer convert -m PLAIN.gguf "
                       "--reorder stats.gguf", m->path);
-    if (!st) st = pi_stats_thresholds(hs, p->recall, lm->layer_threshold, NULL, NULL, NULL);
-    pi_stats_free(hs);
+    if (!st) st = pi_pred_hist_thresholds(&ph, p->recall, lm->layer_threshold, NULL, NULL, NULL);
+    free(ph.h);
     if (!st) m->recall = p->recall;
     return st;
 }

@@ -10,7 +10,6 @@
 #include "gguf/bundle.h"
 #include "gguf/gguf.h"
 #include "gguf/names.h"
-#include "sparse/stats.h"
 #include "store/cache.h"
 
 #include <ctype.h>
@@ -40,7 +39,7 @@ void pi_mprofile_free(pi_mprofile *p) {
     if (!p) return;
     free(p->act);
     free(p->sel);
-    pi_stats_free(p->hist);
+    free(p->hist.h);
     free(p);
 }
 
@@ -75,8 +74,8 @@ static void select_rates(pi_mprofile *p) {
 }
 
 pi_status pi_mprofile_at_recall(pi_mprofile *p, double r, float *thr) {
-    if (!p->hist) return pi_error(PI_ERR_NOT_FOUND, "no predictor logit histograms to choose thresholds from");
-    pi_status st = pi_stats_thresholds(p->hist, r, thr, p->recall, p->precision, NULL);
+    if (!p->hist.h) return pi_error(PI_ERR_NOT_FOUND, "no predictor logit histograms to choose thresholds from");
+    pi_status st = pi_pred_hist_thresholds(&p->hist, r, thr, p->recall, p->precision, NULL);
     if (st) return st;
     select_rates(p);
     return PI_OK;
@@ -172,16 +171,11 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     float target;
     if (!pi_gguf_get_f32(g, PI_KEY_PREDICTOR_RECALL_TARGET, &target) && target > 0.0f && target <= 1.0f)
         p->file_recall = target;
-    pi_stats *hs = NULL;
-    pi_status st = pi_stats_create(L, 1, 0.0f, NULL, &hs);
-    if (!st) st = pi_stats_get_hist(hs, g, path);
+    pi_status st = pi_pred_hist_read(g, path, L, &p->hist);
     if (st) {
-        pi_stats_free(hs);
         pi_mprofile_free(p);
         return st;
     }
-    if (hs->hist) p->hist = hs;
-    else pi_stats_free(hs);
     *out = p;
     return PI_OK;
 }
@@ -561,13 +555,13 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
 }
 
 pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out) {
-    if (lim->recall > 0.0 && !mp->hist)
+    if (lim->recall > 0.0 && !mp->hist.h)
         return pi_error(PI_ERR_NOT_FOUND, "thresholds for recall %g need the predictors' logit histograms in the file "
                         "(pinfer profile of the model with predictors, then convert --reorder STATS)", lim->recall);
     if (lim->recall > 0.0 && !(lim->recall <= 1.0))
         return pi_error(PI_ERR_INVALID, "recall target %g is not in (0, 1]", lim->recall);
     pi_status st;
-    if (!mp->hist) {
+    if (!mp->hist.h) {
         st = solve_split(mp, hw, lim, out);
     } else {
         /* the recall targets to try: one when asked for, else from the

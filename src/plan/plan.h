@@ -59,7 +59,7 @@
  * neuron missed costs accuracy. For each recall target from the file's own
  * (at least PI_PLAN_MIN_RECALL) up to PI_PLAN_MAX_RECALL, each layer's
  * threshold is the largest whose recall on the histograms reaches the target
- * (pi_stats_thresholds); the solver takes the highest target predicted
+ * (pi_pred_hist_thresholds); the solver takes the highest target predicted
  * within PI_PLAN_RECALL_SLACK of the fastest: accuracy where it is nearly
  * free (everything resident: a false positive costs only its gate row), the
  * lowest recall allowed where reads dominate.
@@ -69,6 +69,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf.h"
+#include "gguf/predhist.h"
 #include "kernels/types.h"
 #include "plan/hwprobe.h"
 #include "store/budget.h"
@@ -106,9 +107,9 @@ typedef struct pi_mprofile {
        gives, kappa = (R1 - R1_ind) / (1 - R1_ind) in [0, 1); 0 without it */
     double kappa[PI_PLAN_MAX_LAYERS];
     bool have_reuse;
-    /* the predictors' logit histograms (pinfer.stats.pred_hist), NULL
-       without: then the file's thresholds stand */
-    struct pi_stats *hist;
+    /* the predictors' logit histograms (pinfer.stats.pred_hist); hist.h
+       NULL without: then the file's thresholds stand */
+    pi_pred_hist hist;
     double file_recall;     /* pinfer.predictor.recall_target, 0 when absent */
 } pi_mprofile;
 

@@ -58,6 +58,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/names.h"
+#include "gguf/predhist.h"
 #include "model/model.h"
 
 #include <stdint.h>
@@ -90,7 +91,7 @@ typedef struct pi_stats {
 #define PI_STATS_HIST_BINS 1024  /* logits in [-16, 16) by 1/32 */
 #define PI_STATS_HIST_LO (-16.0f)
 #define PI_STATS_HIST_W (1.0f / 32.0f)
-#define PI_STATS_HIST_MAX_BINS 65536
+#define PI_STATS_HIST_MAX_BINS PI_PRED_HIST_MAX_BINS
 
 /* The threshold `profile` uses unless told otherwise: 0 for ReLU and dReLU
    (exact zeros), PI_STATS_SILU_THRESHOLD for SiLU (see stats.c for why). */
