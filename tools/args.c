@@ -102,6 +102,17 @@ bool arg_int(const char *cmd, const char *opt, const char *s, long lo, long hi, 
     return true;
 }
 
+bool arg_share(const char *cmd, const char *opt, const char *s, double *out) {
+    char *end;
+    const double v = strtod(s, &end);
+    if (end == s || *end || !(v > 0.0 && v <= 1.0)) {
+        fprintf(stderr, "pinfer: %s: %s expects a number in (0, 1], got '%s'\n", cmd, opt, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 bool arg_size(const char *cmd, const char *opt, const char *s, uint64_t *out) {
     char *end;
     errno = 0;

@@ -30,6 +30,9 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 /* A whole number in [lo, hi]. */
 bool arg_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 
+/* A share in (0, 1], e.g. a recall target. */
+bool arg_share(const char *cmd, const char *opt, const char *s, double *out);
+
 /* A size with an optional K/M/G/T suffix (powers of 1024), e.g. "600M". */
 bool arg_size(const char *cmd, const char *opt, const char *s, uint64_t *out);
 

@@ -90,14 +90,7 @@ int cmd_convert(int argc, char **argv) {
         else if (!strcmp(a, "--name")) name = v;
         else if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "--reorder")) stats = v;
-        else if (!strcmp(a, "--recall")) {
-            char *end;
-            retype.recall = strtod(v, &end);
-            if (*end || !(retype.recall > 0.0 && retype.recall <= 1.0)) {
-                fprintf(stderr, "pinfer: %s: --recall expects a share in (0, 1], got '%s'\n", cmd, v);
-                return 2;
-            }
-        }
+        else if (!strcmp(a, "--recall")) { if (!arg_share(cmd, a, v, &retype.recall)) return 2; }
         else if (!strcmp(a, "--output-type") || !strcmp(a, "--embd-type")) {
             const bool o_ = !strcmp(a, "--output-type");
             const int t = pi_type_from_name(v);

@@ -76,14 +76,7 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(a, "--mem-budget")) { if (!arg_size(cmd, a, v, &budget)) return 2; }
         else if (!strcmp(a, "-t")) { if (!arg_int(cmd, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "-c")) { if (!arg_int(cmd, a, v, 1, 1 << 24, &n_ctx)) return 2; }
-        else if (!strcmp(a, "--recall")) {
-            char *end;
-            recall = strtod(v, &end);
-            if (end == v || *end || !(recall > 0.0 && recall <= 1.0)) {
-                fprintf(stderr, "pinfer: %s: --recall expects a number in (0, 1], got '%s'\n", cmd, v);
-                return 2;
-            }
-        }
+        else if (!strcmp(a, "--recall")) { if (!arg_share(cmd, a, v, &recall)) return 2; }
         else { /* --min-speed */
             char *end;
             min_speed = strtod(v, &end);

@@ -107,12 +107,9 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
         }
     }
     else if (!strcmp(a, "--recall")) {
-        char *end;
-        mp->recall = strtof(v, &end);
-        if (end == v || *end || !(mp->recall > 0.0f && mp->recall <= 1.0f)) {
-            fprintf(stderr, "pinfer: %s: --recall expects a number in (0, 1], got '%s'\n", cmd, v);
-            return -1;
-        }
+        double r;
+        if (!arg_share(cmd, a, v, &r)) return -1;
+        mp->recall = (float)r;
     }
     else if (!strcmp(a, "--cache")) { if (!arg_size(cmd, a, v, &mp->cache_bytes)) return -1; o->cache_arg = v; }
     else if (!strcmp(a, "--cache-policy")) {

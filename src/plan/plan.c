@@ -268,6 +268,13 @@ static double io_time(const pi_hw *hw, size_t stride, double M, double R, double
     return R / pi_hw_iops(hw, b, q) + 1.0 / pi_hw_iops(hw, (int)stride, 1);
 }
 
+/* The gate/up work of a layer: the gate rows of S selected neurons and the
+   up rows of A active ones at the row-dot rates (bytes/s), and each
+   selected neuron's gather cost, at T threads. */
+static double gu_time(const pi_mprofile *mp, double S, double A, double rd_g, double rd_u, int T) {
+    return S * (double)mp->part_bytes[0] / rd_g + A * (double)mp->part_bytes[1] / rd_u + S * C_NEURON_S / (double)T;
+}
+
 /* The cost with the Che time already known. */
 static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, double tc, pi_cost *c) {
     const int64_t L = mp->n_layer, F = mp->n_ff;
@@ -281,7 +288,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], T) * 1e9;
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
-    const double g = (double)mp->part_bytes[0], u = (double)mp->part_bytes[1], d = (double)mp->part_bytes[2];
+    const double d = (double)mp->part_bytes[2];
     double total = t_fixed + C_TOKEN_S;
     c->ms_fixed = t_fixed * 1e3;
     c->ms_overhead = (C_TOKEN_S + C_LAYER_S * (double)L) * 1e3;
@@ -304,7 +311,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         }
         double R = M - pairs > 0.0 ? M - pairs : 0.0;
         double t_pred = t_pred_all / (double)L;
-        double t_gu = (S * g) / rd_g + (A * u) / rd_u + S * C_NEURON_S / (double)T;
+        double t_gu = gu_time(mp, S, A, rd_g, rd_u, T);
         double t_down = A * d / ax_d;
         double qd = (double)p->queue_depth < R ? (double)p->queue_depth : R;
         double t_io = io_time(hw, mp->stride, M, R, qd);
@@ -385,8 +392,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
             t->pairs[i] = t->pairs[i + 1] + m * m_next;
             m_next = m;
         }
-        t->t_gu = (S * (double)mp->part_bytes[0]) / rd_g + (A * (double)mp->part_bytes[1]) / rd_u +
-                  S * C_NEURON_S / (double)threads;
+        t->t_gu = gu_time(mp, S, A, rd_g, rd_u, threads);
         t->t_fixed_part = t_pred_all / (double)L + A * (double)mp->part_bytes[2] / ax_d + C_LAYER_S;
     }
     return true;

@@ -131,18 +131,15 @@ static int32_t la_run_of(const pi_read_batch *a, int64_t i) {
 static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t jl) {
     const pi_lm *m = s->m;
     const pi_layer *l = &m->layers[jl];
-    const int64_t E = m->hp.n_embd, F = m->hp.n_ff, R = l->fc1.ne[1], H = o->hot[jl];
+    const int64_t E = m->hp.n_embd, F = m->hp.n_ff, H = o->hot[jl];
     const int set = (int)(jl & 1);
     pi_read_batch *a = &o->la[set];
     if (a->layer >= 0) return PI_OK; /* still in use (cannot happen in layer order) */
     pi_rmsnorm(o->la_x, s->x, l->ffn_norm.data, E, m->hp.rms_eps);
     pi_state_input_changed(s);
-    pi_state_matmul(s, &l->fc1, 0, R, o->la_x, E, 1, o->la_u, R);
-    for (int64_t r = 0; r < R; r++) o->la_u[r] = o->la_u[r] > 0.0f ? o->la_u[r] : 0.0f;
+    pi_sparse_logits(s, jl, 0, o->la_x, o->la_u, o->la_z);
     pi_state_input_changed(s);
-    pi_state_matmul(s, &l->fc2, 0, F, o->la_u, R, 1, o->la_z, F);
-    pi_state_input_changed(s);
-    const float thr = m->layer_threshold ? m->layer_threshold[jl] : m->sparse_threshold;
+    const float thr = pi_sparse_threshold(m, jl);
     int64_t n = 0;
     for (int64_t i = H; i < F; i++) {
         if ((i >= f->hot && o->la_z[i] < thr) || pi_ncache_contains(o->cache, jl, i)) continue;

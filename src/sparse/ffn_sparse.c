@@ -18,7 +18,7 @@ static const pi_weight *predictor_fc(const pi_lm *m, int64_t il, int which) {
     return m->hp.n_expert ? (which ? &l->fc2_exps : &l->fc1_exps) : (which ? &l->fc2 : &l->fc1);
 }
 
-static int64_t predictor_rank(const pi_lm *m) {
+int64_t pi_sparse_predictor_rank(const pi_lm *m) {
     int64_t rank = 0;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const pi_weight *fc1 = predictor_fc(m, il, 0);
@@ -29,7 +29,7 @@ static int64_t predictor_rank(const pi_lm *m) {
 
 /* The buffer sizes, in the order they are allocated. */
 static void buffer_sizes(const pi_lm *m, size_t sz[6]) {
-    const int64_t F = m->hp.n_ff, R = predictor_rank(m);
+    const int64_t F = m->hp.n_ff, R = pi_sparse_predictor_rank(m);
     sz[0] = (size_t)F * sizeof(int32_t);
     sz[1] = (size_t)(F > R ? F : R) * sizeof(float);
     sz[2] = (size_t)F * sizeof(float);
@@ -183,15 +183,24 @@ void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid
         if (j->f->val[k] != 0.0f) j->axpy(j->n_embd, j->f->val[k], j->f->row[3 * k + 2], acc);
 }
 
-int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x) {
-    const pi_weight *fc1 = predictor_fc(f->m, il, 0), *fc2 = predictor_fc(f->m, il, 1);
-    const int64_t R = fc1->ne[1], F = f->m->hp.n_ff;
-    float *u = f->val, *z = f->pred; /* val is free until the activations */
-    pi_state_matmul(s, fc1, x * R, R, s->xb, s->xb_dim, 1, u, R);
+float pi_sparse_threshold(const pi_lm *m, int64_t il) {
+    return m->layer_threshold ? m->layer_threshold[il] : m->sparse_threshold;
+}
+
+uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, float *u, float *z) {
+    const pi_weight *fc1 = predictor_fc(s->m, il, 0), *fc2 = predictor_fc(s->m, il, 1);
+    const int64_t R = fc1->ne[1], F = s->m->hp.n_ff;
+    pi_state_matmul(s, fc1, x * R, R, in, s->m->hp.n_embd, 1, u, R);
     for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
     pi_state_matmul(s, fc2, x * F, F, u, R, 1, z, F);
-    f->stats[il].bytes += fc1->row_bytes * (uint64_t)R + fc2->row_bytes * (uint64_t)F;
-    const float thr = f->m->layer_threshold ? f->m->layer_threshold[il] : f->m->sparse_threshold;
+    return fc1->row_bytes * (uint64_t)R + fc2->row_bytes * (uint64_t)F;
+}
+
+int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x) {
+    const int64_t F = f->m->hp.n_ff;
+    float *z = f->pred;
+    f->stats[il].bytes += pi_sparse_logits(s, il, x, s->xb, f->val, z); /* val is free until the activations */
+    const float thr = pi_sparse_threshold(f->m, il);
     int64_t n = 0;
     for (int64_t i = 0; i < f->hot; i++) f->idx[n++] = (int32_t)i;
     for (int64_t i = f->hot; i < F; i++)

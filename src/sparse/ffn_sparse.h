@@ -78,6 +78,17 @@ typedef struct pi_sparse_job {
     int64_t first;        /* list position of the first entry to compute */
 } pi_sparse_job;
 
+/* The largest predictor rank of any layer (per-expert predictors for MoE); 0 without. */
+int64_t pi_sparse_predictor_rank(const pi_lm *m);
+
+/* Layer il's predictor threshold: its own, else the model's one. */
+float pi_sparse_threshold(const pi_lm *m, int64_t il);
+
+/* Predictor logits z (n_ff) of layer il's expert x (0 for a dense layer)
+   for the input row in (n_embd): z = fc2 relu(fc1 in), the hidden layer in
+   u (the rank's floats). Returns the predictor bytes read. */
+uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, float *u, float *z);
+
 /* The predictor's selection for row 0 of s->xb into f->idx: the hot prefix
    [0, f->hot), then the cold neurons whose fc2 logit reaches the layer's
    threshold; x: the expert whose predictor selects (0 for a dense layer).

@@ -51,12 +51,10 @@ static int fixed_weights(pi_lm *m, pi_weight **ws, int max) {
     return n;
 }
 
-/* The largest predictor rank (fc1 rows) of any layer; 1 without predictors. */
+/* The largest predictor rank of any layer; 1 without predictors. */
 static int64_t max_rank(const pi_lm *m) {
-    int64_t rank = 1;
-    for (int64_t il = 0; il < m->hp.n_layer; il++)
-        if (m->layers[il].fc1.ne[1] > rank) rank = m->layers[il].fc1.ne[1];
-    return rank;
+    const int64_t rank = pi_sparse_predictor_rank(m);
+    return rank > 0 ? rank : 1;
 }
 
 static size_t batch_bytes(int64_t F) {

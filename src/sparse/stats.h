@@ -91,7 +91,6 @@ typedef struct pi_stats {
 #define PI_STATS_HIST_BINS 1024  /* logits in [-16, 16) by 1/32 */
 #define PI_STATS_HIST_LO (-16.0f)
 #define PI_STATS_HIST_W (1.0f / 32.0f)
-#define PI_STATS_HIST_MAX_BINS PI_PRED_HIST_MAX_BINS
 
 /* The threshold `profile` uses unless told otherwise: 0 for ReLU and dReLU
    (exact zeros), PI_STATS_SILU_THRESHOLD for SiLU (see stats.c for why). */
@@ -142,7 +141,7 @@ pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w);
 pi_status pi_stats_save(const pi_stats *st, const char *path);
 
 /* Read the histograms into st (shaped already: n_layer) when g has them: a
-   count of n_layer * 2 * B with B in [2, PI_STATS_HIST_MAX_BINS], finite
+   count of n_layer * 2 * B with B in [2, PI_PRED_HIST_MAX_BINS], finite
    counts >= 0, a finite range with a width > 0. PI_OK and nothing read when
    g has none; PI_ERR_FORMAT naming the key otherwise. */
 pi_status pi_stats_get_hist(pi_stats *st, const pi_gguf *g, const char *path);
