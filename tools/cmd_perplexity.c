@@ -81,10 +81,11 @@ int cmd_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity";
     app_opts o;
     app_opts_init(&o);
-    o.mp.n_ctx = 512;
     ppl_args pa = {NULL, -1, false};
     int pr = app_parse_args(cmd, argc, argv, &o, NULL, ppl_option, &pa, usage);
     if (pr <= 0) return pr ? 2 : 0;
+    const bool user_ctx = o.mp.n_ctx > 0;
+    if (!user_ctx) o.mp.n_ctx = 512;
     const char *text_path = pa.text_path;
     const long chunks_max = pa.chunks_max;
     const bool compare = pa.compare;
@@ -109,7 +110,7 @@ int cmd_perplexity(int argc, char **argv) {
     pi_session *dense = NULL;
     int rc = 1;
     size_t n_ids;
-    if (!app_load(cmd, &o, &a)) goto out;
+    if (!app_load(cmd, &o, &a) || !app_fit_window(cmd, &o, user_ctx, &a)) goto out;
     if (!app_tokenize(cmd, &a, text, false, &ids, &n_ids)) goto out;
     const int64_t n_ctx = pi_session_n_ctx(a.s), V = a.info.n_vocab;
     if (n_ctx < 8) {
@@ -200,8 +201,11 @@ int cmd_perplexity(int argc, char **argv) {
         printf("dense perplexity: %.4f; sparse/dense - 1 = %+.3f%%\n", dppl, 100.0 * (ppl / dppl - 1.0));
         printf("top-1 agreement with dense: %.2f%% of %lld positions\n", 100.0 * (double)agree / (double)compared,
                (long long)compared);
-        printf("FFN neurons computed: %.3f of %lld per layer (mean over tokens and layers)\n",
-               tokens ? (double)pred / (double)tokens / (double)a.info.n_ff : 0.0, (long long)a.info.n_ff);
+        /* a token's layer computes in its routed experts: n_ff each */
+        const int64_t per = a.info.n_ff * (a.info.n_expert ? a.info.n_expert_used : 1);
+        printf("FFN neurons computed: %.1f%% of the %lld a token's layer %s (mean over tokens and layers)\n",
+               tokens ? 100.0 * (double)pred / (double)tokens / (double)per : 0.0, (long long)per,
+               a.info.n_expert ? "routes to" : "has");
     }
     fprintf(stderr, "perplexity: %.1f s, %.1f tok/s\n", app_time_s() - t0,
             (double)(done * (n_ctx - 1)) / (app_time_s() - t0));

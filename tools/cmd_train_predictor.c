@@ -1,9 +1,10 @@
 /*
  * cmd_train_predictor.c — `pinfer train-predictor`: record (FFN input,
- * activation mask) pairs of every dense FFN layer on calibration text,
- * train a low-rank predictor per layer (src/sparse/predictor.h), report its
+ * activation mask) pairs of every FFN unit (a dense layer, or one expert of
+ * a mixture's layer, for the tokens routed to it) on calibration text,
+ * train a low-rank predictor per unit (src/sparse/predictor.h), report its
  * recall and precision, and write a copy of the model with the predictors
- * (blk.N.fc1/fc2.weight and the threshold keys) added.
+ * (blk.N.fc1/fc2.weight or fc1_exps/fc2_exps, and the threshold keys) added.
  *
  * Tokens come from the text in windows of n_ctx, each evaluated from an
  * empty cache and starting with BOS, like `profile`: every position sees
@@ -45,9 +46,11 @@ static void usage(FILE *f) {
     pi_pred_params d = pi_pred_default_params();
     fprintf(f,
             "usage: pinfer train-predictor -m FILE --text FILE -o OUT [options]\n"
-            "  -m FILE              model (GGUF) with dense FFN layers (ReLU or dReLU for real sparsity)\n"
+            "  -m FILE              model (GGUF), dense or a mixture of experts (ReLU or dReLU for real\n"
+            "                       sparsity); a mixture gets one predictor per expert\n"
             "  --text FILE          calibration text (UTF-8), run in windows of -c tokens\n"
-            "  -o FILE              the model with predictors: a copy of -m plus blk.N.fc1/fc2.weight,\n"
+            "  -o FILE              the model with predictors: a copy of -m plus blk.N.fc1/fc2.weight\n"
+            "                       (mixtures: blk.N.fc1_exps/fc2_exps, stacked per expert),\n"
             "                       powerinfer.sparse_threshold and pinfer.predictor.* keys\n"
             "  --tokens N           record at most N tokens (default %d, fewer when the recorded pairs,\n"
             "                       n_layer * (4 n_embd + n_ff/8) bytes per token, would pass %llu GiB)\n"
@@ -105,17 +108,25 @@ static double frac_of(int64_t n, const pi_pred_counts *c, int64_t n_ff) {
     return c->tokens ? (double)n / ((double)c->tokens * (double)n_ff) : 0.0;
 }
 
+/* A unit's name in the report: its layer, or layer.expert. */
+static const char *unit_name(const pi_predictor *P, int64_t l, char *buf, size_t n) {
+    if (P->n_expert) snprintf(buf, n, "%lld.%lld", (long long)(l / P->n_expert), (long long)(l % P->n_expert));
+    else snprintf(buf, n, "%lld", (long long)l);
+    return buf;
+}
+
 static void report(const pi_predictor *P, const pi_pred_eval *ev) {
     const int64_t F = P->n_ff;
-    printf("layer  rank  threshold | validation: recall  precision  predicted  active |");
+    char nm[48];
+    printf("%s  rank  threshold | validation: recall  precision  predicted  active |", P->n_expert ? "l.exp" : "layer");
     printf(ev ? " held-out: recall  precision  predicted  active\n" : "\n");
     double sum[8] = {0};
     for (int64_t l = 0; l < P->n_layer; l++) {
         const pi_pred_layer *L = &P->layers[l];
         const pi_pred_counts *v = &L->val;
         double row[8] = {pi_pred_recall(v), pi_pred_precision(v), frac_of(v->predicted, v, F), frac_of(v->active, v, F)};
-        printf("%5lld  %4lld  %9.3f |             %6.4f  %9.3f  %9.3f  %6.3f |", (long long)l, (long long)L->rank,
-               (double)L->threshold, row[0], row[1], row[2], row[3]);
+        printf("%5s  %4lld  %9.3f |             %6.4f  %9.3f  %9.3f  %6.3f |", unit_name(P, l, nm, sizeof nm),
+               (long long)L->rank, L->untrained ? -INFINITY : (double)L->threshold, row[0], row[1], row[2], row[3]);
         if (ev) {
             const pi_pred_counts *h = &ev->counts[l];
             row[4] = pi_pred_recall(h);
@@ -124,21 +135,33 @@ static void report(const pi_predictor *P, const pi_pred_eval *ev) {
             row[7] = frac_of(h->active, h, F);
             printf("           %6.4f  %9.3f  %9.3f  %6.3f", row[4], row[5], row[6], row[7]);
         }
-        printf("\n");
+        printf("%s\n", L->untrained ? "  (too few tokens routed: untrained, every neuron computed)" : "");
         for (int i = 0; i < 8; i++) sum[i] += row[i];
     }
     const double n = (double)P->n_layer;
     printf("  all            mean |             %6.4f  %9.3f  %9.3f  %6.3f |", sum[0] / n, sum[1] / n, sum[2] / n,
            sum[3] / n);
     if (ev) printf("           %6.4f  %9.3f  %9.3f  %6.3f", sum[4] / n, sum[5] / n, sum[6] / n, sum[7] / n);
-    printf("\n(predicted, active: fractions of the layer's %lld neurons per token; a neuron is predicted active\n"
+    printf("\n(predicted, active: fractions of the %s's %lld neurons per token%s; a neuron is predicted active\n"
            " when its logit >= threshold; thresholds chosen for recall %.3f on the validation split)\n",
-           (long long)F, (double)P->recall_target);
+           P->n_expert ? "expert" : "layer", (long long)F, P->n_expert ? " routed to it" : "", (double)P->recall_target);
+    if (P->n_expert) {
+        /* the weakest expert: what the acceptance of a mixture's predictors looks at */
+        int64_t wv = 0, wh = 0;
+        for (int64_t l = 1; l < P->n_layer; l++) {
+            if (pi_pred_recall(&P->layers[l].val) < pi_pred_recall(&P->layers[wv].val)) wv = l;
+            if (ev && pi_pred_recall(&ev->counts[l]) < pi_pred_recall(&ev->counts[wh])) wh = l;
+        }
+        printf("lowest expert recall: validation %.4f (%s)", pi_pred_recall(&P->layers[wv].val),
+               unit_name(P, wv, nm, sizeof nm));
+        if (ev) printf(", held-out %.4f (%s)", pi_pred_recall(&ev->counts[wh]), unit_name(P, wh, nm, sizeof nm));
+        printf("\n");
+    }
     if (P->layers[0].n_tried > 1) {
         printf("rank candidates (validation predicted fraction at the recall target):\n");
         for (int64_t l = 0; l < P->n_layer; l++) {
             const pi_pred_layer *L = &P->layers[l];
-            printf("%5lld ", (long long)l);
+            printf("%5s ", unit_name(P, l, nm, sizeof nm));
             for (int i = 0; i < L->n_tried; i++)
                 printf(" %4lld: %.3f%s", (long long)L->tried_rank[i], frac_of(L->tried_val[i].predicted, &L->tried_val[i], F),
                        L->tried_rank[i] == L->rank ? "*" : " ");
@@ -253,7 +276,7 @@ int cmd_train_predictor(int argc, char **argv) {
     if (!app_fit_window(cmd, &o, user_ctx, &a)) goto out;
     const int64_t n_ctx = pi_session_n_ctx(a.s);
     if (max_tokens == 0) {
-        const uint64_t per = pi_pred_data_bytes(hp->n_layer, hp->n_embd, hp->n_ff, 1);
+        const uint64_t per = pi_pred_data_bytes(pi_ffn_units(hp), hp->n_embd, hp->n_ff, 1);
         max_tokens = DEFAULT_TOKENS;
         if ((uint64_t)max_tokens * per > DEFAULT_MEM) {
             max_tokens = (long)(DEFAULT_MEM / per);
@@ -297,7 +320,7 @@ int cmd_train_predictor(int argc, char **argv) {
     }
     fprintf(stderr, "%s: %s: %zu tokens, windows of %lld; recording at most %ld (%.1f MiB)\n", cmd, text_path, n_ids,
             (long long)n_ctx, max_tokens,
-            (double)pi_pred_data_bytes(hp->n_layer, hp->n_embd, hp->n_ff, max_tokens) / (1 << 20));
+            (double)pi_pred_data_bytes(pi_ffn_units(hp), hp->n_embd, hp->n_ff, max_tokens) / (1 << 20));
 
     /* 1. record */
     double t0 = pi_time_s();
@@ -338,14 +361,22 @@ int cmd_train_predictor(int argc, char **argv) {
         if (!ok) goto out;
     }
 
-    const int64_t n_val = P->layers[0].val.tokens;
-    printf("train-predictor: %s: %s FFN, %lld layers x %lld neurons, n_embd %lld; active: |act| > %g\n", o.model,
-           pi_ffn_act_name(hp->act), (long long)hp->n_layer, (long long)hp->n_ff, (long long)hp->n_embd,
+    printf("train-predictor: %s: %s FFN, %lld layers x ", o.model, pi_ffn_act_name(hp->act), (long long)hp->n_layer);
+    if (hp->n_expert) printf("%lld experts (%lld used) x ", (long long)hp->n_expert, (long long)hp->n_expert_used);
+    printf("%lld neurons, n_embd %lld; active: |act| > %g\n", (long long)hp->n_ff, (long long)hp->n_embd,
            (double)act_thr);
-    printf("recorded %lld tokens of %s in %lld windows of up to %lld: trained on the first %lld (%d epochs), "
-           "validated on the last %lld\n",
-           (long long)n_rec, text_path, (long long)n_win, (long long)n_ctx, (long long)(n_rec - n_val), pp.epochs,
-           (long long)n_val);
+    if (hp->n_expert) {
+        printf("recorded %lld tokens of %s in %lld windows of up to %lld; each expert trained on the first %.0f%% of "
+               "the tokens routed to it (%d epochs), validated on the rest\n",
+               (long long)n_rec, text_path, (long long)n_win, (long long)n_ctx, 100.0 * (1.0 - (double)pp.val_frac),
+               pp.epochs);
+    } else {
+        const int64_t n_val = P->layers[0].val.tokens;
+        printf("recorded %lld tokens of %s in %lld windows of up to %lld: trained on the first %lld (%d epochs), "
+               "validated on the last %lld\n",
+               (long long)n_rec, text_path, (long long)n_win, (long long)n_ctx, (long long)(n_rec - n_val), pp.epochs,
+               (long long)n_val);
+    }
     if (hold)
         printf("held-out: %lld tokens of %s in %lld windows\n", (long long)h_done, hold_path, (long long)h_win);
     report(P, ev);

@@ -110,6 +110,10 @@ static pi_status set_thresholds(pi_model *m, const pi_model_params *p) {
     if (!from_plan && !(p->recall > 0.0f)) return PI_OK;
     if (!lm->has_predictor)
         return pi_error(PI_ERR_INVALID, "%s has no predictors: a recall target chooses their thresholds", m->path);
+    if (lm->hp.n_expert)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: a mixture of experts keeps the thresholds its predictors were "
+                        "trained with (pinfer train-predictor --recall R); a recall target here is for dense models",
+                        m->path);
     if (!lm->layer_threshold && !(lm->layer_threshold = malloc((size_t)L * sizeof *lm->layer_threshold)))
         return pi_error(PI_ERR_NOMEM, "out of memory");
     if (from_plan) {

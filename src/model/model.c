@@ -344,16 +344,21 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
     const pi_gguf_kv *thr;
     st = pi_gguf_get_arr(g, PI_KEY_PREDICTOR_THRESHOLDS, PI_GGUF_FLOAT32, &thr);
     if (st == PI_OK) {
-        if ((int64_t)thr->arr_n != hp->n_layer) {
-            st = pi_error(PI_ERR_FORMAT, "%s: %s has %llu values for %lld layers", path, PI_KEY_PREDICTOR_THRESHOLDS,
-                          (unsigned long long)thr->arr_n, (long long)hp->n_layer);
+        /* one per FFN unit; a mixture of experts may give one per layer, shared by its experts */
+        const int64_t U = pi_ffn_units(hp), per = U / hp->n_layer;
+        if ((int64_t)thr->arr_n != U && (int64_t)thr->arr_n != hp->n_layer) {
+            st = pi_error(PI_ERR_FORMAT, "%s: %s has %llu values for %lld layers%s", path, PI_KEY_PREDICTOR_THRESHOLDS,
+                          (unsigned long long)thr->arr_n, (long long)hp->n_layer,
+                          hp->n_expert ? " (one per layer, or per layer and expert)" : "");
             goto fail;
         }
-        if (!(m->layer_threshold = malloc((size_t)hp->n_layer * sizeof(float)))) {
+        if (!(m->layer_threshold = malloc((size_t)U * sizeof(float)))) {
             st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
             goto fail;
         }
-        memcpy(m->layer_threshold, thr->arr_data, (size_t)hp->n_layer * sizeof(float)); /* packed: copy */
+        if ((int64_t)thr->arr_n == U) memcpy(m->layer_threshold, thr->arr_data, (size_t)U * sizeof(float)); /* packed */
+        else
+            for (int64_t u = 0; u < U; u++) memcpy(&m->layer_threshold[u], (const uint8_t *)thr->arr_data + 4 * (u / per), 4);
     } else if (st != PI_ERR_NOT_FOUND) {
         pi_error_prefix(st, "%s", path);
         goto fail;

@@ -55,6 +55,16 @@ typedef struct pi_hparams {
 /* A weight matrix (or vector) inside the mapping. */
 #define PI_MOE_MAX_USED 64 /* experts a token may use per layer */
 
+/* FFN units: what predictors, thresholds and activation statistics are kept
+   per. A dense model has one per layer (unit il); a mixture of experts one
+   per layer and expert (unit il * n_expert + x). */
+static inline int64_t pi_ffn_units(const pi_hparams *hp) {
+    return hp->n_layer * (hp->n_expert > 0 ? hp->n_expert : 1);
+}
+static inline int64_t pi_ffn_unit(const pi_hparams *hp, int64_t il, int64_t x) {
+    return il * (hp->n_expert > 0 ? hp->n_expert : 1) + x;
+}
+
 typedef struct pi_weight {
     const void *data;
     pi_type type;
@@ -108,7 +118,7 @@ typedef struct pi_lm {
     bool bundled;           /* a bundle file: every layer's FFN came from blk.N.ffn_bundle */
     uint32_t bundle_align;  /* its pinfer.bundle.align (0: packed) */
     float sparse_threshold; /* a neuron is predicted active when its fc2 logit >= this */
-    float *layer_threshold; /* (n_layer) per-layer thresholds (pinfer.predictor.thresholds), or NULL */
+    float *layer_threshold; /* (pi_ffn_units) per-unit thresholds (pinfer.predictor.thresholds), or NULL */
     pi_layer *layers;       /* n_layer */
     float *owned_f32;       /* norm vectors converted to F32 */
     void **owned_down_t;    /* (n_layer) transposed down matrices made by pi_lm_make_down_t */

@@ -379,15 +379,16 @@ void pi_ffn_activate(pi_ffn_act act, float *hb, const float *hb2, int64_t n) {
 /* out[b] = W_down act(W_gate xb[b], W_up xb[b]) for nb normed inputs in xb,
    with expert e's slice of stacked matrices (e = 0 for a dense FFN). */
 static void ffn_expert(pi_state *s, const pi_weight *gate, const pi_weight *up, const pi_weight *down, int64_t e,
-                       const float *xin, int64_t nb, float *out) {
+                       const float *xin, int64_t nb, int64_t pos0, float *out) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd;
     pi_state_matmul(s, gate, e * F, F, xin, s->xb_dim, nb, s->hb, F);
     pi_state_matmul(s, up, e * F, F, xin, s->xb_dim, nb, s->hb2, F);
     pi_ffn_activate(hp->act, s->hb, s->hb2, nb * F);
-    if (s->observer && !hp->n_expert)
+    if (s->observer)
         for (int64_t b = 0; b < nb; b++)
-            s->observer(s->observer_ctx, s->cur_layer, s->cur_pos0 + b, xin + b * s->xb_dim, s->hb + b * F);
+            s->observer(s->observer_ctx, pi_ffn_unit(hp, s->cur_layer, e), pos0 + b, xin + b * s->xb_dim,
+                        s->hb + b * F);
     pi_state_input_changed(s);
     if (down->data) pi_state_matmul(s, down, e * E, E, s->hb, F, nb, out, E);
     else matmul_down_t(s, &s->m->layers[s->cur_layer].ffn_down_t, s->hb, F, nb, out, E);
@@ -421,7 +422,8 @@ static void moe_token(pi_state *s, const pi_layer *l, int64_t b) {
     const int64_t K = pi_moe_route(s, l, xin, chosen, wsel);
     memset(s->moe_out, 0, (size_t)E * sizeof(float));
     for (int64_t k = 0; k < K; k++) {
-        ffn_expert(s, &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps, chosen[k], xin, 1, s->moe_out + E);
+        ffn_expert(s, &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps, chosen[k], xin, 1, s->cur_pos0 + b,
+                   s->moe_out + E);
         for (int64_t i = 0; i < E; i++) s->moe_out[i] += wsel[k] * s->moe_out[E + i];
     }
     memcpy(s->xb2 + b * E, s->moe_out, (size_t)E * sizeof(float));
@@ -449,7 +451,7 @@ static pi_status ffn(pi_state *s, int64_t il, int64_t nb) {
     } else if (ops && ops->batch) {
         st = ops->batch(s->ffn_impl, s, il, nb);
     } else if (!hp->n_expert) {
-        ffn_expert(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, 0, s->xb, nb, s->xb2);
+        ffn_expert(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, 0, s->xb, nb, s->cur_pos0, s->xb2);
     } else {
         /* routing differs per token: tokens go one at a time */
         for (int64_t b = 0; b < nb; b++) moe_token(s, l, b);

@@ -15,10 +15,12 @@
 #include "ffn.h"
 #include "model.h"
 
-/* Called once per token and dense FFN layer with the FFN input (after
-   ffn_norm, n_embd floats) and the FFN hidden activation act(gate)*up
-   (n_ff floats), in token order, on the thread driving the state. Used by
-   the profiler and predictor training; MoE layers are not reported. */
+/* Called once per token and FFN unit (model.h: a dense layer, or one
+   expert of a layer that the router chose for the token) with the FFN input
+   (after ffn_norm, n_embd floats) and the unit's hidden activation
+   act(gate)*up (n_ff floats), in token order, on the thread driving the
+   state; `layer` is the unit's index. Used by the profiler and predictor
+   training. */
 typedef void (*pi_ffn_observer)(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
 
 #define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */

@@ -139,7 +139,7 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, in
     pi_state_input_changed(s);
     pi_sparse_logits(s, jl, 0, o->la_x, o->la_u, o->la_z);
     pi_state_input_changed(s);
-    const float thr = pi_sparse_threshold(m, jl);
+    const float thr = pi_sparse_threshold(m, jl, 0);
     int64_t n = 0;
     for (int64_t i = H; i < F; i++) {
         if ((i >= f->hot && o->la_z[i] < thr) || pi_ncache_contains(o->cache, jl, i)) continue;

@@ -183,8 +183,8 @@ void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid
         if (j->f->val[k] != 0.0f) j->axpy(j->n_embd, j->f->val[k], j->f->row[3 * k + 2], acc);
 }
 
-float pi_sparse_threshold(const pi_lm *m, int64_t il) {
-    return m->layer_threshold ? m->layer_threshold[il] : m->sparse_threshold;
+float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x) {
+    return m->layer_threshold ? m->layer_threshold[pi_ffn_unit(&m->hp, il, x)] : m->sparse_threshold;
 }
 
 uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, float *u, float *z) {
@@ -200,7 +200,7 @@ int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x) {
     const int64_t F = f->m->hp.n_ff;
     float *z = f->pred;
     f->stats[il].bytes += pi_sparse_logits(s, il, x, s->xb, f->val, z); /* val is free until the activations */
-    const float thr = pi_sparse_threshold(f->m, il);
+    const float thr = pi_sparse_threshold(f->m, il, x);
     int64_t n = 0;
     for (int64_t i = 0; i < f->hot; i++) f->idx[n++] = (int32_t)i;
     for (int64_t i = f->hot; i < F; i++)

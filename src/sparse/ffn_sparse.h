@@ -81,8 +81,9 @@ typedef struct pi_sparse_job {
 /* The largest predictor rank of any layer (per-expert predictors for MoE); 0 without. */
 int64_t pi_sparse_predictor_rank(const pi_lm *m);
 
-/* Layer il's predictor threshold: its own, else the model's one. */
-float pi_sparse_threshold(const pi_lm *m, int64_t il);
+/* The predictor threshold of layer il's expert x (0 for a dense layer): its
+   own, else the model's one. */
+float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x);
 
 /* Predictor logits z (n_ff) of layer il's expert x (0 for a dense layer)
    for the input row in (n_embd): z = fc2 relu(fc1 in), the hidden layer in

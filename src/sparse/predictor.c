@@ -39,6 +39,7 @@
 #include "gguf/names.h"
 #include "kernels/kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -89,13 +90,9 @@ pi_status pi_pred_data_create(int64_t n_layer, int64_t n_embd, int64_t n_ff, int
 }
 
 pi_status pi_pred_data_for_model(const pi_lm *m, int64_t cap, float act_threshold, pi_pred_data **out) {
-    *out = NULL;
-    if (m->hp.n_expert > 0)
-        return pi_error(PI_ERR_UNSUPPORTED,
-                        "%s: a mixture-of-experts model (%lld experts): predictors are trained for dense FFN "
-                        "layers only; per-expert predictors are not implemented yet",
-                        m->path, (long long)m->hp.n_expert);
-    return pi_pred_data_create(m->hp.n_layer, m->hp.n_embd, m->hp.n_ff, cap, act_threshold, out);
+    pi_status st = pi_pred_data_create(pi_ffn_units(&m->hp), m->hp.n_embd, m->hp.n_ff, cap, act_threshold, out);
+    if (!st) (*out)->n_expert = m->hp.n_expert;
+    return st;
 }
 
 void pi_pred_data_free(pi_pred_data *d) {
@@ -125,6 +122,17 @@ int64_t pi_pred_data_tokens(const pi_pred_data *d) {
     int64_t n = d->cap;
     for (int64_t l = 0; l < d->n_layer; l++) n = d->n[l] < n ? d->n[l] : n;
     return n;
+}
+
+/* Unit l's split: its first *n_train tokens train, the next *n_val validate.
+   A dense model's units (its layers) all see every token; a mixture's
+   experts see those routed to them, each split on its own. */
+static void unit_split(const pi_pred_data *d, const pi_pred_params *p, int64_t l, int64_t *n_train, int64_t *n_val) {
+    const int64_t n = d->n_expert ? d->n[l] : pi_pred_data_tokens(d);
+    int64_t v = (int64_t)llround((double)n * (double)p->val_frac);
+    v = v < 1 ? 1 : v;
+    *n_val = v;
+    *n_train = n - v;
 }
 
 static const float *data_x(const pi_pred_data *d, int64_t layer, int64_t t) {
@@ -214,19 +222,20 @@ static float rng_uniform(uint64_t *s) { return (float)((double)(rng_next(s) >> 1
 /* One training job: a layer and a rank. */
 typedef struct task {
     int64_t layer, rank;
+    int64_t n_train, n_val; /* tokens [0, n_train) train, [n_train, n_train + n_val) validate */
+    int64_t batch;
     float pos_weight;
     float *w;           /* (rank * E + F * rank): fc1 (rank, E) then fc2 (F, rank); owned */
     float threshold;
     pi_pred_counts val; /* validation counts at threshold */
     bool nomem, diverged;
+    bool untrained;     /* too few tokens: every neuron predicted active */
 } task;
 
 typedef struct trainer {
     const pi_pred_data *d;
     const pi_pred_params *p;
     const pi_kernels *k;
-    int64_t n_train, n_val; /* tokens [0, n_train) train, [n_train, n_train + n_val) validate */
-    int64_t batch;
     task *tasks;
     int64_t n_tasks;
     int64_t total;          /* progress units (step_cost) of all tasks */
@@ -275,8 +284,8 @@ typedef struct work {
     float *block;       /* the single allocation behind the float arrays */
 } work;
 
-static bool work_alloc(work *wk, const trainer *T, int64_t R) {
-    const int64_t E = T->d->n_embd, F = T->d->n_ff, B = T->batch, n_par = R * E + F * R;
+static bool work_alloc(work *wk, const trainer *T, const task *tk) {
+    const int64_t E = T->d->n_embd, F = T->d->n_ff, B = tk->batch, R = tk->rank, n_par = R * E + F * R;
     memset(wk, 0, sizeof *wk);
     const int64_t sizes[] = {n_par, n_par, n_par, B * E, E * B, B * R, R * B, B * F, F * B, R * F, B * R, R * B};
     float **dst[] = {&wk->m, &wk->v, &wk->g, &wk->X, &wk->XT, &wk->H, &wk->HT, &wk->Z, &wk->GT, &wk->W2T, &wk->dH,
@@ -285,7 +294,7 @@ static bool work_alloc(work *wk, const trainer *T, int64_t R) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
     wk->block = calloc((size_t)total, sizeof(float));
     wk->Y = malloc((size_t)(B * T->d->mask_bytes));
-    wk->perm = malloc((size_t)T->n_train * sizeof *wk->perm);
+    wk->perm = malloc((size_t)(tk->n_train ? tk->n_train : 1) * sizeof *wk->perm);
     if (!wk->block || !wk->Y || !wk->perm) return false;
     float *p = wk->block;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -360,9 +369,9 @@ static int cmp_float(const void *a, const void *b) {
    then the counts at that threshold. */
 static bool validate(const trainer *T, task *tk, work *wk) {
     const pi_pred_data *d = T->d;
-    const int64_t E = d->n_embd, F = d->n_ff, R = tk->rank, B = T->batch, mb = d->mask_bytes, l = tk->layer;
-    const int64_t v0 = T->n_train, v1 = T->n_train + T->n_val;
-    const int64_t n_pos = popcount_bytes(data_mask(d, l, v0), T->n_val * mb);
+    const int64_t E = d->n_embd, F = d->n_ff, R = tk->rank, B = tk->batch, mb = d->mask_bytes, l = tk->layer;
+    const int64_t v0 = tk->n_train, v1 = tk->n_train + tk->n_val;
+    const int64_t n_pos = popcount_bytes(data_mask(d, l, v0), tk->n_val * mb);
     wk->pos = malloc((size_t)(n_pos ? n_pos : 1) * sizeof *wk->pos);
     if (!wk->pos) return false;
     for (int pass = 0; pass < 2; pass++) {
@@ -420,12 +429,21 @@ static void progress_add(trainer *T, int64_t units) {
 static void train_task(trainer *T, task *tk) {
     const pi_pred_data *d = T->d;
     const pi_pred_params *p = T->p;
-    const int64_t E = d->n_embd, F = d->n_ff, R = tk->rank, B = T->batch, mb = d->mask_bytes, l = tk->layer;
-    const int64_t n_par = R * E + F * R, steps_per_epoch = T->n_train / B;
+    const int64_t E = d->n_embd, F = d->n_ff, R = tk->rank, B = tk->batch, mb = d->mask_bytes, l = tk->layer;
+    const int64_t n_par = R * E + F * R, steps_per_epoch = tk->n_train / B;
     const int64_t steps = steps_per_epoch * p->epochs;
     work wk;
+    if (tk->n_train < PI_PRED_MIN_UNIT_TOKENS) {
+        /* an expert too rarely routed to learn from: logits 0 and a threshold below them, so every
+           neuron is computed (exact, at dense cost, for the few tokens that come to it) */
+        tk->w = calloc((size_t)n_par, sizeof *tk->w);
+        tk->nomem = !tk->w;
+        tk->threshold = -FLT_MAX;
+        tk->untrained = true;
+        return;
+    }
     tk->w = malloc((size_t)n_par * sizeof *tk->w);
-    if (!tk->w || !work_alloc(&wk, T, R)) {
+    if (!tk->w || !work_alloc(&wk, T, tk)) {
         tk->nomem = true;
         if (tk->w) work_free(&wk);
         return;
@@ -436,11 +454,11 @@ static void train_task(trainer *T, task *tk) {
     const float a1 = 1.0f / sqrtf((float)E), a2 = 1.0f / sqrtf((float)R);
     for (int64_t i = 0; i < R * E; i++) tk->w[i] = a1 * rng_uniform(&rng);
     for (int64_t i = R * E; i < n_par; i++) tk->w[i] = a2 * rng_uniform(&rng);
-    for (int64_t i = 0; i < T->n_train; i++) wk.perm[i] = i;
+    for (int64_t i = 0; i < tk->n_train; i++) wk.perm[i] = i;
 
     int64_t t = 0;
     for (int e = 0; e < p->epochs; e++) {
-        for (int64_t i = T->n_train - 1; i > 0; i--) { /* Fisher-Yates */
+        for (int64_t i = tk->n_train - 1; i > 0; i--) { /* Fisher-Yates */
             const int64_t j = (int64_t)(rng_next(&rng) % (uint64_t)(i + 1)), s = wk.perm[i];
             wk.perm[i] = wk.perm[j];
             wk.perm[j] = s;
@@ -555,20 +573,22 @@ pi_status pi_pred_train(const pi_pred_data *d, const pi_pred_params *p, pi_pool 
     if (!(p->pos_weight >= 0.0f) || isinf(p->pos_weight))
         return pi_error(PI_ERR_INVALID, "predictor: positive class weight %g is not a finite number >= 0 (0: auto)",
                         (double)p->pos_weight);
-    const int64_t n = pi_pred_data_tokens(d);
-    int64_t n_val = (int64_t)llround((double)n * (double)p->val_frac);
-    n_val = n_val < 1 ? 1 : n_val;
-    if (n < 2 || n - n_val < 1)
-        return pi_error(PI_ERR_INVALID, "predictor: %lld tokens recorded; training needs at least 2 (train and validate)",
-                        (long long)n);
+    if (!d->n_expert) {
+        const int64_t n = pi_pred_data_tokens(d);
+        int64_t n_train, n_val;
+        unit_split(d, p, 0, &n_train, &n_val);
+        if (n < 2 || n_train < 1)
+            return pi_error(PI_ERR_INVALID,
+                            "predictor: %lld tokens recorded; training needs at least 2 (train and validate)",
+                            (long long)n);
+    }
 
     int64_t ranks[PI_PRED_MAX_CANDIDATES];
     int n_cand = 1;
     if (p->rank > 0) ranks[0] = p->rank;
     else n_cand = pi_pred_candidates(E, F, ranks);
 
-    trainer T = {.d = d, .p = p, .k = pi_kernels_get(), .n_train = n - n_val, .n_val = n_val};
-    T.batch = p->batch < T.n_train ? p->batch : T.n_train;
+    trainer T = {.d = d, .p = p, .k = pi_kernels_get()};
     T.n_tasks = d->n_layer * n_cand;
     atomic_init(&T.done, 0);
     atomic_flag_clear(&T.reporting);
@@ -579,13 +599,21 @@ pi_status pi_pred_train(const pi_pred_data *d, const pi_pred_params *p, pi_pool 
             task *tk = &T.tasks[(int64_t)(n_cand - 1 - c) * d->n_layer + l];
             tk->layer = l;
             tk->rank = ranks[c];
+            unit_split(d, p, l, &tk->n_train, &tk->n_val);
+            tk->batch = p->batch < tk->n_train ? p->batch : tk->n_train;
         }
     for (int64_t l = 0; l < d->n_layer; l++) {
-        const float pw = p->pos_weight > 0.0f ? p->pos_weight : layer_pos_weight(d, l, T.n_train);
+        const task *t0 = &T.tasks[l];
+        const float pw = p->pos_weight > 0.0f                  ? p->pos_weight
+                         : t0->n_train < PI_PRED_MIN_UNIT_TOKENS ? 1.0f
+                                                                 : layer_pos_weight(d, l, t0->n_train);
         for (int c = 0; c < n_cand; c++) T.tasks[(int64_t)c * d->n_layer + l].pos_weight = pw;
     }
-    for (int64_t i = 0; i < T.n_tasks; i++)
-        T.total += (T.n_train / T.batch) * T.batch * p->epochs * step_cost(d, T.tasks[i].rank);
+    for (int64_t i = 0; i < T.n_tasks; i++) {
+        const task *tk = &T.tasks[i];
+        if (tk->n_train >= PI_PRED_MIN_UNIT_TOKENS)
+            T.total += (tk->n_train / tk->batch) * tk->batch * p->epochs * step_cost(d, tk->rank);
+    }
 
     if (pool) pi_pool_for_dynamic(pool, T.n_tasks, 1, train_range, &T);
     else train_range(&T, 0, T.n_tasks, 0);
@@ -612,6 +640,7 @@ pi_status pi_pred_train(const pi_pred_data *d, const pi_pred_params *p, pi_pool 
         L->threshold = tk->threshold;
         L->val = tk->val;
         L->pos_weight = tk->pos_weight;
+        L->untrained = tk->untrained;
         L->n_tried = n_cand;
         for (int c = 0; c < n_cand; c++) {
             L->tried_rank[c] = cand[c]->rank;
@@ -635,6 +664,7 @@ pi_status pi_pred_train(const pi_pred_data *d, const pi_pred_params *p, pi_pool 
         return st;
     }
     P->recall_target = p->recall;
+    P->n_expert = d->n_expert;
     *out = P;
     return PI_OK;
 }
@@ -642,36 +672,35 @@ pi_status pi_pred_train(const pi_pred_data *d, const pi_pred_params *p, pi_pool 
 pi_status pi_predictor_from_model(const pi_lm *m, pi_predictor **out) {
     *out = NULL;
     if (!m->has_predictor)
-        return pi_error(PI_ERR_NOT_FOUND, "%s: the model has no activation predictors (blk.N.fc1/fc2)", m->path);
-    const int64_t L_n = m->hp.n_layer, E = m->hp.n_embd, F = m->hp.n_ff;
-    const pi_gguf_kv *thr = NULL;
-    pi_status st = pi_gguf_get_arr(m->gguf, PI_KEY_PREDICTOR_THRESHOLDS, PI_GGUF_FLOAT32, &thr);
-    if (st && st != PI_ERR_NOT_FOUND) return pi_error_prefix(st, "%s", m->path);
-    if (!st && thr->arr_n != (uint64_t)L_n)
-        return pi_error(PI_ERR_FORMAT, "%s: %s has %llu values for %lld layers", m->path, PI_KEY_PREDICTOR_THRESHOLDS,
-                        (unsigned long long)thr->arr_n, (long long)L_n);
+        return pi_error(PI_ERR_NOT_FOUND, "%s: the model has no activation predictors (blk.N.fc1/fc2%s)", m->path,
+                        m->hp.n_expert ? ", fc1_exps/fc2_exps" : "");
+    const int64_t L_n = pi_ffn_units(&m->hp), E = m->hp.n_embd, F = m->hp.n_ff, X = m->hp.n_expert;
+    pi_status st;
     float recall = 0.0f;
     if ((st = pi_gguf_get_f32(m->gguf, PI_KEY_PREDICTOR_RECALL_TARGET, &recall)) && st != PI_ERR_NOT_FOUND)
         return pi_error_prefix(st, "%s", m->path);
     pi_predictor *P;
     if ((st = predictor_alloc(L_n, E, F, &P))) return st;
     P->recall_target = recall;
+    P->n_expert = X;
     for (int64_t l = 0; l < L_n; l++) {
-        const pi_layer *ml = &m->layers[l];
+        /* unit l: a layer, or layer l / X's expert l % X, whose rows follow the earlier experts' */
+        const pi_layer *ml = &m->layers[X ? l / X : l];
+        const pi_weight *fc1 = X ? &ml->fc1_exps : &ml->fc1, *fc2 = X ? &ml->fc2_exps : &ml->fc2;
         pi_pred_layer *L = &P->layers[l];
-        L->rank = ml->fc1.ne[1];
+        L->rank = fc1->ne[1];
         L->n_tried = 1;
         L->tried_rank[0] = L->rank;
-        L->threshold = m->sparse_threshold;
-        if (thr) memcpy(&L->threshold, (const uint8_t *)thr->arr_data + 4 * l, 4); /* packed: no alignment */
+        L->threshold = m->layer_threshold ? m->layer_threshold[l] : m->sparse_threshold; /* the file's, per unit */
+        const int64_t r0 = X ? (l % X) * L->rank : 0, f0 = X ? (l % X) * F : 0;
         L->fc1 = malloc((size_t)(L->rank * E) * sizeof *L->fc1);
         L->fc2 = malloc((size_t)(F * L->rank) * sizeof *L->fc2);
         if (!L->fc1 || !L->fc2) {
             pi_predictor_free(P);
             return pi_error(PI_ERR_NOMEM, "%s: out of memory", m->path);
         }
-        for (int64_t r = 0; r < L->rank; r++) pi_weight_row_f32(&ml->fc1, r, L->fc1 + r * E);
-        for (int64_t f = 0; f < F; f++) pi_weight_row_f32(&ml->fc2, f, L->fc2 + f * L->rank);
+        for (int64_t r = 0; r < L->rank; r++) pi_weight_row_f32(fc1, r0 + r, L->fc1 + r * E);
+        for (int64_t f = 0; f < F; f++) pi_weight_row_f32(fc2, f0 + f, L->fc2 + f * L->rank);
     }
     *out = P;
     return PI_OK;
@@ -780,7 +809,18 @@ void pi_pred_eval_observe(void *ctx, int64_t layer, int64_t pos, const float *ff
 
 /* blk.N.fc1.weight or blk.N.fc2.weight: the tensors a save replaces. */
 static bool is_pred_tensor(pi_gguf_str name) {
-    return pi_tensor_layer(name, PI_TN_FC1) >= 0 || pi_tensor_layer(name, PI_TN_FC2) >= 0;
+    return pi_tensor_layer(name, PI_TN_FC1) >= 0 || pi_tensor_layer(name, PI_TN_FC2) >= 0 ||
+           pi_tensor_layer(name, PI_TN_FC1_EXPS) >= 0 || pi_tensor_layer(name, PI_TN_FC2_EXPS) >= 0;
+}
+
+/* The rank a layer's tensors are stored at: its unit's, or for a mixture
+   the largest of its experts' (the others padded with zero rows of fc1 and
+   zero columns of fc2, which change no logit). */
+static int64_t stored_rank(const pi_predictor *P, int64_t il) {
+    const int64_t X = P->n_expert ? P->n_expert : 1;
+    int64_t R = 0;
+    for (int64_t x = 0; x < X; x++) R = P->layers[il * X + x].rank > R ? P->layers[il * X + x].rank : R;
+    return R;
 }
 
 static bool is_pred_key(pi_gguf_str key) {
@@ -789,10 +829,14 @@ static bool is_pred_key(pi_gguf_str key) {
 
 pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) {
     const pi_hparams *hp = &m->hp;
-    if (P->n_layer != hp->n_layer || P->n_embd != hp->n_embd || P->n_ff != hp->n_ff)
-        return pi_error(PI_ERR_INVALID, "%s: predictors for %lld layers of %lld -> %lld do not fit %s (%lld of %lld -> %lld)",
-                        path, (long long)P->n_layer, (long long)P->n_embd, (long long)P->n_ff, m->path,
-                        (long long)hp->n_layer, (long long)hp->n_embd, (long long)hp->n_ff);
+    if (P->n_layer != pi_ffn_units(hp) || P->n_expert != hp->n_expert || P->n_embd != hp->n_embd ||
+        P->n_ff != hp->n_ff)
+        return pi_error(PI_ERR_INVALID,
+                        "%s: predictors for %lld units (%lld experts) of %lld -> %lld do not fit %s (%lld layers, "
+                        "%lld experts, %lld -> %lld)",
+                        path, (long long)P->n_layer, (long long)P->n_expert, (long long)P->n_embd, (long long)P->n_ff,
+                        m->path, (long long)hp->n_layer, (long long)hp->n_expert, (long long)hp->n_embd,
+                        (long long)hp->n_ff);
     pi_status st = pi_outfile_check_distinct(path, m->path, "the input model");
     if (st) return st;
     const pi_gguf *g = m->gguf;
@@ -842,13 +886,14 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
         name[t->name.len] = '\0';
         st = pi_gguf_add_tensor(w, name, (pi_type)t->type, t->n_dims, t->ne);
     }
-    for (int64_t l = 0; !st && l < L_n; l++) {
+    const int64_t X = P->n_expert, per = X ? X : 1, n_dims = X ? 3 : 2;
+    for (int64_t il = 0; !st && il < hp->n_layer; il++) {
         char name[PI_NAME_MAX];
-        const int64_t ne1[2] = {E, P->layers[l].rank}, ne2[2] = {P->layers[l].rank, F};
-        snprintf(name, sizeof name, PI_TN_FC1, (int)l);
-        st = pi_gguf_add_tensor(w, name, PI_TYPE_F32, 2, ne1);
-        snprintf(name, sizeof name, PI_TN_FC2, (int)l);
-        if (!st) st = pi_gguf_add_tensor(w, name, PI_TYPE_F32, 2, ne2);
+        const int64_t R = stored_rank(P, il), ne1[3] = {E, R, X}, ne2[3] = {R, F, X};
+        snprintf(name, sizeof name, X ? PI_TN_FC1_EXPS : PI_TN_FC1, (int)il);
+        st = pi_gguf_add_tensor(w, name, PI_TYPE_F32, (int)n_dims, ne1);
+        snprintf(name, sizeof name, X ? PI_TN_FC2_EXPS : PI_TN_FC2, (int)il);
+        if (!st) st = pi_gguf_add_tensor(w, name, PI_TYPE_F32, (int)n_dims, ne2);
     }
     if (!st) st = pi_gguf_writer_begin_data(w);
     for (int64_t i = 0; !st && i < pi_gguf_n_tensors(g); i++) {
@@ -856,11 +901,37 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
         if (!is_pred_tensor(t->name)) st = pi_gguf_write_data(w, t->data, (size_t)t->nbytes);
     }
     /* GGUF is little-endian, as are the hosts we build for: floats as they are */
-    for (int64_t l = 0; !st && l < L_n; l++) {
-        const pi_pred_layer *L = &P->layers[l];
-        st = pi_gguf_write_data(w, L->fc1, (size_t)(L->rank * E) * sizeof(float));
-        if (!st) st = pi_gguf_write_data(w, L->fc2, (size_t)(F * L->rank) * sizeof(float));
+    float *pad = NULL;
+    for (int64_t il = 0; !st && il < hp->n_layer; il++) {
+        const int64_t R = stored_rank(P, il);
+        for (int part = 0; part < 2 && !st; part++)
+            for (int64_t x = 0; x < per && !st; x++) {
+                const pi_pred_layer *L = &P->layers[il * per + x];
+                if (L->rank == R) {
+                    st = part ? pi_gguf_write_data(w, L->fc2, (size_t)(F * R) * sizeof(float))
+                              : pi_gguf_write_data(w, L->fc1, (size_t)(R * E) * sizeof(float));
+                    continue;
+                }
+                int64_t R_max = 0;
+                for (int64_t jl = 0; jl < hp->n_layer; jl++) R_max = stored_rank(P, jl) > R_max ? stored_rank(P, jl) : R_max;
+                if (!pad && !(pad = malloc((size_t)(R_max * (E > F ? E : F)) * sizeof *pad))) {
+                    st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+                    break;
+                }
+                if (part == 0) { /* fc1 (R, E): the unit's rows, then zero rows */
+                    memset(pad, 0, (size_t)(R * E) * sizeof *pad);
+                    memcpy(pad, L->fc1, (size_t)(L->rank * E) * sizeof *pad);
+                    st = pi_gguf_write_data(w, pad, (size_t)(R * E) * sizeof *pad);
+                } else { /* fc2 (F, R): each row's first rank columns, then zeros */
+                    for (int64_t f = 0; f < F && !st; f++) {
+                        memset(pad, 0, (size_t)R * sizeof *pad);
+                        memcpy(pad, L->fc2 + f * L->rank, (size_t)L->rank * sizeof *pad);
+                        st = pi_gguf_write_data(w, pad, (size_t)R * sizeof *pad);
+                    }
+                }
+            }
     }
+    free(pad);
     free(thr);
     free(rank);
     return pi_gguf_writer_finish(w, st);

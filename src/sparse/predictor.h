@@ -3,12 +3,18 @@
  * that guesses, from the layer's FFN input, which neurons the token will
  * activate (DESIGN.md §1 and §5, `train-predictor`).
  *
- * The predictor of a layer is PowerInfer's
+ * Predictors are kept per FFN unit (model/model.h): a dense layer, or for a
+ * mixture of experts one expert of a layer, trained on the tokens the
+ * router sent to it. The predictor of a unit is PowerInfer's
  *     z = fc2 relu(fc1 x)          x: (n_embd), z: (n_ff) logits
  * with fc1 (rank, n_embd) and fc2 (n_ff, rank), stored as the GGUF tensors
  * blk.N.fc1.weight (ggml shape {n_embd, rank}) and blk.N.fc2.weight
  * ({rank, n_ff}), F32. Neuron i is predicted active when z_i >= the layer's
- * threshold. The rank may differ between layers.
+ * threshold. The rank may differ between layers. A mixture's layer stores
+ * its experts' predictors stacked, as its expert matrices are:
+ * blk.N.fc1_exps ({n_embd, rank, n_expert}) and blk.N.fc2_exps ({rank,
+ * n_ff, n_expert}), at the largest of its experts' ranks (the others padded
+ * with zero rows of fc1 and zero columns of fc2: the same logits).
  *
  * The pieces, in the order a tool uses them:
  *   1. pi_pred_data records (FFN input, activation mask) pairs: install
@@ -25,8 +31,9 @@
  *   powerinfer.sparse_threshold     f32   the smallest layer threshold: one global
  *                                         value (PowerInfer's key) that keeps every
  *                                         layer's recall at or above its target
- *   pinfer.predictor.thresholds     f32[n_layer]  each layer's own threshold
- *   pinfer.predictor.rank           u32[n_layer]  each layer's rank (information)
+ *   pinfer.predictor.thresholds     f32[units]  each unit's own threshold (units: n_layer,
+ *                                         or n_layer * n_expert, layer-major)
+ *   pinfer.predictor.rank           u32[units]  each unit's trained rank (information)
  *   pinfer.predictor.recall_target  f32   the recall the thresholds were chosen for
  *
  * "Active" means |act| > act_threshold where act = act(gate)*up, as in
@@ -49,11 +56,14 @@
 /* The keys are in gguf/names.h (PI_KEY_SPARSE_THRESHOLD, PI_KEY_PREDICTOR_*). */
 
 #define PI_PRED_MAX_CANDIDATES 8 /* ranks tried per layer when choosing automatically */
+#define PI_PRED_MIN_UNIT_TOKENS 16 /* an expert routed fewer training tokens is left untrained:
+                                      every neuron predicted active */
 
 /* ---- 1. recorded training pairs ---- */
 
 typedef struct pi_pred_data {
-    int64_t n_layer, n_embd, n_ff;
+    int64_t n_layer, n_embd, n_ff; /* n_layer: FFN units (model.h), layers x experts for a mixture */
+    int64_t n_expert;      /* 0: dense; else unit il * n_expert + x is layer il's expert x */
     int64_t mask_bytes;    /* (n_ff + 7) / 8 */
     int64_t cap;           /* tokens each layer can hold */
     int64_t *n;            /* (n_layer) tokens recorded per layer */
@@ -71,8 +81,7 @@ uint64_t pi_pred_data_bytes(int64_t n_layer, int64_t n_embd, int64_t n_ff, int64
 pi_status pi_pred_data_create(int64_t n_layer, int64_t n_embd, int64_t n_ff, int64_t cap, float act_threshold,
                               pi_pred_data **out);
 
-/* Shaped for a model. PI_ERR_UNSUPPORTED for a mixture-of-experts model
-   (the session's observer reports dense FFN layers only). */
+/* Shaped for a model: one unit per layer, or per layer and expert. */
 pi_status pi_pred_data_for_model(const pi_lm *m, int64_t cap, float act_threshold, pi_pred_data **out);
 
 void pi_pred_data_free(pi_pred_data *d); /* accepts NULL */
@@ -82,7 +91,7 @@ void pi_pred_data_free(pi_pred_data *d); /* accepts NULL */
    the session's driving thread and takes no lock. */
 void pi_pred_data_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
 
-/* Tokens recorded in every layer. */
+/* Tokens recorded in every unit (a mixture's experts: in the least used). */
 int64_t pi_pred_data_tokens(const pi_pred_data *d);
 
 /* ---- 2. training ---- */
@@ -136,21 +145,25 @@ typedef struct pi_pred_layer {
     float *fc2;            /* (n_ff, rank), owned */
     pi_pred_counts val;    /* on the validation split at threshold */
     float pos_weight;      /* class weight of active neurons in the loss */
+    bool untrained;        /* an expert with too few tokens: zero weights, every neuron predicted */
     int n_tried;           /* candidates trained (1 for a fixed rank) */
     int64_t tried_rank[PI_PRED_MAX_CANDIDATES];
     pi_pred_counts tried_val[PI_PRED_MAX_CANDIDATES]; /* their validation counts at their thresholds */
 } pi_pred_layer;
 
 typedef struct pi_predictor {
-    int64_t n_layer, n_embd, n_ff;
+    int64_t n_layer, n_embd, n_ff; /* n_layer: FFN units, as in pi_pred_data */
+    int64_t n_expert;              /* 0: dense */
     float recall_target;
     pi_pred_layer *layers; /* (n_layer) */
 } pi_predictor;
 
-/* Train every layer's predictor from recorded pairs, on the pool (NULL: the
-   calling thread only). PI_ERR_INVALID for parameters out of range (rank
-   above pi_pred_max_rank, recall outside (0, 1], too few tokens to split);
-   PI_ERR_NOMEM. Results do not depend on the pool's size. */
+/* Train every unit's predictor from recorded pairs, on the pool (NULL: the
+   calling thread only). A mixture's experts train and validate each on its
+   own tokens; one with fewer than PI_PRED_MIN_UNIT_TOKENS for training is
+   left untrained (every neuron predicted). PI_ERR_INVALID for parameters out
+   of range (rank above pi_pred_max_rank, recall outside (0, 1], too few
+   tokens to split); PI_ERR_NOMEM. Results do not depend on the pool's size. */
 pi_status pi_pred_train(const pi_pred_data *d, const pi_pred_params *p, pi_pool *pool, pi_predictor **out);
 
 void pi_predictor_free(pi_predictor *P); /* accepts NULL */
