@@ -353,6 +353,9 @@ typedef struct {
     const char *str;     /* its new value (string keys) */
     bool drop;           /* drop the key instead */
     int64_t bundle_ne1;  /* > 0: blk.0.ffn_bundle gets this many rows */
+    const char *tensor;  /* or this tensor ... */
+    int dim;             /* ... gets ne[dim] = ne (its data cut to fit) */
+    int64_t ne;
 } corruption;
 
 /* Copy a bundle file, corrupting one thing. */
@@ -383,6 +386,7 @@ static pi_status copy_corrupt(const char *src, const char *dst, const corruption
         int64_t ne[4];
         memcpy(ne, t->ne, sizeof ne);
         if (c->bundle_ne1 > 0 && !strcmp(nm, "blk.0.ffn_bundle")) ne[1] = c->bundle_ne1;
+        if (c->tensor && !strcmp(nm, c->tensor)) ne[c->dim] = c->ne;
         st = pi_gguf_add_tensor(w, nm, (pi_type)t->type, t->n_dims, ne);
     }
     if (!st) st = pi_gguf_writer_begin_data(w);
@@ -390,6 +394,7 @@ static pi_status copy_corrupt(const char *src, const char *dst, const corruption
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
         uint64_t n = t->nbytes;
         if (c->bundle_ne1 > 0 && pi_gguf_str_eq(t->name, "blk.0.ffn_bundle")) n = n / (uint64_t)t->ne[1] * (uint64_t)c->bundle_ne1;
+        if (c->tensor && pi_gguf_str_eq(t->name, c->tensor)) n = n / (uint64_t)t->ne[c->dim] * (uint64_t)c->ne;
         st = pi_gguf_write_data(w, t->data, n);
     }
     pi_status cst = pi_gguf_writer_close(w);
@@ -410,6 +415,90 @@ static void expect_refused(const char *good, const char *bad, const corruption *
     unlink(bad);
 }
 
+/* ---- a mixture of experts ---- */
+
+/* moe-relu-stories as a bundle file: each layer's experts one after the
+   other, every part byte for byte the expert's rows (down: ffn_down_exps
+   transposed, exact in F32); the same logits as the plain file, dense and
+   with the exact mask; and what a broken one says. */
+static void test_moe(void) {
+    char src[512], good[256], bad[256], logits_note[64];
+    if (!t_fixture(src, sizeof src, "relu/moe-relu-stories.gguf")) return;
+    t_tmp_path(good, sizeof good, "bundle-moe.gguf");
+    t_tmp_path(bad, sizeof bad, "bundle-moe-bad.gguf");
+    CHECKF(pi_bundle_write(src, NULL, 4096, good) == PI_OK, "%s", pi_last_error());
+    pi_lm *a = NULL, *b = NULL;
+    CHECK(pi_lm_load(src, PI_MAP_FILE, &a) == PI_OK && pi_lm_load(good, PI_MAP_FILE, &b) == PI_OK);
+    if (a && b) {
+        CHECK(b->bundled && b->hp.n_expert == 4 && !b->layers[0].ffn_down_exps.data);
+        CHECK(pi_lm_make_down_t(a) == PI_OK);
+        /* the plain file's dense path through ffn_down_t too, as the bundle file's (one summation order) */
+        for (int il = 0; il < 6; il++) a->layers[il].ffn_down_exps.data = NULL;
+        const int64_t E = 128, F = 256;
+        int bad_rows = 0;
+        for (int il = 0; il < 6; il++) {
+            const pi_layer *la = &a->layers[il], *lb = &b->layers[il];
+            CHECK(lb->ffn_gate_exps.ne[1] == F && lb->ffn_gate_exps.ne[2] == 4 && lb->ffn_down_t.ne[2] == 4);
+            for (int64_t r = 0; r < 4 * F; r++) {
+                bad_rows += memcmp(row_of(&la->ffn_gate_exps, r), row_of(&lb->ffn_gate_exps, r), (size_t)E * 4) != 0;
+                bad_rows += memcmp(row_of(&la->ffn_up_exps, r), row_of(&lb->ffn_up_exps, r), (size_t)E * 4) != 0;
+                bad_rows += memcmp(row_of(&la->ffn_down_t, r), row_of(&lb->ffn_down_t, r), (size_t)E * 4) != 0;
+            }
+        }
+        CHECKF(bad_rows == 0, "%d expert rows differ between the plain and the bundle file", bad_rows);
+        /* the dense and oracle paths of both files: the same logits */
+        for (int mode = 0; mode < 2; mode++) {
+            pi_state *sa = NULL, *sb = NULL;
+            CHECK(pi_state_create(a, 64, 2, &sa) == PI_OK && pi_state_create(b, 64, 2, &sb) == PI_OK);
+            if (mode) CHECK(pi_sparse_ffn_install(sa, PI_FFN_ORACLE, 0) == PI_OK &&
+                            pi_sparse_ffn_install(sb, PI_FFN_ORACLE, 0) == PI_OK);
+            int32_t toks[20];
+            for (int i = 0; i < 20; i++) toks[i] = (int32_t)((i * 29 + 5) % 512);
+            int diff = 0;
+            CHECK(pi_state_decode(sa, toks, 12) == PI_OK && pi_state_decode(sb, toks, 12) == PI_OK);
+            diff += memcmp(pi_state_logits(sa), pi_state_logits(sb), 512 * sizeof(float)) != 0;
+            for (int i = 12; i < 20; i++) {
+                CHECK(pi_state_decode(sa, &toks[i], 1) == PI_OK && pi_state_decode(sb, &toks[i], 1) == PI_OK);
+                diff += memcmp(pi_state_logits(sa), pi_state_logits(sb), 512 * sizeof(float)) != 0;
+            }
+            snprintf(logits_note, sizeof logits_note, "%s", mode ? "oracle" : "dense");
+            CHECKF(diff == 0, "%s: %d of 9 steps' logits differ between the plain and the bundle file", logits_note, diff);
+            pi_state_free(sa);
+            pi_state_free(sb);
+        }
+    }
+    pi_lm_free(a);
+    pi_lm_free(b);
+    /* an expert missing from a layer's bundles, a layer with one expert too
+       many, the expert count changed, a router or predictors for another
+       count of experts */
+    corruption missing = {NULL, 0, NULL, false, 0, "blk.0.ffn_bundle", 2, 3};
+    expect_refused(good, bad, &missing, PI_ERR_FORMAT, "experts");
+    corruption extra = {NULL, 0, NULL, false, 0, "blk.3.ffn_bundle", 2, 5};
+    CHECK(copy_corrupt(good, bad, &extra) != PI_OK || true); /* ne grows: the data is short, the reader says so */
+    pi_lm *m = NULL;
+    CHECK(pi_lm_load(bad, PI_MAP_FILE, &m) != PI_OK && !m);
+    unlink(bad);
+    corruption count = {"llama.expert_count", 3, NULL, false, 0, NULL, 0, 0};
+    expect_refused(good, bad, &count, PI_ERR_FORMAT, "blk.0.ffn_bundle");
+    corruption router = {NULL, 0, NULL, false, 0, "blk.2.ffn_gate_inp.weight", 1, 3};
+    expect_refused(good, bad, &router, PI_ERR_FORMAT, "ffn_gate_inp");
+    /* a truncated file: the reader refuses it */
+    size_t n;
+    uint8_t *bytes = t_read_file(good, &n);
+    FILE *f = bytes ? fopen(bad, "wb") : NULL;
+    if (f) {
+        fwrite(bytes, 1, n - 8192, f);
+        fclose(f);
+        pi_status st = pi_lm_load(bad, PI_MAP_FILE, &m);
+        CHECKF(st != PI_OK && !m && strstr(pi_last_error(), bad), "truncated: %s", pi_last_error());
+        fprintf(stderr, "refused: %s\n", pi_last_error());
+    }
+    free(bytes);
+    unlink(bad);
+    unlink(good);
+}
+
 static void test_refusals(void) {
     char src[256], good[256], packed[256], bad[256], out[256], p[512];
     t_tmp_path(src, sizeof src, "bundle-ref-src.gguf");
@@ -424,10 +513,12 @@ static void test_refusals(void) {
     CHECK(pi_genmodel_write(&gp, src) == PI_OK);
     CHECK(pi_bundle_write(src, NULL, 4096, out) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "SiLU"));
     CHECK(access(out, F_OK) != 0);
-    /* MoE */
+    /* MoE: bundled in its own order, not reordered by statistics */
     if (t_fixture(p, sizeof p, "relu/moe-relu-stories.gguf")) {
-        CHECK(pi_bundle_write(p, NULL, 4096, out) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "mixture-of-experts"));
+        pi_stats *ms = synthetic_stats(6, 256, 1);
+        CHECK(pi_bundle_write(p, ms, 4096, out) == PI_ERR_UNSUPPORTED && strstr(pi_last_error(), "mixture"));
         CHECK(access(out, F_OK) != 0);
+        pi_stats_free(ms);
     }
 
     small_model(&gp, PI_TYPE_Q8_0, PI_ACT_RELU);
@@ -452,7 +543,7 @@ static void test_refusals(void) {
         pi_gguf_close(g);
     }
     /* an unchanged copy loads: the copier itself is sound */
-    corruption none = {NULL, 0, NULL, false, 0};
+    corruption none = {NULL, 0, NULL, false, 0, NULL, 0, 0};
     CHECK(copy_corrupt(good, bad, &none) == PI_OK);
     pi_lm *m = NULL;
     CHECKF(pi_lm_load(bad, PI_MAP_FILE, &m) == PI_OK, "%s", pi_last_error());
@@ -464,27 +555,27 @@ static void test_refusals(void) {
         pi_status want;
         const char *needle;
     } cases[] = {
-        {good, {PI_KEY_BUNDLE_STRIDE, b.stride - 1, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
-        {good, {PI_KEY_BUNDLE_STRIDE, b.stride * 2, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
-        {packed, {PI_KEY_BUNDLE_STRIDE, b.gate_bytes + b.up_bytes + b.down_bytes - 2, NULL, false, 0}, PI_ERR_FORMAT,
+        {good, {PI_KEY_BUNDLE_STRIDE, b.stride - 1, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
+        {good, {PI_KEY_BUNDLE_STRIDE, b.stride * 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
+        {packed, {PI_KEY_BUNDLE_STRIDE, b.gate_bytes + b.up_bytes + b.down_bytes - 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT,
          PI_KEY_BUNDLE_STRIDE},
-        {good, {PI_KEY_BUNDLE_STRIDE, 0, NULL, true, 0}, PI_ERR_NOT_FOUND, PI_KEY_BUNDLE_STRIDE},
-        {good, {NULL, 0, NULL, false, b.n_ff - 1}, PI_ERR_FORMAT, "blk.0.ffn_bundle"},
-        {good, {NULL, 0, NULL, false, b.n_ff - 1}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
-        {good, {PI_KEY_BUNDLE_N_FF, (uint64_t)b.n_ff * 2, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
-        {good, {PI_KEY_BUNDLE_N_EMBD, 64, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_EMBD},
-        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.up_off, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
-        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.stride - 1, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
-        {good, {PI_KEY_BUNDLE_GATE_TYPE, PI_TYPE_I8, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_GATE_TYPE},
-        {good, {PI_KEY_BUNDLE_UP_TYPE, 999, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_UP_TYPE},
-        {good, {PI_KEY_BUNDLE_ALIGN, 3, NULL, false, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_ALIGN},
-        {good, {PI_KEY_BUNDLE_VERSION, 2, NULL, false, 0}, PI_ERR_UNSUPPORTED, PI_KEY_BUNDLE_VERSION},
+        {good, {PI_KEY_BUNDLE_STRIDE, 0, NULL, true, 0, NULL, 0, 0}, PI_ERR_NOT_FOUND, PI_KEY_BUNDLE_STRIDE},
+        {good, {NULL, 0, NULL, false, b.n_ff - 1, NULL, 0, 0}, PI_ERR_FORMAT, "blk.0.ffn_bundle"},
+        {good, {NULL, 0, NULL, false, b.n_ff - 1, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
+        {good, {PI_KEY_BUNDLE_N_FF, (uint64_t)b.n_ff * 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
+        {good, {PI_KEY_BUNDLE_N_EMBD, 64, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_EMBD},
+        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.up_off, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
+        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.stride - 1, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
+        {good, {PI_KEY_BUNDLE_GATE_TYPE, PI_TYPE_I8, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_GATE_TYPE},
+        {good, {PI_KEY_BUNDLE_UP_TYPE, 999, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_UP_TYPE},
+        {good, {PI_KEY_BUNDLE_ALIGN, 3, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_ALIGN},
+        {good, {PI_KEY_BUNDLE_VERSION, 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_UNSUPPORTED, PI_KEY_BUNDLE_VERSION},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_refused(cases[i].file, bad, &cases[i].c, cases[i].want, cases[i].needle);
 
     /* a bundle file of a SiLU model is refused on load too */
-    corruption silu = {"pinfer.ffn_activation", 0, "silu", false, 0};
+    corruption silu = {"pinfer.ffn_activation", 0, "silu", false, 0, NULL, 0, 0};
     expect_refused(good, bad, &silu, PI_ERR_FORMAT, "SiLU");
     unlink(src);
     unlink(good);
@@ -516,5 +607,6 @@ int main(void) {
     test_model("drelu-q4_0", &p);
 
     test_refusals();
+    test_moe();
     return t_done("test_bundle");
 }

@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "sparse/ffn_offload.h"
 #include "model/session.h"
+#include "sparse/predictor.h"
 #include "sparse/reorder.h"
 #include "test_util.h"
 
@@ -157,7 +158,7 @@ static void check_file(const char *bundle, const char *what) {
     pi_lm *m;
     CHECK(pi_lm_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
     if (!m) return;
-    const int64_t L = m->hp.n_layer, F = m->hp.n_ff, V = m->hp.n_vocab;
+    const int64_t L = pi_ffn_units(&m->hp), F = m->hp.n_ff, V = m->hp.n_vocab; /* hot prefixes per unit */
     const size_t rows = (size_t)(N_DECODE + 1) * (size_t)V;
     float *ref = malloc(rows * sizeof *ref), *got = malloc(rows * sizeof *got);
     int32_t toks[N_PROMPT + N_DECODE];
@@ -206,7 +207,17 @@ static void check_file(const char *bundle, const char *what) {
         CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s %s: %s", what, sp->label, pi_last_error());
         if (!off) continue;
         CHECK(pi_state_create(om, 64, 2, &s) == PI_OK);
-        CHECK(pi_offload_ffn_install(s, off, PI_FFN_SPARSE, sp->cluster) == PI_OK);
+        int64_t min_hot = F;
+        for (int64_t u = 0; u < L; u++) min_hot = off->hot[u] < min_hot ? off->hot[u] : min_hot;
+        pi_status ist = pi_offload_ffn_install(s, off, PI_FFN_SPARSE, sp->cluster);
+        if (sp->cluster > min_hot) { /* the cluster is computed from resident rows: refused */
+            CHECKF(ist == PI_ERR_INVALID && strstr(pi_last_error(), "--hot"), "%s: %s", sp->label, pi_last_error());
+            pi_state_free(s);
+            pi_offload_free(off);
+            pi_lm_free(om);
+            continue;
+        }
+        CHECKF(ist == PI_OK, "%s", pi_last_error());
         CHECKF(run(s, toks, got) == PI_OK, "%s", pi_last_error());
         int64_t d = count_diff(got, ref, rows);
         CHECKF(d == 0, "%s, %s: %lld of %zu logits differ from the in-memory sparse session", what, sp->label,
@@ -217,12 +228,12 @@ static void check_file(const char *bundle, const char *what) {
         if (c == 2) CHECKF(st->waves > 0, "%s: expected split steps", sp->label);
         /* the lookahead reads ahead where a layer is one wave, and what it
            read is counted once: used ones are misses, every read is a read */
-        if (sp->lookahead && sp->hot == 0 && sp->slots > 100)
+        if (sp->lookahead && sp->hot == 0 && sp->slots > 100 && !m->hp.n_expert) /* dense layers only */
             CHECKF(st->ahead_neurons > 0 && st->ahead_used > 0 && st->ahead_used <= st->ahead_neurons &&
                        st->ahead_used <= st->misses && st->ahead_reads <= st->reads,
                    "%s: ahead %llu used %llu reads %llu", sp->label, (unsigned long long)st->ahead_neurons,
                    (unsigned long long)st->ahead_used, (unsigned long long)st->ahead_reads);
-        if (!sp->lookahead) CHECK(st->ahead_neurons == 0 && st->ahead_used == 0);
+        if (!sp->lookahead || m->hp.n_expert) CHECK(st->ahead_neurons == 0 && st->ahead_used == 0);
         if (sp->budget) CHECK(pi_budget_used(&off->budget) <= sp->budget);
         if (getenv("PI_TEST_VERBOSE"))
             fprintf(stderr, "%s, %s: resident %llu hits %llu misses %llu reads %llu merged %llu waves %llu\n", what,
@@ -303,6 +314,34 @@ static void check_refusals(const char *plain, const char *bundle, const char *pa
     unlink(cut);
 }
 
+/* moe-relu-stories with random per-expert predictors (rank 16, threshold
+   0: about half of each expert's neurons selected, the rest at random):
+   what a budget moves between memory and flash does not depend on them. */
+static bool moe_with_predictors(const char *src, const char *dst) {
+    pi_lm *m = NULL;
+    if (pi_lm_load(src, PI_MAP_FILE, &m)) return false;
+    const int64_t U = pi_ffn_units(&m->hp), E = m->hp.n_embd, F = m->hp.n_ff, R = 16;
+    pi_predictor P = {U, E, F, m->hp.n_expert, 0.9f, calloc((size_t)U, sizeof(pi_pred_layer))};
+    t_rng r = {11};
+    for (int64_t u = 0; P.layers && u < U; u++) {
+        pi_pred_layer *L = &P.layers[u];
+        L->rank = R;
+        L->threshold = 0.0f;
+        L->fc1 = malloc((size_t)(R * E) * sizeof(float));
+        L->fc2 = malloc((size_t)(F * R) * sizeof(float));
+        for (int64_t i = 0; L->fc1 && i < R * E; i++) L->fc1[i] = 0.5f * t_uniform(&r);
+        for (int64_t i = 0; L->fc2 && i < F * R; i++) L->fc2[i] = 0.5f * t_uniform(&r);
+    }
+    const bool ok = P.layers && pi_pred_save(&P, m, dst) == PI_OK;
+    for (int64_t u = 0; P.layers && u < U; u++) {
+        free(P.layers[u].fc1);
+        free(P.layers[u].fc2);
+    }
+    free(P.layers);
+    pi_lm_free(m);
+    return ok;
+}
+
 int main(void) {
     char plain[256], bundle[256], packed[256];
     t_tmp_path(plain, sizeof plain, "offload.gguf");
@@ -328,6 +367,16 @@ int main(void) {
                 check_fault(bundle, PI_FAULT_EIO, true, la);
             }
         }
+    }
+    /* a mixture of experts: every routed expert's neurons through the same
+       hot prefixes (one per expert), cache and reads; prompts stream the
+       experts their tokens chose */
+    char moe[512];
+    if (t_fixture(moe, sizeof moe, "relu/moe-relu-stories.gguf")) {
+        CHECKF(moe_with_predictors(moe, plain), "%s", pi_last_error());
+        CHECKF(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK, "%s", pi_last_error());
+        check_file(bundle, "moe relu f32");
+        check_api(bundle, "moe relu f32");
     }
     unlink(plain);
     unlink(bundle);

@@ -216,8 +216,9 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         pi_plan_limits lim = {p.mem_budget, p.n_threads, 0.0, p.recall};
         bool hw_failed;
         st = pi_engine_plan(path, p.hw_path, p.n_ctx, &lim, &m->plan, &hw_failed);
-        if (st && !hw_failed) goto fail;
-        if (st) PI_LOGW("cannot measure this machine for the planner (%s); using the default split", pi_last_error());
+        if (st && !hw_failed && st != PI_ERR_UNSUPPORTED) goto fail;
+        if (st == PI_ERR_UNSUPPORTED) PI_LOGI("%s", pi_last_error());
+        else if (st) PI_LOGW("cannot measure this machine for the planner (%s); using the default split", pi_last_error());
         m->planned = st == PI_OK;
         st = PI_OK;
     }

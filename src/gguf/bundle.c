@@ -128,7 +128,7 @@ pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, pi_bundle_la
     return PI_OK;
 }
 
-pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_layout *b, int layer,
+pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_layout *b, int layer, int64_t n_expert,
                            const pi_gguf_tensor **out) {
     *out = NULL;
     char name[PI_NAME_MAX];
@@ -140,7 +140,13 @@ pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_l
                         pi_type_name((pi_type)t->type));
     int64_t ne[4] = {1, 1, 1, 1};
     for (uint32_t d = 0; d < t->n_dims && d < 4; d++) ne[d] = t->ne[d];
-    if (ne[0] != (int64_t)b->stride || ne[1] != b->n_ff || ne[2] != 1 || ne[3] != 1)
+    if (n_expert > 0 && (ne[0] != (int64_t)b->stride || ne[1] != b->n_ff || ne[2] != n_expert || ne[3] != 1))
+        return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%lld x %lld x %lld x %lld]; a mixture of %lld experts "
+                        "needs one block of bundles per expert: [%s x %s x experts] = [%zu x %lld x %lld]",
+                        path, name, (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3],
+                        (long long)n_expert, PI_KEY_BUNDLE_STRIDE, PI_KEY_BUNDLE_N_FF, b->stride, (long long)b->n_ff,
+                        (long long)n_expert);
+    if (n_expert <= 0 && (ne[0] != (int64_t)b->stride || ne[1] != b->n_ff || ne[2] != 1 || ne[3] != 1))
         return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%lld x %lld x %lld x %lld]; it should be [%s x %s] = [%zu x %lld]",
                         path, name, (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3],
                         PI_KEY_BUNDLE_STRIDE, PI_KEY_BUNDLE_N_FF, b->stride, (long long)b->n_ff);

@@ -38,6 +38,13 @@
  *   pinfer.bundle.n_ff         u64  bundles per layer
  *   pinfer.bundle.n_embd       u64  elements of each part
  *
+ * A mixture of experts (llama.expert_count X > 0) stores its layers' experts
+ * the same way, one after the other: blk.N.ffn_bundle has ne = {stride,
+ * n_ff, X} and expert x's neuron i is row x n_ff + i; pinfer.bundle.n_ff is
+ * the neurons of one expert. The router (ffn_gate_inp) and the per-expert
+ * predictors (fc1_exps/fc2_exps) stay ordinary tensors. Experts are kept in
+ * the input's neuron order (no --reorder).
+ *
  * Neurons are in hotness order when the file was converted with --reorder:
  * the permutation is then stored as reorder stores it (blk.N.ffn_perm.weight,
  * I32 [n_ff]: original neuron of each position; pinfer.reordered = true), the
@@ -105,9 +112,10 @@ bool pi_bundle_present(const pi_gguf *g);
 pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, pi_bundle_layout *out);
 
 /* Layer `layer`'s bundle tensor, checked against the layout: type I8, shape
-   {stride, n_ff}. PI_ERR_NOT_FOUND / PI_ERR_FORMAT naming path, the tensor
-   and the key it disagrees with. (The reader has checked its extent.) */
-pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_layout *b, int layer,
+   {stride, n_ff}, or for a mixture of n_expert > 0 experts {stride, n_ff,
+   n_expert}. PI_ERR_NOT_FOUND / PI_ERR_FORMAT naming path, the tensor and
+   the key it disagrees with. (The reader has checked its extent.) */
+pi_status pi_bundle_tensor(const pi_gguf *g, const char *path, const pi_bundle_layout *b, int layer, int64_t n_expert,
                            const pi_gguf_tensor **out);
 
 #endif

@@ -171,29 +171,32 @@ static pi_status load_hparams(loader *L, const char *arch) {
 }
 
 /* A bundled layer: record where its bundles are and copy each part into an
-   owned matrix, bound as ffn_gate, ffn_up and ffn_down_t. */
+   owned matrix, bound as ffn_gate, ffn_up and ffn_down_t (a mixture:
+   ffn_gate_exps, ffn_up_exps and ffn_down_t, ne {n_embd, n_ff, n_expert}). */
 static pi_status bind_bundles(loader *L, int il) {
     pi_lm *m = L->m;
     pi_layer *l = &m->layers[il];
     const pi_bundle_layout *b = &L->bl;
     const pi_gguf_tensor *t;
-    pi_status st = pi_bundle_tensor(m->gguf, L->path, b, il, &t);
+    const int64_t X = m->hp.n_expert;
+    pi_status st = pi_bundle_tensor(m->gguf, L->path, b, il, X, &t);
     if (st) return st;
     l->bundle = (pi_layer_bundle){t->data, (int64_t)pi_gguf_tensor_file_offset(m->gguf, t), b->stride,
                                   b->gate_off, b->up_off, b->down_off, true};
     const size_t off[3] = {b->gate_off, b->up_off, b->down_off}, rb[3] = {b->gate_bytes, b->up_bytes, b->down_bytes};
     const pi_type type[3] = {b->gate_type, b->up_type, b->down_type};
-    pi_weight *dst[3] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down_t};
-    const int64_t F = b->n_ff;
+    pi_weight *dst[3] = {X ? &l->ffn_gate_exps : &l->ffn_gate, X ? &l->ffn_up_exps : &l->ffn_up, &l->ffn_down_t};
+    const int64_t F = b->n_ff, XF = F * (X ? X : 1);
     if (L->ffn_on_flash) { /* strided views of the bundles; the offload path never touches them */
         for (int k = 0; k < 3; k++)
-            *dst[k] = (pi_weight){(const uint8_t *)t->data + off[k], type[k], {b->n_embd, F, 1, 1}, b->stride, t->name};
+            *dst[k] = (pi_weight){(const uint8_t *)t->data + off[k], type[k], {b->n_embd, F, X ? X : 1, 1}, b->stride,
+                                  t->name};
         m->weight_bytes += t->nbytes;
-        m->n_params += 3 * (uint64_t)(b->n_embd * F);
+        m->n_params += 3 * (uint64_t)(b->n_embd * XF);
         return PI_OK;
     }
     for (int k = 0; k < 3; k++) {
-        size_t bytes = rb[k] * (size_t)F;
+        size_t bytes = rb[k] * (size_t)XF;
         uint8_t *p = pi_huge_alloc(bytes);
         if (!p)
             return pi_error(PI_ERR_NOMEM, "%s: cannot allocate %.0f MiB for layer %d's FFN", L->path,
@@ -201,11 +204,11 @@ static pi_status bind_bundles(loader *L, int il) {
         m->owned_ffn[3 * il + k] = p;
         m->owned_ffn_bytes[3 * il + k] = bytes;
         const uint8_t *src = (const uint8_t *)t->data + off[k];
-        for (int64_t i = 0; i < F; i++) memcpy(p + (size_t)i * rb[k], src + (size_t)i * b->stride, rb[k]);
-        *dst[k] = (pi_weight){p, type[k], {b->n_embd, F, 1, 1}, rb[k], t->name};
+        for (int64_t i = 0; i < XF; i++) memcpy(p + (size_t)i * rb[k], src + (size_t)i * b->stride, rb[k]);
+        *dst[k] = (pi_weight){p, type[k], {b->n_embd, F, X ? X : 1, 1}, rb[k], t->name};
     }
     m->weight_bytes += t->nbytes;
-    m->n_params += 3 * (uint64_t)(b->n_embd * F);
+    m->n_params += 3 * (uint64_t)(b->n_embd * XF);
     return PI_OK;
 }
 
@@ -242,9 +245,9 @@ static pi_status bind_layer(loader *L, int il) {
     } else {
         const int64_t X = hp->n_expert;
         if ((st = bind(L, &l->ffn_gate_inp, NM(PI_TN_FFN_GATE_INP), 2, E, X, 0, true)) ||
-            (st = bind(L, &l->ffn_gate_exps, NM(PI_TN_FFN_GATE_EXPS), 3, E, F, X, true)) ||
-            (st = bind(L, &l->ffn_up_exps, NM(PI_TN_FFN_UP_EXPS), 3, E, F, X, true)) ||
-            (st = bind(L, &l->ffn_down_exps, NM(PI_TN_FFN_DOWN_EXPS), 3, F, E, X, true)) ||
+            (!L->m->bundled && ((st = bind(L, &l->ffn_gate_exps, NM(PI_TN_FFN_GATE_EXPS), 3, E, F, X, true)) ||
+                                (st = bind(L, &l->ffn_up_exps, NM(PI_TN_FFN_UP_EXPS), 3, E, F, X, true)) ||
+                                (st = bind(L, &l->ffn_down_exps, NM(PI_TN_FFN_DOWN_EXPS), 3, F, E, X, true)))) ||
             (st = bind(L, &l->fc1_exps, NM(PI_TN_FC1_EXPS), 3, E, -1, X, false)) ||
             (st = bind(L, &l->fc2_exps, NM(PI_TN_FC2_EXPS), 3, l->fc1_exps.data ? l->fc1_exps.ne[1] : -1, F, X, false)))
             return st;
@@ -291,9 +294,8 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
     }
     if (pi_bundle_present(g)) {
         if ((st = pi_bundle_layout_read(g, path, &L.bl))) goto fail;
-        if (hp->n_expert || hp->act == PI_ACT_SILU) {
-            st = pi_error(PI_ERR_FORMAT, "%s: a bundle file of a %s model (bundles are for dense ReLU/dReLU FFNs)",
-                          path, hp->n_expert ? "mixture-of-experts" : "SiLU");
+        if (hp->act == PI_ACT_SILU) {
+            st = pi_error(PI_ERR_FORMAT, "%s: a bundle file of a SiLU model (bundles are for ReLU/dReLU FFNs)", path);
             goto fail;
         }
         if (L.bl.n_embd != hp->n_embd || L.bl.n_ff != hp->n_ff) {

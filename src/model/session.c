@@ -338,6 +338,7 @@ typedef struct {
     const pi_kernels *k;
     const pi_weight *w;
     const float *h;
+    int64_t row0; /* the rows' first: expert x's block starts at x n_ff */
 } down_t_job;
 
 /* acc += sum over neurons [i0, i1) of h[i] * row i of down_t; silent
@@ -346,18 +347,19 @@ static void down_t_chunk(void *ctx, int64_t i0, int64_t i1, float *acc, int tid)
     (void)tid;
     down_t_job *j = ctx;
     pi_axpy_fn axpy = j->k->axpy[j->w->type];
-    const uint8_t *base = j->w->data;
+    const uint8_t *base = (const uint8_t *)j->w->data + (size_t)j->row0 * j->w->row_bytes;
     for (int64_t i = i0; i < i1; i++)
         if (j->h[i] != 0.0f) axpy(j->w->ne[0], j->h[i], base + (size_t)i * j->w->row_bytes, acc);
 }
 
-/* Y[b] = sum_i H[b][i] * down_t[i] for nb rows of H (the down projection
-   with the matrix stored one neuron per row). */
-static void matmul_down_t(pi_state *s, const pi_weight *w, const float *H, int64_t h_stride, int64_t nb, float *Y,
-                          int64_t y_stride) {
+/* Y[b] = sum_i H[b][i] * down_t[row0 + i] for nb rows of H (the down
+   projection with the matrix stored one neuron per row; row0: an expert's
+   block). */
+static void matmul_down_t(pi_state *s, const pi_weight *w, int64_t row0, const float *H, int64_t h_stride, int64_t nb,
+                          float *Y, int64_t y_stride) {
     const int64_t n = w->ne[1], chunk = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
     for (int64_t b = 0; b < nb; b++) {
-        down_t_job j = {s->k, w, H + b * h_stride};
+        down_t_job j = {s->k, w, H + b * h_stride, row0};
         pi_pool_reduce_f32(s->pool, n, chunk, down_t_chunk, &j, Y + b * y_stride, w->ne[0], s->reduce_scratch);
     }
 }
@@ -391,7 +393,7 @@ static void ffn_expert(pi_state *s, const pi_weight *gate, const pi_weight *up, 
                         s->hb + b * F);
     pi_state_input_changed(s);
     if (down->data) pi_state_matmul(s, down, e * E, E, s->hb, F, nb, out, E);
-    else matmul_down_t(s, &s->m->layers[s->cur_layer].ffn_down_t, s->hb, F, nb, out, E);
+    else matmul_down_t(s, &s->m->layers[s->cur_layer].ffn_down_t, e * F, s->hb, F, nb, out, E);
 }
 
 /* Mixtral routing for one token (xb row b): top-k router logits, softmax

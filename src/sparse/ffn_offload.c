@@ -159,19 +159,20 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, in
     return PI_OK;
 }
 
-/* The sparse FFN of one token with the rows in the hot region, the neuron
+/* The sparse FFN of one token through layer il's expert x (0 for a dense
+   layer; FFN unit u) into out, with the rows in the hot region, the neuron
    cache, or on flash. The list is processed in waves of whole down chunks
-   (one wave unless the cache cannot hold a layer's misses at once): pin what
+   (one wave unless the cache cannot hold a unit's misses at once): pin what
    is cached, read the misses, compute the resident and cached neurons while
    the reads run, then each read's neurons as it completes, then the wave's
    chunk partials. The result equals ffn_sparse's bit for bit. */
-static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il) {
+static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il, int64_t x, float *out) {
     const pi_hparams *hp = &s->m->hp;
-    const int64_t E = hp->n_embd, Hres = o->hot[il];
-    const pi_weight *hw = &o->hot_w[3 * il];
+    const int64_t u = pi_ffn_unit(hp, il, x), E = hp->n_embd, Hres = o->hot[u];
+    const pi_weight *hw = &o->hot_w[3 * u];
     uint64_t t0 = pi_time_ns();
     f->types = (pi_ffn_types){o->part_type[0], o->part_type[1], o->part_type[2]};
-    const int64_t n = pi_sparse_select(f, s, il, 0);
+    const int64_t n = pi_sparse_select(f, s, il, x);
     pi_sparse_hot_cluster(f, s, &hw[0], &hw[1], 0);
     for (int64_t k = 0; k < f->hot; k++)
         pi_sparse_set_rows(f, k, NULL, NULL, (const uint8_t *)hw[2].data + (size_t)k * hw[2].row_bytes);
@@ -180,9 +181,9 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     pi_sparse_down dj = {f, E, s->k->axpy[f->types.down]};
     /* this layer's lookahead set (reads issued by the layer before); any
        other set still in use is completed first (never, in layer order) */
-    pi_read_batch *la = &o->la[il & 1], *la_next = &o->la[(il + 1) & 1];
+    pi_read_batch *la = &o->la[u & 1], *la_next = &o->la[(u + 1) & 1];
     pi_status err = PI_OK;
-    if (la->layer >= 0 && la->layer != il) err = la_finish(o, la);
+    if (la->layer >= 0 && la->layer != u) err = la_finish(o, la);
     if (!err && la_next->layer >= 0) err = la_finish(o, la_next);
     if (err) return err;
     for (int64_t c0 = 0; c0 < n_chunks;) {
@@ -203,16 +204,16 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
                     continue;
                 }
                 bool ahead;
-                int64_t slot = pi_ncache_use(o->cache, il, i, &ahead);
+                int64_t slot = pi_ncache_use(o->cache, u, i, &ahead);
                 const bool hit = slot >= 0;
-                if (!hit && (slot = pi_ncache_alloc(o->cache, il, i)) < 0) {
+                if (!hit && (slot = pi_ncache_alloc(o->cache, u, i)) < 0) {
                     fits = false;
                     break;
                 }
                 if (!hit) o->rd.slot[n_miss] = slot, o->rd.neuron[n_miss] = (int32_t)i;
                 const uint8_t *b = pi_ncache_slot(o->cache, slot);
                 pi_sparse_set_rows(f, k, b + o->part_off[0], b + o->part_off[1], b + o->part_off[2]);
-                const int32_t run = ahead && la->layer == il ? la_run_of(la, i) : -1;
+                const int32_t run = ahead && la->layer == u ? la_run_of(la, i) : -1;
                 if (run >= 0 && !la->run_done[run]) { /* read ahead, still in flight */
                     o->pend[n_pend] = k;
                     o->pend_run[n_pend++] = run;
@@ -239,7 +240,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         if (c1 == c0)
             return pi_error(PI_ERR_NOMEM, "%s: the neuron cache (%lld slots) cannot hold one chunk of layer %lld's "
                             "neurons", o->path, (long long)pi_ncache_slots(o->cache), (long long)il);
-        err = batch_submit(o, &o->rd, il, n_miss, 0);
+        err = batch_submit(o, &o->rd, u, n_miss, 0);
         const int64_t n_runs = err ? 0 : o->rd.runs;
         const uint64_t t_issue = pi_time_ns();
         if (o->la_gap_from) { /* the lookahead's reads were in flight since the last layer's own ended */
@@ -276,7 +277,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         }
         /* what this layer read ahead and did not select completes before the
            slots are unpinned */
-        if (!err && la->layer == il) err = la_finish(o, la);
+        if (!err && la->layer == u) err = la_finish(o, la);
         if (n_runs > 0 || had_pend) o->st.io_busy_ns += pi_time_ns() - t_issue; /* until the last read's neurons are computed */
         if (err) { /* the slots of this wave's reads hold nothing usable */
             for (int64_t m = 0; m < n_miss; m++) pi_ncache_drop(o->cache, o->rd.slot[m]);
@@ -286,14 +287,14 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         }
         pi_pool_reduce_f32_chunks(s->pool, n, q, c0, c1, pi_sparse_down_chunk, &dj, E, s->reduce_scratch);
         pi_ncache_next_epoch(o->cache);
-        if (la_next->layer == il + 1) { /* its reads may still be in flight: keep their slots */
+        if (la_next->layer == u + 1) { /* its reads may still be in flight: keep their slots */
             for (int64_t k2 = 0; k2 < la_next->n; k2++) pi_ncache_pin(o->cache, la_next->slot[k2]);
             if (la_next->done < la_next->runs) o->la_gap_from = pi_time_ns();
         }
         if (c0 > 0 || c1 < n_chunks) o->st.waves++;
         c0 = c1;
     }
-    pi_pool_reduce_f32_sum(s->pool, n, q, s->xb2, E, s->reduce_scratch);
+    pi_pool_reduce_f32_sum(s->pool, n, q, out, E, s->reduce_scratch);
     pi_sparse_count_list(f, il, n);
     o->st.ffn_ns += pi_time_ns() - t0;
     return PI_OK;
@@ -329,22 +330,23 @@ static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
     }
 }
 
-/* The dense FFN of a prompt batch with the FFN on flash: each layer's
-   bundles stream through two buffers (the next piece is read while this
-   one is computed), giving exactly the in-memory dense result. */
-static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) {
+/* Unit u's bundles streamed through two buffers (the next piece is read
+   while this one is computed) for nt tokens: the rows of xb listed in
+   rows, or with rows NULL rows 0 .. nt - 1 in one batch. Token j's
+   act(gate) * up goes to hb row j, its down projection to the partial and
+   sum of stream_acc row j (the caller adds them). */
+static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_t *rows_of, int64_t nt) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows;
     const int64_t q = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
     memset(o->stream_acc, 0, 2 * PI_MAX_BATCH * (size_t)E * sizeof(float));
     struct iovec iov[2];
-    pi_status err = la_finish_all(o); /* its reaps must not take a lookahead read's completion */
-    if (err) return err;
+    pi_status err;
     for (int64_t i0 = 0, p = 0; i0 < F; i0 += R, p ^= 1) {
         const int64_t rows = F - i0 < R ? F - i0 : R;
         if (i0 == 0) { /* the first piece; later ones were issued one piece ahead */
             iov[0] = (struct iovec){o->stream_buf[0], (size_t)rows * o->stride};
-            pi_io_req rq = {o->bundle_off[il], &iov[0], 1, 0};
+            pi_io_req rq = {o->bundle_off[u], &iov[0], 1, 0};
             if ((err = pi_io_submit(o->io, &rq, 1))) return err;
         }
         uint64_t tag;
@@ -352,22 +354,76 @@ static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) 
         if (i0 + R < F) {
             const int64_t next = F - i0 - R < R ? F - i0 - R : R;
             iov[p ^ 1] = (struct iovec){o->stream_buf[p ^ 1], (size_t)next * o->stride};
-            pi_io_req rq = {o->bundle_off[il] + (i0 + R) * (int64_t)o->stride, &iov[p ^ 1], 1, 0};
+            pi_io_req rq = {o->bundle_off[u] + (i0 + R) * (int64_t)o->stride, &iov[p ^ 1], 1, 0};
             if ((err = pi_io_submit(o->io, &rq, 1))) return err;
         }
         o->st.prefill_bytes += (uint64_t)rows * o->stride;
         const uint8_t *buf = o->stream_buf[p];
         pi_weight g = {buf + o->part_off[0], o->part_type[0], {E, rows, 1, 1}, o->stride, {0, NULL}};
-        pi_weight u = {buf + o->part_off[1], o->part_type[1], {E, rows, 1, 1}, o->stride, {0, NULL}};
-        pi_state_matmul(s, &g, 0, rows, s->xb, s->xb_dim, nb, s->hb + i0, F);
-        pi_state_matmul(s, &u, 0, rows, s->xb, s->xb_dim, nb, s->hb2 + i0, F);
-        for (int64_t b = 0; b < nb; b++) pi_ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
+        pi_weight w_up = {buf + o->part_off[1], o->part_type[1], {E, rows, 1, 1}, o->stride, {0, NULL}};
+        if (!rows_of) {
+            pi_state_matmul(s, &g, 0, rows, s->xb, s->xb_dim, nt, s->hb + i0, F);
+            pi_state_matmul(s, &w_up, 0, rows, s->xb, s->xb_dim, nt, s->hb2 + i0, F);
+        } else { /* one token at a time, as the in-memory mixture computes its experts */
+            for (int64_t j = 0; j < nt; j++) {
+                const float *xin = s->xb + rows_of[j] * s->xb_dim;
+                pi_state_matmul(s, &g, 0, rows, xin, s->xb_dim, 1, s->hb + j * F + i0, F);
+                pi_state_matmul(s, &w_up, 0, rows, xin, s->xb_dim, 1, s->hb2 + j * F + i0, F);
+            }
+        }
+        for (int64_t b = 0; b < nt; b++) pi_ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
         stream_down_job dj = {s, o, buf + o->part_off[2], o->stride, i0, rows, q, F, E};
-        pi_pool_for(s->pool, nb, 1, stream_down, &dj);
+        pi_pool_for(s->pool, nt, 1, stream_down, &dj);
+    }
+    return PI_OK;
+}
+
+/* Token j's streamed down projection: its last chunk's partial added to the
+   closed chunks' sum. */
+static void stream_result(const pi_offload *o, int64_t j, int64_t E, float *out) {
+    const float *part = o->stream_acc + j * E, *sum = o->stream_acc + (PI_MAX_BATCH + j) * E;
+    for (int64_t d = 0; d < E; d++) out[d] = sum[d] + part[d];
+}
+
+/* The dense FFN of a prompt batch with the FFN on flash: each layer's
+   bundles streamed (stream_unit), giving exactly the in-memory dense
+   result. A mixture routes each token as the in-memory path does, streams
+   each expert that some token chose once for all of its tokens, and mixes
+   every token's experts in routing order. */
+static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) {
+    const pi_hparams *hp = &s->m->hp;
+    const int64_t E = hp->n_embd;
+    pi_status err = la_finish_all(o); /* its reaps must not take a lookahead read's completion */
+    if (err) return err;
+    if (!hp->n_expert) {
+        if ((err = stream_unit(o, s, il, NULL, nb))) return err;
+        for (int64_t b = 0; b < nb; b++) stream_result(o, b, E, s->xb2 + b * E);
+        pi_state_input_changed(s);
+        return PI_OK;
+    }
+    const pi_layer *l = &s->m->layers[il];
+    int64_t chosen[PI_MAX_BATCH][PI_MOE_MAX_USED], K = 0;
+    float w[PI_MAX_BATCH][PI_MOE_MAX_USED];
+    for (int64_t b = 0; b < nb; b++) K = pi_moe_route(s, l, s->xb + b * s->xb_dim, chosen[b], w[b]);
+    float *eo = o->stream_acc + 2 * PI_MAX_BATCH * E; /* (nb, K, E): token b's k-th expert's output */
+    int64_t rows[PI_MAX_BATCH], slot[PI_MAX_BATCH];
+    for (int64_t x = 0; x < hp->n_expert; x++) {
+        int64_t nt = 0;
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t k = 0; k < K; k++)
+                if (chosen[b][k] == x) {
+                    rows[nt] = b;
+                    slot[nt++] = b * K + k;
+                }
+        if (!nt) continue;
+        if ((err = stream_unit(o, s, pi_ffn_unit(hp, il, x), rows, nt))) return err;
+        for (int64_t j = 0; j < nt; j++) stream_result(o, j, E, eo + slot[j] * E);
     }
     for (int64_t b = 0; b < nb; b++) {
-        float *part = o->stream_acc + b * E, *sum = o->stream_acc + (PI_MAX_BATCH + b) * E;
-        for (int64_t d = 0; d < E; d++) s->xb2[b * E + d] = sum[d] + part[d];
+        float *mix = s->xb2 + b * E;
+        memset(mix, 0, (size_t)E * sizeof *mix);
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t d = 0; d < E; d++) mix[d] += w[b][k] * eo[(b * K + k) * E + d];
     }
     pi_state_input_changed(s);
     return PI_OK;
@@ -396,9 +452,35 @@ static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *o
     return PI_OK;
 }
 
+/* A mixture's token on the sparse path: routed as in memory, each chosen
+   expert through ffn_offload, mixed in routing order (ffn_sparse's
+   arithmetic). */
+static pi_status moe_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il) {
+    const pi_hparams *hp = &s->m->hp;
+    const pi_layer *l = &s->m->layers[il];
+    const int64_t E = hp->n_embd;
+    int64_t chosen[PI_MOE_MAX_USED];
+    float w[PI_MOE_MAX_USED];
+    const int64_t K = pi_moe_route(s, l, s->xb, chosen, w);
+    pi_sparse_stats *st = &f->stats[il];
+    st->bytes += l->ffn_gate_inp.row_bytes * (uint64_t)hp->n_expert;
+    const uint64_t tokens = st->tokens;
+    memset(s->moe_out, 0, (size_t)E * sizeof(float));
+    for (int64_t k = 0; k < K; k++) {
+        pi_status err = ffn_offload(f, o, s, il, chosen[k], s->moe_out + E);
+        if (err) return err;
+        for (int64_t i = 0; i < E; i++) s->moe_out[i] += w[k] * s->moe_out[E + i];
+    }
+    st->tokens = tokens + 1; /* the experts' lists are one token's */
+    memcpy(s->xb2, s->moe_out, (size_t)E * sizeof(float));
+    return PI_OK;
+}
+
 static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
     offload_ffn *x = impl;
-    return x->sp ? ffn_offload(x->sp, x->off, s, il) : ffn_stream(x->off, s, il, 1);
+    if (!x->sp) return ffn_stream(x->off, s, il, 1);
+    if (s->m->hp.n_expert) return moe_offload(x->sp, x->off, s, il);
+    return ffn_offload(x->sp, x->off, s, il, 0, s->xb2);
 }
 
 static pi_status offload_batch(void *impl, pi_state *s, int64_t il, int64_t nb) {
@@ -424,11 +506,17 @@ const pi_ffn_ops pi_offload_ffn_ops = {"offload", offload_token, offload_batch, 
 pi_sparse_ffn *pi_offload_ffn_sparse(void *impl) { return ((offload_ffn *)impl)->sp; }
 
 pi_status pi_offload_ffn_install(pi_state *s, pi_offload *off, pi_ffn_mode mode, int64_t hot) {
-    if (!off || off->n_layer != s->m->hp.n_layer || off->n_ff != s->m->hp.n_ff)
+    if (!off || off->n_layer != pi_ffn_units(&s->m->hp) || off->n_ff != s->m->hp.n_ff)
         return pi_error(PI_ERR_INVALID, "the offload state belongs to another model");
     if (mode != PI_FFN_SPARSE && mode != PI_FFN_DENSE)
         return pi_error(PI_ERR_INVALID, "the FFN read from flash computes in SPARSE or DENSE mode, not mode %d",
                         (int)mode);
+    /* the dense cluster is computed from the resident rows: it cannot be longer than any unit's prefix */
+    for (int64_t u = 0; mode == PI_FFN_SPARSE && u < off->n_layer; u++)
+        if (hot > off->hot[u])
+            return pi_error(PI_ERR_INVALID, "--hot %lld is longer than the %lld neurons this budget keeps resident "
+                            "in %s %lld: lower --hot or raise --mem-budget", (long long)hot, (long long)off->hot[u],
+                            s->m->hp.n_expert ? "expert unit" : "layer", (long long)u);
     offload_ffn *x = calloc(1, sizeof *x);
     if (!x) return pi_error(PI_ERR_NOMEM, "out of memory");
     x->off = off;

@@ -46,6 +46,9 @@ static int fixed_weights(pi_lm *m, pi_weight **ws, int max) {
         ADD(&l->ffn_norm);
         ADD(&l->fc1);
         ADD(&l->fc2);
+        ADD(&l->ffn_gate_inp);
+        ADD(&l->fc1_exps);
+        ADD(&l->fc2_exps);
     }
 #undef ADD
     return n;
@@ -86,15 +89,20 @@ static bool batch_alloc(pi_read_batch *b, int64_t F) {
     return b->slot && b->neuron && b->run_of && b->run_done && b->run_first && b->run_len && b->reqs && b->iov;
 }
 
-static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
+/* The streamed down projection's partials and sums, and for a mixture each
+   token's routed experts' outputs (mixed in routing order at the end). */
+static size_t stream_acc_bytes(const pi_lm *m) {
+    const size_t used = m->hp.n_expert ? (size_t)m->hp.n_expert_used : 0;
+    return (2 + used) * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float);
+}
 
 pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *z) {
     memset(z, 0, sizeof *z);
     if (!m->bundled || !m->layers[0].bundle.present)
         return pi_error(PI_ERR_INVALID, "%s: not a bundle file", m->path);
     const pi_hparams *hp = &m->hp;
-    const int64_t F = hp->n_ff, E = hp->n_embd;
-    z->n_layer = hp->n_layer;
+    const int64_t F = hp->n_ff, E = hp->n_embd, U = pi_ffn_units(hp);
+    z->n_layer = U; /* FFN units: a mixture's experts each hold bundles as a dense layer does */
     z->n_ff = F;
     z->n_embd = E;
     z->n_ctx = n_ctx;
@@ -108,12 +116,15 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const pi_layer *l = &m->layers[il];
-        if (l->fc1.data) z->pred_by_type[l->fc1.type] += weight_bytes(&l->fc1);
-        if (l->fc2.data) z->pred_by_type[l->fc2.type] += weight_bytes(&l->fc2);
+        const pi_weight *pw[4] = {&l->fc1, &l->fc2, &l->fc1_exps, &l->fc2_exps};
+        for (int k = 0; k < 4; k++)
+            if (pw[k]->data) z->pred_by_type[pw[k]->type] += weight_bytes(pw[k]);
     }
     for (int t = 0; t < PI_TYPE_COUNT; t++) z->fixed_by_type[t] -= z->pred_by_type[t];
     z->stride = m->layers[0].bundle.stride;
-    const pi_type types[3] = {m->layers[0].ffn_gate.type, m->layers[0].ffn_up.type, m->layers[0].ffn_down_t.type};
+    const pi_layer *l0 = &m->layers[0];
+    const pi_type types[3] = {hp->n_expert ? l0->ffn_gate_exps.type : l0->ffn_gate.type,
+                              hp->n_expert ? l0->ffn_up_exps.type : l0->ffn_up.type, l0->ffn_down_t.type};
     for (int k = 0; k < 3; k++) {
         z->part_type[k] = types[k];
         z->part_bytes[k] = pi_row_size(types[k], E);
@@ -131,7 +142,7 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     z->session = pi_state_bytes(m, n_ctx) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
     z->min_slots = 2 * ((F + 63) / 64) + max_merge;
-    z->min_cold = pi_ncache_footprint(hp->n_layer, F, z->stride, z->min_slots);
+    z->min_cold = pi_ncache_footprint(U, F, z->stride, z->min_slots);
     z->minimum = z->fixed + z->session + z->io + z->min_cold;
     return PI_OK;
 }
@@ -217,9 +228,9 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         return pi_error(PI_ERR_NOMEM, "out of memory");
     }
     const pi_hparams *hp = &m->hp;
-    const int64_t L = hp->n_layer, F = hp->n_ff, E = hp->n_embd;
+    const int64_t L = pi_ffn_units(hp), F = hp->n_ff, E = hp->n_embd, X = hp->n_expert ? hp->n_expert : 1;
     o->path = strdup(path);
-    o->n_layer = L;
+    o->n_layer = L; /* units: every hot prefix, cache tag and file offset below is per unit */
     o->n_ff = F;
     o->n_embd = E;
     o->budget.limit = opt->mem_budget;
@@ -229,8 +240,8 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->part_off[0] = b0->gate_off;
     o->part_off[1] = b0->up_off;
     o->part_off[2] = b0->down_off;
-    o->part_type[0] = m->layers[0].ffn_gate.type;
-    o->part_type[1] = m->layers[0].ffn_up.type;
+    o->part_type[0] = hp->n_expert ? m->layers[0].ffn_gate_exps.type : m->layers[0].ffn_gate.type;
+    o->part_type[1] = hp->n_expert ? m->layers[0].ffn_up_exps.type : m->layers[0].ffn_up.type;
     o->part_type[2] = m->layers[0].ffn_down_t.type;
     for (int k = 0; k < 3; k++) o->part_bytes[k] = pi_row_size(o->part_type[k], E);
     if (!(o->hot = calloc((size_t)L, sizeof *o->hot)) || !(o->hot_w = calloc((size_t)L * 3, sizeof *o->hot_w)) ||
@@ -238,7 +249,8 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (int64_t il = 0; il < L; il++) o->bundle_off[il] = m->layers[il].bundle.file_off;
+    for (int64_t u = 0; u < L; u++) /* expert x's bundles follow the layer's earlier experts' */
+        o->bundle_off[u] = m->layers[u / X].bundle.file_off + (u % X) * F * (int64_t)o->stride;
 
     /* a layer's step issues at most one read per neuron at once, and the
        lookahead as many again for this layer and for the next */
@@ -338,7 +350,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     const bool rd_ok = batch_alloc(&o->rd, F);
     o->tags = malloc((size_t)F * sizeof *o->tags);
     o->la[0].layer = o->la[1].layer = -1;
-    o->lookahead = opt->lookahead && m->has_predictor;
+    o->lookahead = opt->lookahead && m->has_predictor && !hp->n_expert; /* dense layers only */
     if (o->lookahead) {
         const int64_t rank = max_rank(m);
         o->la_x = malloc((size_t)E * sizeof *o->la_x);

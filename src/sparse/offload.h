@@ -13,6 +13,14 @@
  * cannot hold the fixed region, the KV cache, the scratch and the smallest
  * workable cache is refused with the minimum in the message.
  *
+ * A mixture of experts is held per FFN unit (model.h: one expert of one
+ * layer): every table below indexed by layer (hot prefixes, cache tags,
+ * file offsets, n_layer itself) is indexed by unit, so each expert has its
+ * own resident prefix and shares the one neuron cache. Decoding routes a
+ * token and runs each chosen expert's neurons as a dense layer's; prompts
+ * stream each expert that some token of the batch chose. The next layer's
+ * lookahead is for dense layers only.
+ *
  * Which neurons a token computes does not depend on the budget (that is the
  * session's selection: predictor plus its hot prefix); the budget only moves
  * rows between memory and flash, so the output is the same at every budget.

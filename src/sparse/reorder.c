@@ -77,13 +77,19 @@ typedef enum {
 
 /* The kind of a tensor name and its layer (-1 for K_OTHER). */
 static kind kind_of(pi_gguf_str name, int64_t *layer) {
-    static const char *const fmt[] = {
-        [K_GATE] = PI_TN_FFN_GATE,     [K_UP] = PI_TN_FFN_UP,         [K_DOWN] = PI_TN_FFN_DOWN,
-        [K_DOWN_T] = PI_TN_FFN_DOWN_T, [K_BUNDLE] = PI_TN_FFN_BUNDLE, [K_PERM] = PI_TN_FFN_PERM,
-        [K_ACT_COUNT] = PI_TN_FFN_ACT_COUNT, [K_FC2] = PI_TN_FC2, [K_FC1] = PI_TN_FC1,
+    /* a mixture's stacked expert matrices and predictors are of the kinds of a dense layer's */
+    static const struct {
+        const char *fmt;
+        kind k;
+    } names[] = {
+        {PI_TN_FFN_GATE, K_GATE},           {PI_TN_FFN_UP, K_UP},           {PI_TN_FFN_DOWN, K_DOWN},
+        {PI_TN_FFN_DOWN_T, K_DOWN_T},       {PI_TN_FFN_BUNDLE, K_BUNDLE},   {PI_TN_FFN_PERM, K_PERM},
+        {PI_TN_FFN_ACT_COUNT, K_ACT_COUNT}, {PI_TN_FC2, K_FC2},             {PI_TN_FC1, K_FC1},
+        {PI_TN_FFN_GATE_EXPS, K_GATE},      {PI_TN_FFN_UP_EXPS, K_UP},      {PI_TN_FFN_DOWN_EXPS, K_DOWN},
+        {PI_TN_FC2_EXPS, K_FC2},            {PI_TN_FC1_EXPS, K_FC1},
     };
-    for (int k = K_GATE; k <= K_FC1; k++)
-        if ((*layer = pi_tensor_layer(name, fmt[k])) >= 0) return (kind)k;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*layer = pi_tensor_layer(name, names[i].fmt)) >= 0) return names[i].k;
     *layer = -1;
     return K_OTHER;
 }
@@ -112,15 +118,19 @@ static void new_tensor(rewriter *r, how h, int layer, pi_type type, int64_t ne0,
 }
 
 /* The layer's down matrix one neuron per row, in the input's order: the
-   input's ffn_down_t, or ffn_down transposed (as pi_lm_make_down_t does). */
+   input's ffn_down_t, or ffn_down transposed (as pi_lm_make_down_t does;
+   a mixture's experts one after the other, expert x's neuron i at row
+   x n_ff + i). */
 static pi_status layer_down_t(rewriter *r, int layer, const uint8_t **rows) {
     const pi_layer *l = &r->m->layers[layer];
     if (l->ffn_down_t.data) {
         *rows = l->ffn_down_t.data;
         return PI_OK;
     }
-    const pi_type t = pi_weight_down_t_type(&l->ffn_down);
-    const size_t bytes = pi_row_size(t, r->m->hp.n_embd) * (size_t)r->m->hp.n_ff;
+    const int64_t E = r->m->hp.n_embd, F = r->m->hp.n_ff, X = r->m->hp.n_expert ? r->m->hp.n_expert : 1;
+    const pi_weight *down = r->m->hp.n_expert ? &l->ffn_down_exps : &l->ffn_down;
+    const pi_type t = pi_weight_down_t_type(down);
+    const size_t rb = pi_row_size(t, E), bytes = rb * (size_t)(F * X);
     if (bytes > r->down_t_cap) {
         free(r->down_t);
         r->down_t_cap = 0;
@@ -128,7 +138,13 @@ static pi_status layer_down_t(rewriter *r, int layer, const uint8_t **rows) {
             return pi_error(PI_ERR_NOMEM, "cannot allocate %.0f MiB to transpose ffn_down", (double)bytes / (1 << 20));
         r->down_t_cap = bytes;
     }
-    pi_status st = pi_weight_transpose(&l->ffn_down, t, r->down_t);
+    pi_status st = PI_OK;
+    for (int64_t x = 0; x < X && !st; x++) {
+        pi_weight slice = *down;
+        slice.data = (const uint8_t *)down->data + (size_t)(x * E) * down->row_bytes;
+        slice.ne[2] = 1;
+        st = pi_weight_transpose(&slice, t, r->down_t + (size_t)(x * F) * rb);
+    }
     if (st) return pi_error_prefix(st, "%s: layer %d", r->in_path, layer);
     *rows = r->down_t;
     return PI_OK;
@@ -144,14 +160,13 @@ static pi_status check_input(rewriter *r, uint32_t align) {
             return pi_error(PI_ERR_UNSUPPORTED, "%s is a bundle file: llama.cpp cannot read bundles; convert the "
                             "model the bundles were made from", r->in_path);
         for (int64_t il = 0; il < hp->n_layer; il++)
-            if (!m->layers[il].ffn_down.data && !hp->n_expert)
+            if (!m->layers[il].ffn_down.data && !m->layers[il].ffn_down_exps.data)
                 return pi_error(PI_ERR_UNSUPPORTED, "%s: layer %lld has no ffn_down (only pinfer's ffn_down_t), "
                                 "which llama.cpp needs", r->in_path, (long long)il);
     }
-    const char *what = r->bundle ? "bundling" : "reordering";
-    if (hp->n_expert)
-        return pi_error(PI_ERR_UNSUPPORTED, "%s: %s mixture-of-experts models is not supported%s", r->in_path, what,
-                        r->bundle ? " (bundles are for dense ReLU/dReLU FFNs)" : "");
+    if (hp->n_expert && r->st)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: reordering a mixture's experts by activation statistics is not "
+                        "supported: bundle it in its own order (convert --bundle without --reorder)", r->in_path);
     if (r->bundle && hp->act == PI_ACT_SILU)
         return pi_error(PI_ERR_UNSUPPORTED,
                         "%s: the FFN activation is SiLU; bundles are for dense ReLU/dReLU FFNs (sparse activations)",
@@ -170,17 +185,29 @@ static pi_status check_input(rewriter *r, uint32_t align) {
     if (!r->bundle) return PI_OK;
     for (int il = 0; il < hp->n_layer; il++) {
         const pi_layer *l = &m->layers[il];
-        pi_type dt = l->ffn_down_t.data ? l->ffn_down_t.type : pi_weight_down_t_type(&l->ffn_down);
+        const bool moe = hp->n_expert > 0;
+        const pi_weight *gate = moe ? &l->ffn_gate_exps : &l->ffn_gate, *up = moe ? &l->ffn_up_exps : &l->ffn_up;
+        pi_type dt = l->ffn_down_t.data ? l->ffn_down_t.type : pi_weight_down_t_type(moe ? &l->ffn_down_exps : &l->ffn_down);
         if (il == 0) {
-            pi_status st = pi_bundle_layout_make(l->ffn_gate.type, l->ffn_up.type, dt, hp->n_embd, hp->n_ff, align, &r->bl);
+            pi_status st = pi_bundle_layout_make(gate->type, up->type, dt, hp->n_embd, hp->n_ff, align, &r->bl);
             if (st) return pi_error_prefix(st, "%s", r->in_path);
-        } else if (l->ffn_gate.type != r->bl.gate_type || l->ffn_up.type != r->bl.up_type || dt != r->bl.down_type) {
+        } else if (gate->type != r->bl.gate_type || up->type != r->bl.up_type || dt != r->bl.down_type) {
             return pi_error(PI_ERR_UNSUPPORTED,
                             "%s: layer %d's FFN types (%s, %s, %s) differ from layer 0's; a bundle file has one layout",
-                            r->in_path, il, pi_type_name(l->ffn_gate.type), pi_type_name(l->ffn_up.type), pi_type_name(dt));
+                            r->in_path, il, pi_type_name(gate->type), pi_type_name(up->type), pi_type_name(dt));
         }
     }
     return PI_OK;
+}
+
+/* A layer's bundles: {stride, n_ff}, or for a mixture {stride, n_ff,
+   n_expert} (expert x's neuron i at row x n_ff + i). */
+static void new_bundle(rewriter *r, int layer) {
+    new_tensor(r, T_BUNDLE, layer, PI_TYPE_I8, (int64_t)r->bl.stride, r->m->hp.n_ff, PI_TN_FFN_BUNDLE, layer);
+    if (r->m->hp.n_expert) {
+        r->plan[r->np - 1].ne[2] = r->m->hp.n_expert;
+        r->plan[r->np - 1].n_dims = 3;
+    }
 }
 
 /* Decide every output tensor (see `how`). */
@@ -219,7 +246,7 @@ static void make_plan(rewriter *r) {
                 /* the layer's bundles take the place of its first FFN tensor */
                 if (r->has_bundle[layer]) continue;
                 r->has_bundle[layer] = true;
-                new_tensor(r, T_BUNDLE, (int)layer, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_TN_FFN_BUNDLE, (int)layer);
+                new_bundle(r, (int)layer);
                 continue;
             } else if (!r->bundle && (k == K_GATE || k == K_UP || k == K_DOWN_T)) {
                 p->how = T_ROWS;
@@ -240,8 +267,7 @@ static void make_plan(rewriter *r) {
         r->np++;
     }
     for (int64_t il = 0; r->bundle && il < L; il++)
-        if (!r->has_bundle[il])
-            new_tensor(r, T_BUNDLE, (int)il, PI_TYPE_I8, (int64_t)r->bl.stride, F, PI_TN_FFN_BUNDLE, (int)il);
+        if (!r->has_bundle[il]) new_bundle(r, (int)il);
     for (int64_t il = 0; r->perm && il < L; il++)
         new_tensor(r, T_PERM, (int)il, PI_TYPE_I32, F, 1, PI_TN_FFN_PERM, (int)il);
     for (int64_t il = 0; r->st && il < L; il++)
@@ -406,15 +432,18 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
         const pi_bundle_layout *b = &r->bl;
         const uint8_t *down;
         if ((rc = layer_down_t(r, p->layer, &down))) return rc;
-        const uint8_t *gate = l->ffn_gate.data, *up = l->ffn_up.data;
+        const bool moe = m->hp.n_expert > 0;
+        const pi_weight *gw = moe ? &l->ffn_gate_exps : &l->ffn_gate, *uw = moe ? &l->ffn_up_exps : &l->ffn_up;
+        const uint8_t *gate = gw->data, *up = uw->data;
         memset(r->buf, 0, b->stride);
-        for (int64_t k = 0; k < F && !rc; k++) {
-            const size_t i = (size_t)old_of(r, p->layer, k);
-            memcpy(r->buf + b->gate_off, gate + i * l->ffn_gate.row_bytes, b->gate_bytes);
-            memcpy(r->buf + b->up_off, up + i * l->ffn_up.row_bytes, b->up_bytes);
-            memcpy(r->buf + b->down_off, down + i * b->down_bytes, b->down_bytes);
-            rc = pi_gguf_write_data(w, r->buf, b->stride);
-        }
+        for (int64_t x = 0; x < (moe ? m->hp.n_expert : 1); x++) /* a mixture: its experts in order, unpermuted */
+            for (int64_t k = 0; k < F && !rc; k++) {
+                const size_t i = (size_t)(x * F + old_of(r, p->layer, k));
+                memcpy(r->buf + b->gate_off, gate + i * gw->row_bytes, b->gate_bytes);
+                memcpy(r->buf + b->up_off, up + i * uw->row_bytes, b->up_bytes);
+                memcpy(r->buf + b->down_off, down + i * b->down_bytes, b->down_bytes);
+                rc = pi_gguf_write_data(w, r->buf, b->stride);
+            }
         return rc;
     }
     }

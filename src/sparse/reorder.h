@@ -39,9 +39,11 @@ pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *
    pi_reorder_write orders them (permutation, predictor rows and statistics
    stored the same way); with st NULL the input's order is kept. The down part
    is the input's ffn_down_t row, or the row pi_lm_make_down_t would make.
-   Refused: mixture-of-experts and SiLU models (PI_ERR_UNSUPPORTED), layers
-   whose FFN types differ, an align out of range (PI_ERR_INVALID). A bundle
-   file as input is rewritten (e.g. with another align). */
+   A mixture of experts is bundled expert after expert, in its own order
+   (with st: PI_ERR_UNSUPPORTED). Refused: SiLU models
+   (PI_ERR_UNSUPPORTED), layers whose FFN types differ, an align out of
+   range (PI_ERR_INVALID). A bundle file as input is rewritten (e.g. with
+   another align). */
 pi_status pi_bundle_write(const char *in_path, const pi_stats *st, uint32_t align, const char *out_path);
 
 /* Both of the above, with progress: what to write and whom to tell. */
