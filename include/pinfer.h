@@ -405,6 +405,9 @@ typedef struct pi_token_stats {
     uint64_t neurons_ahead;     /* read ahead (their reads are in reads and bytes_read) */
     uint64_t ahead_used;        /* of them, selected by that layer (counted in neurons_read) */
     uint64_t reads_ahead;       /* reads issued ahead */
+    uint64_t router_guesses;    /* a mixture of experts with the lookahead: next layers' first experts
+                                   guessed from the current residual */
+    uint64_t router_hits;       /* of them, experts that layer's router then chose */
 } pi_token_stats;
 
 PI_API pi_status pi_session_stats(const pi_session *s, pi_token_stats *out);

@@ -16,6 +16,10 @@
  *    stop with PI_ERR_IO and a message naming the offset, and the session
  *    can be freed; a truncated bundle file is refused at load;
  *  - a file without bundles, or with packed bundles, is refused;
+ *  - moe-relu-stories (random per-expert predictors) as a bundle file:
+ *    the same splits, per expert, bit-identical to the in-memory sparse
+ *    session; with the lookahead, the next chosen expert's reads and the
+ *    next layer's guessed expert are read ahead, each guess counted;
  *  - through the public API (pinfer.h): a model opened under a budget
  *    decodes bit-identically to the same file opened in memory, reports its
  *    memory and reads, serves one session at a time, and refuses a budget
@@ -228,12 +232,21 @@ static void check_file(const char *bundle, const char *what) {
         if (c == 2) CHECKF(st->waves > 0, "%s: expected split steps", sp->label);
         /* the lookahead reads ahead where a layer is one wave, and what it
            read is counted once: used ones are misses, every read is a read */
-        if (sp->lookahead && sp->hot == 0 && sp->slots > 100 && !m->hp.n_expert) /* dense layers only */
+        if (sp->lookahead && sp->hot == 0 && sp->slots > 100)
             CHECKF(st->ahead_neurons > 0 && st->ahead_used > 0 && st->ahead_used <= st->ahead_neurons &&
                        st->ahead_used <= st->misses && st->ahead_reads <= st->reads,
                    "%s: ahead %llu used %llu reads %llu", sp->label, (unsigned long long)st->ahead_neurons,
                    (unsigned long long)st->ahead_used, (unsigned long long)st->ahead_reads);
-        if (!sp->lookahead || m->hp.n_expert) CHECK(st->ahead_neurons == 0 && st->ahead_used == 0);
+        if (!sp->lookahead) CHECK(st->ahead_neurons == 0 && st->ahead_used == 0 && st->router_guesses == 0);
+        /* a mixture guesses each next layer's first expert once per layer step but the last */
+        if (sp->lookahead && m->hp.n_expert)
+            CHECKF(st->router_guesses == (uint64_t)(N_DECODE * (m->hp.n_layer - 1)) &&
+                       st->router_hits <= st->router_guesses,
+                   "%s: %llu guesses, %llu right", sp->label, (unsigned long long)st->router_guesses,
+                   (unsigned long long)st->router_hits);
+        if (sp->lookahead && m->hp.n_expert && getenv("PI_TEST_VERBOSE"))
+            fprintf(stderr, "%s, %s: next layer's expert guessed right %llu of %llu\n", what, sp->label,
+                    (unsigned long long)st->router_hits, (unsigned long long)st->router_guesses);
         if (sp->budget) CHECK(pi_budget_used(&off->budget) <= sp->budget);
         if (getenv("PI_TEST_VERBOSE"))
             fprintf(stderr, "%s, %s: resident %llu hits %llu misses %llu reads %llu merged %llu waves %llu\n", what,

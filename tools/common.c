@@ -465,6 +465,10 @@ void app_print_offload(const app *a, FILE *f) {
                 (double)st.neurons_ahead / t, (double)st.reads_ahead / t, (double)st.ahead_used / t,
                 100.0 * (double)st.ahead_used / (double)st.neurons_ahead,
                 st.neurons_read ? 100.0 * (double)st.ahead_used / (double)st.neurons_read : 0.0);
+    if (st.router_guesses)
+        fprintf(f, "experts: the next layer's first expert, guessed from this layer's residual, was chosen in %.1f%% "
+                   "of %llu guesses\n",
+                100.0 * (double)st.router_hits / (double)st.router_guesses, (unsigned long long)st.router_guesses);
     if (st.prompt_bytes_read) fprintf(f, "prompt: %.1f MB of FFN streamed\n", (double)st.prompt_bytes_read * 1e-6);
 }
 

@@ -197,6 +197,8 @@ pi_status pi_session_stats(const pi_session *s, pi_token_stats *out) {
         out->neurons_ahead = o->ahead_neurons;
         out->ahead_used = o->ahead_used;
         out->reads_ahead = o->ahead_reads;
+        out->router_guesses = o->router_guesses;
+        out->router_hits = o->router_hits;
     }
     return PI_OK;
 }

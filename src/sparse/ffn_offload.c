@@ -121,25 +121,24 @@ static int32_t la_run_of(const pi_read_batch *a, int64_t i) {
     return lo < a->n && a->neuron[lo] == i ? a->run_of[lo] : -1;
 }
 
-/* Lookahead for layer jl, called while layer jl - 1 computes: its
-   predictor on the residual normed with jl's FFN norm, and a read for each
-   predicted neuron (and each of the sparse FFN's fixed prefix) that is
-   neither resident nor cached, into slots allocated now; they stay pinned
-   until jl is done with them. Neighbours merge as in the step's own reads. A full
-   queue skips the lookahead: it never changes what jl computes, only when
-   its rows are read. */
-static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t jl) {
+/* Lookahead for the unit the next step computes (nx: layer il's expert
+   x, input in), called while this step computes: its predictor on in, and
+   a read for each predicted neuron (and each of the sparse FFN's fixed
+   prefix) that is neither resident nor cached, into slots allocated now in
+   the other set; they stay pinned until that unit is done with them.
+   Neighbours merge as in the step's own reads. A full queue skips the
+   lookahead: it never changes what the unit computes, only when its rows
+   are read. */
+static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, const pi_la_target *nx) {
     const pi_lm *m = s->m;
-    const pi_layer *l = &m->layers[jl];
-    const int64_t E = m->hp.n_embd, F = m->hp.n_ff, H = o->hot[jl];
-    const int set = (int)(jl & 1);
+    const int64_t F = m->hp.n_ff, jl = pi_ffn_unit(&m->hp, nx->il, nx->x), H = o->hot[jl];
+    const int set = o->la_turn ^ 1;
     pi_read_batch *a = &o->la[set];
-    if (a->layer >= 0) return PI_OK; /* still in use (cannot happen in layer order) */
-    pi_rmsnorm(o->la_x, s->x, l->ffn_norm.data, E, m->hp.rms_eps);
+    if (a->layer >= 0) return PI_OK; /* still in use (cannot happen: the step finished it) */
     pi_state_input_changed(s);
-    pi_sparse_logits(s, jl, 0, o->la_x, o->la_u, o->la_z);
+    pi_sparse_logits(s, nx->il, nx->x, nx->in, o->la_u, o->la_z);
     pi_state_input_changed(s);
-    const float thr = pi_sparse_threshold(m, jl, 0);
+    const float thr = pi_sparse_threshold(m, nx->il, nx->x);
     int64_t n = 0;
     for (int64_t i = H; i < F; i++) {
         if ((i >= f->hot && o->la_z[i] < thr) || pi_ncache_contains(o->cache, jl, i)) continue;
@@ -166,7 +165,8 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, in
    is cached, read the misses, compute the resident and cached neurons while
    the reads run, then each read's neurons as it completes, then the wave's
    chunk partials. The result equals ffn_sparse's bit for bit. */
-static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il, int64_t x, float *out) {
+static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il, int64_t x, float *out,
+                             const pi_la_target *next) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t u = pi_ffn_unit(hp, il, x), E = hp->n_embd, Hres = o->hot[u];
     const pi_weight *hw = &o->hot_w[3 * u];
@@ -179,9 +179,9 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     pi_sparse_job cj = pi_sparse_input(f, s, 0);
     const int64_t q = n > 0 ? (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS : 1, n_chunks = (n + q - 1) / q;
     pi_sparse_down dj = {f, E, s->k->axpy[f->types.down]};
-    /* this layer's lookahead set (reads issued by the layer before); any
-       other set still in use is completed first (never, in layer order) */
-    pi_read_batch *la = &o->la[u & 1], *la_next = &o->la[(u + 1) & 1];
+    /* this step's lookahead set (reads issued by the step before, for this
+       unit or a guess that missed); the other set is completed first */
+    pi_read_batch *la = &o->la[o->la_turn], *la_next = &o->la[o->la_turn ^ 1];
     pi_status err = PI_OK;
     if (la->layer >= 0 && la->layer != u) err = la_finish(o, la);
     if (!err && la_next->layer >= 0) err = la_finish(o, la_next);
@@ -247,10 +247,9 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
             o->st.io_busy_ns += t_issue - o->la_gap_from;
             o->la_gap_from = 0;
         }
-        /* the next layer's likely misses go out behind this layer's, when
-           this layer is one wave */
-        if (!err && o->lookahead && c0 == 0 && c1 == n_chunks && il + 1 < hp->n_layer)
-            err = la_issue(f, o, s, il + 1);
+        /* the next unit's likely misses go out behind this one's, when this
+           unit is one wave */
+        if (!err && next && c0 == 0 && c1 == n_chunks) err = la_issue(f, o, s, next);
         pi_sparse_compute_list(&cj, o->ready, n_ready);
         const bool had_pend = n_pend > 0;
         for (int64_t done = 0; !err && (done < n_runs || n_pend > 0);) {
@@ -287,7 +286,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         }
         pi_pool_reduce_f32_chunks(s->pool, n, q, c0, c1, pi_sparse_down_chunk, &dj, E, s->reduce_scratch);
         pi_ncache_next_epoch(o->cache);
-        if (la_next->layer == u + 1) { /* its reads may still be in flight: keep their slots */
+        if (la_next->layer >= 0) { /* its reads may still be in flight: keep their slots */
             for (int64_t k2 = 0; k2 < la_next->n; k2++) pi_ncache_pin(o->cache, la_next->slot[k2]);
             if (la_next->done < la_next->runs) o->la_gap_from = pi_time_ns();
         }
@@ -296,6 +295,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     }
     pi_pool_reduce_f32_sum(s->pool, n, q, out, E, s->reduce_scratch);
     pi_sparse_count_list(f, il, n);
+    o->la_turn ^= 1; /* the set issued for the next step is its own */
     o->st.ffn_ns += pi_time_ns() - t0;
     return PI_OK;
 }
@@ -452,27 +452,74 @@ static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *o
     return PI_OK;
 }
 
+/* Layer il + 1's lookahead target, guessed from this layer's residual
+   normed with il + 1's FFN norm: a dense layer, or the expert its router
+   ranks first there (Deja Vu's observation: consecutive layers' inputs are
+   close). NULL when there is no next layer or no lookahead. */
+static const pi_la_target *guess_next(pi_offload *o, pi_state *s, int64_t il, pi_la_target *t) {
+    const pi_lm *m = s->m;
+    if (!o->lookahead || il + 1 >= m->hp.n_layer) return NULL;
+    const pi_layer *l1 = &m->layers[il + 1];
+    pi_rmsnorm(o->la_x, s->x, l1->ffn_norm.data, m->hp.n_embd, m->hp.rms_eps);
+    *t = (pi_la_target){il + 1, 0, o->la_x};
+    if (m->hp.n_expert) {
+        pi_state_input_changed(s);
+        pi_state_matmul(s, &l1->ffn_gate_inp, 0, m->hp.n_expert, o->la_x, m->hp.n_embd, 1, s->router, m->hp.n_expert);
+        pi_state_input_changed(s);
+        for (int64_t x = 1; x < m->hp.n_expert; x++)
+            if (s->router[x] > s->router[t->x]) t->x = x;
+        o->la_guess = t->x;
+    }
+    return t;
+}
+
 /* A mixture's token on the sparse path: routed as in memory, each chosen
    expert through ffn_offload, mixed in routing order (ffn_sparse's
-   arithmetic). */
+   arithmetic). The experts' reads go out as early as their selection is
+   known: while one expert computes, the next chosen expert's predicted
+   misses are read (its input is this layer's, so the prediction is its
+   own), and while the last computes, those of the expert the next layer's
+   router is guessed to rank first. The guessed expert, when chosen, runs
+   first. */
 static pi_status moe_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il) {
     const pi_hparams *hp = &s->m->hp;
     const pi_layer *l = &s->m->layers[il];
     const int64_t E = hp->n_embd;
-    int64_t chosen[PI_MOE_MAX_USED];
+    int64_t chosen[PI_MOE_MAX_USED], ord[PI_MOE_MAX_USED];
     float w[PI_MOE_MAX_USED];
     const int64_t K = pi_moe_route(s, l, s->xb, chosen, w);
     pi_sparse_stats *st = &f->stats[il];
     st->bytes += l->ffn_gate_inp.row_bytes * (uint64_t)hp->n_expert;
+    for (int64_t k = 0; k < K; k++) ord[k] = k;
+    if (o->la_guess >= 0) { /* a guess made by the layer before */
+        o->st.router_guesses++;
+        for (int64_t k = 0; k < K; k++)
+            if (chosen[k] == o->la_guess) {
+                o->st.router_hits++;
+                ord[k] = 0;
+                ord[0] = k;
+            }
+    }
+    o->la_guess = -1;
+    float *eo = o->stream_acc + 2 * PI_MAX_BATCH * E; /* (K, E): each chosen expert's output */
     const uint64_t tokens = st->tokens;
-    memset(s->moe_out, 0, (size_t)E * sizeof(float));
-    for (int64_t k = 0; k < K; k++) {
-        pi_status err = ffn_offload(f, o, s, il, chosen[k], s->moe_out + E);
+    for (int64_t j = 0; j < K; j++) {
+        pi_la_target t;
+        const pi_la_target *next = NULL;
+        if (j + 1 < K && o->lookahead) {
+            t = (pi_la_target){il, chosen[ord[j + 1]], s->xb};
+            next = &t;
+        } else if (j + 1 == K) {
+            next = guess_next(o, s, il, &t);
+        }
+        pi_status err = ffn_offload(f, o, s, il, chosen[ord[j]], eo + ord[j] * E, next);
         if (err) return err;
-        for (int64_t i = 0; i < E; i++) s->moe_out[i] += w[k] * s->moe_out[E + i];
     }
     st->tokens = tokens + 1; /* the experts' lists are one token's */
-    memcpy(s->xb2, s->moe_out, (size_t)E * sizeof(float));
+    float *mix = s->xb2;
+    memset(mix, 0, (size_t)E * sizeof *mix);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t i = 0; i < E; i++) mix[i] += w[k] * eo[k * E + i];
     return PI_OK;
 }
 
@@ -480,7 +527,8 @@ static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
     offload_ffn *x = impl;
     if (!x->sp) return ffn_stream(x->off, s, il, 1);
     if (s->m->hp.n_expert) return moe_offload(x->sp, x->off, s, il);
-    return ffn_offload(x->sp, x->off, s, il, 0, s->xb2);
+    pi_la_target t;
+    return ffn_offload(x->sp, x->off, s, il, 0, s->xb2, guess_next(x->off, s, il, &t));
 }
 
 static pi_status offload_batch(void *impl, pi_state *s, int64_t il, int64_t nb) {

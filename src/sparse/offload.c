@@ -350,7 +350,8 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     const bool rd_ok = batch_alloc(&o->rd, F);
     o->tags = malloc((size_t)F * sizeof *o->tags);
     o->la[0].layer = o->la[1].layer = -1;
-    o->lookahead = opt->lookahead && m->has_predictor && !hp->n_expert; /* dense layers only */
+    o->lookahead = opt->lookahead && m->has_predictor;
+    o->la_guess = -1;
     if (o->lookahead) {
         const int64_t rank = max_rank(m);
         o->la_x = malloc((size_t)E * sizeof *o->la_x);

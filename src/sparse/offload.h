@@ -64,6 +64,9 @@ typedef struct pi_offload_stats {
     uint64_t ahead_neurons;  /* read ahead */
     uint64_t ahead_used;     /* of them, selected by the next layer (also counted in misses) */
     uint64_t ahead_reads;    /* reads issued ahead (also counted in reads) */
+    /* a mixture: the next layer's expert guessed from this layer's residual */
+    uint64_t router_guesses; /* guesses made */
+    uint64_t router_hits;    /* of them, the guessed expert was among those the router chose */
 } pi_offload_stats;
 
 /* Bundles read into cache slots in one go, neighbours merged into one read
@@ -126,8 +129,19 @@ typedef struct pi_offload {
     int64_t *pend;               /* (n_ff) list entries waiting for a lookahead read */
     int32_t *pend_run;           /* (n_ff) which */
     uint64_t la_gap_from;        /* a lookahead was in flight when the last layer's own reads ended */
+    int la_turn;                 /* the set the current step may find its reads in; the other is the
+                                    next step's */
+    int64_t la_guess;            /* a mixture: the expert the next layer's router was guessed to rank
+                                    first (its set is in flight), or -1 */
     pi_offload_stats st;
 } pi_offload;
+
+/* What a lookahead reads for: layer il's expert x (0: a dense layer),
+   predicted from the normed input in (n_embd floats). */
+typedef struct pi_la_target {
+    int64_t il, x;
+    const float *in;
+} pi_la_target;
 
 /* What a budget must hold for m (a bundle file loaded with
    PI_LOAD_FFN_ON_FLASH) at n_ctx: the figures pi_offload_load charges.
