@@ -355,6 +355,41 @@ static bool moe_with_predictors(const char *src, const char *dst) {
     return ok;
 }
 
+/* A copy of a mixture's bundle file with activation counts per expert
+   (blk.N.ffn_act_count [n_ff * n_expert], descending in each expert): expert
+   x of every layer counted in proportion to n_expert - x. */
+static bool add_counts(const char *src, const char *dst, int64_t L, int64_t X, int64_t F) {
+    pi_gguf *g;
+    if (pi_gguf_open(src, &g)) return false;
+    pi_gguf_writer *w;
+    pi_status st = pi_gguf_writer_create(dst, false, &w);
+    for (int64_t i = 0; !st && i < pi_gguf_n_kv(g); i++) st = pi_gguf_set_kv(w, pi_gguf_kv_at(g, i));
+    if (!st) st = pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, 100000);
+    for (int64_t i = 0; !st && i < pi_gguf_n_tensors(g); i++) {
+        const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
+        char nm[96];
+        snprintf(nm, sizeof nm, "%.*s", (int)t->name.len, t->name.data);
+        st = pi_gguf_add_tensor(w, nm, (pi_type)t->type, t->n_dims, t->ne);
+    }
+    for (int64_t il = 0; !st && il < L; il++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)il);
+        const int64_t ne[1] = {F * X};
+        st = pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, ne);
+    }
+    if (!st) st = pi_gguf_writer_begin_data(w);
+    for (int64_t i = 0; !st && i < pi_gguf_n_tensors(g); i++)
+        st = pi_gguf_write_data(w, pi_gguf_tensor_at(g, i)->data, pi_gguf_tensor_at(g, i)->nbytes);
+    int32_t *c = malloc((size_t)(F * X) * sizeof *c);
+    for (int64_t x = 0; c && x < X; x++)
+        for (int64_t i = 0; i < F; i++) c[x * F + i] = (int32_t)((X - x) * 20000 / (i + 4));
+    for (int64_t il = 0; !st && il < L; il++) st = c ? pi_gguf_write_data(w, c, (size_t)(F * X) * 4) : PI_ERR_NOMEM;
+    free(c);
+    st = pi_gguf_writer_finish(w, st);
+    pi_gguf_close(g);
+    return st == PI_OK;
+}
+
 int main(void) {
     char plain[256], bundle[256], packed[256];
     t_tmp_path(plain, sizeof plain, "offload.gguf");
@@ -390,6 +425,24 @@ int main(void) {
         CHECKF(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK, "%s", pi_last_error());
         check_file(bundle, "moe relu f32");
         check_api(bundle, "moe relu f32");
+        /* with counts per expert, the default split gives a popular expert a
+           longer resident prefix than a rare one, and the output is the same */
+        CHECK(add_counts(bundle, packed, 6, 4, 256));
+        pi_offload_opts oo = {.mem_budget = 14u << 20, .n_ctx = 64};
+        pi_lm *om = NULL;
+        pi_offload *off = NULL;
+        CHECKF(pi_offload_load(packed, &oo, &om, &off) == PI_OK, "%s", pi_last_error());
+        if (off) {
+            int64_t sum = 0;
+            for (int64_t u = 0; u < 24; u++) sum += off->hot[u];
+            fprintf(stderr, "moe with counts at 14 MiB: hot prefixes of layer 0's experts %lld %lld %lld %lld (%lld in all)\n",
+                    (long long)off->hot[0], (long long)off->hot[1], (long long)off->hot[2], (long long)off->hot[3],
+                    (long long)sum);
+            CHECK(sum > 0 && off->hot[0] > off->hot[3] && off->hot[4] == off->hot[0] && off->hot[3] < 256);
+        }
+        pi_offload_free(off);
+        pi_lm_free(om);
+        check_file(packed, "moe relu f32, counts");
     }
     unlink(plain);
     unlink(bundle);

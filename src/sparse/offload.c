@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/mapfile.h"
 #include "ffn_sparse.h"
+#include "gguf/names.h"
 #include "model/session.h"
 
 #include <stdio.h>
@@ -175,6 +176,47 @@ void pi_offload_free(pi_offload *o) {
     free(o);
 }
 
+/* A mixture's activation counts per unit (blk.N.ffn_act_count, I32
+   [n_ff * n_expert], tokens in which each expert's neuron fired: routing
+   popularity times the neuron's own frequency), or NULL when the file has
+   none for some layer. Owned by the caller. */
+static int32_t *unit_counts(const pi_lm *m) {
+    const int64_t L = m->hp.n_layer, XF = m->hp.n_ff * m->hp.n_expert;
+    int32_t *c = m->hp.n_expert ? malloc((size_t)(L * XF) * sizeof *c) : NULL;
+    for (int64_t il = 0; c && il < L; il++) {
+        char nm[PI_NAME_MAX];
+        snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)il);
+        const pi_gguf_tensor *t = pi_gguf_find_tensor(m->gguf, nm);
+        if (!t || t->type != PI_TYPE_I32 || t->nbytes != (uint64_t)XF * 4) {
+            free(c);
+            return NULL;
+        }
+        memcpy(c + il * XF, t->data, (size_t)XF * 4);
+    }
+    return c;
+}
+
+/* Spread n_hot resident neurons over a mixture's units by their counts: the
+   most frequently active neurons of the whole model, as prefixes (each
+   expert's neurons in its hotness order, as convert or gen-model stored
+   them): hot[u] = the neurons of u counted at least c, for the smallest c
+   that fits. A popular expert gets a longer prefix than a rare one. */
+static void hot_by_counts(const int32_t *counts, int64_t U, int64_t F, int64_t n_hot, int64_t *hot) {
+    int64_t lo = 0, hi = INT32_MAX; /* the answer c lies in [lo, hi]: count(>= hi) fits */
+    while (lo < hi) {
+        const int64_t c = lo + (hi - lo) / 2;
+        int64_t n = 0;
+        for (int64_t i = 0; i < U * F; i++) n += counts[i] >= c && counts[i] > 0;
+        if (n <= n_hot) hi = c;
+        else lo = c + 1;
+    }
+    for (int64_t u = 0; u < U; u++) {
+        int64_t h = 0;
+        while (h < F && counts[u * F + h] >= lo && counts[u * F + h] > 0) h++;
+        hot[u] = h - h % 32 > 0 ? h - h % 32 : 0;
+    }
+}
+
 static void *aligned(size_t align, size_t bytes) {
     void *p = NULL;
     return posix_memalign(&p, align < 64 ? 64 : align, bytes ? bytes : align) ? NULL : p;
@@ -308,8 +350,14 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         if (cold < min_cold) cold = min_cold;
         int64_t H = cold < left ? (int64_t)((left - cold) / ((uint64_t)L * (bundle_mem + 3 * 64))) : 0;
         H = H > F ? F : H;
-        H -= H % 32;
-        for (int64_t il = 0; il < L; il++) o->hot[il] = H;
+        int32_t *counts = H < F ? unit_counts(m) : NULL;
+        if (counts) {
+            hot_by_counts(counts, L, F, H * L, o->hot);
+        } else {
+            H -= H % 32;
+            for (int64_t il = 0; il < L; il++) o->hot[il] = H;
+        }
+        free(counts);
     }
     size_t hot_bytes = 0;
     for (int64_t il = 0; il < L; il++)

@@ -16,7 +16,11 @@
  * A mixture of experts is held per FFN unit (model.h: one expert of one
  * layer): every table below indexed by layer (hot prefixes, cache tags,
  * file offsets, n_layer itself) is indexed by unit, so each expert has its
- * own resident prefix and shares the one neuron cache. Decoding routes a
+ * own resident prefix and shares the one neuron cache (by default a file
+ * with per-expert activation counts gives each expert the prefix its
+ * counts earn: routing popularity times neuron frequency, the model's most
+ * frequent neurons resident; without counts every expert gets the same
+ * length). Decoding routes a
  * token and runs each chosen expert's neurons as a dense layer's; prompts
  * stream each expert that some token of the batch chose. The next layer's
  * lookahead is for dense layers only.
