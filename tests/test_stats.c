@@ -4,7 +4,8 @@
  *    drelu-stories through a session and the observer gives the per-layer
  *    figures the models' README reports (mean fraction active per token
  *    within 0.01, fraction of neurons covering 80% within 0.02);
- *  - a MoE model is refused; the observer counts |act| > threshold;
+ *  - a MoE model counts per expert (unit), tokens once per token, and its
+ *    file keeps the expert keys; the observer counts |act| > threshold;
  *  - save -> load gives back the same statistics; malformed files (wrong
  *    n_ff, missing layer, wrong type, truncated, counts above the token
  *    count, ...) give clean errors naming the fault;
@@ -90,15 +91,46 @@ done:
     free(windows);
 }
 
-static void test_moe_refused(void) {
-    char mp[512];
+/* A mixture: one unit per layer and expert, a count per token routed to the
+   expert in which the neuron fired; tokens counted once however many
+   experts a token visits; saved and loaded with the expert keys. */
+static void test_moe(void) {
+    char mp[512], path[256];
     if (!t_fixture(mp, sizeof mp, "relu/moe-relu-stories.gguf")) return;
     pi_lm *m = NULL;
-    pi_stats *st = NULL;
+    pi_stats *st = NULL, *back = NULL;
+    pi_state *s = NULL;
     CHECK(pi_lm_load(mp, PI_MAP_FILE, &m) == PI_OK);
     if (!m) return;
-    CHECK(pi_stats_for_model(m, 0.0f, &st) == PI_ERR_UNSUPPORTED && !st);
-    CHECKF(strstr(pi_last_error(), "mixture-of-experts"), "message: %s", pi_last_error());
+    CHECK(pi_stats_for_model(m, 0.0f, &st) == PI_OK && st && st->n_layer == 24 && st->n_expert == 4 &&
+          st->n_expert_used == 2);
+    CHECK(pi_state_create(m, 64, 1, &s) == PI_OK);
+    if (!st || !s) goto done;
+    pi_state_set_observer(s, pi_stats_observe, st);
+    int32_t toks[48];
+    for (int i = 0; i < 48; i++) toks[i] = (int32_t)((i * 53 + 7) % 512);
+    CHECK(pi_state_decode(s, toks, 40) == PI_OK);
+    for (int i = 40; i < 48; i++) CHECK(pi_state_decode(s, &toks[i], 1) == PI_OK);
+    pi_state_set_observer(s, NULL, NULL);
+    CHECK(st->tokens == 48);
+    for (int il = 0; il < 6; il++) {
+        int64_t routed = 0, mx = 0;
+        for (int x = 0; x < 4; x++) {
+            routed += st->seen[il * 4 + x];
+            for (int64_t i = 0; i < 256; i++) mx = st->counts[(il * 4 + x) * 256 + i] > mx ? st->counts[(il * 4 + x) * 256 + i] : mx;
+        }
+        CHECKF(routed == 2 * 48 && mx > 0 && mx <= 48, "layer %d: %lld expert visits, most active neuron %lld", il,
+               (long long)routed, (long long)mx);
+    }
+    t_tmp_path(path, sizeof path, "stats-moe.gguf");
+    CHECK(pi_stats_save(st, path) == PI_OK && pi_stats_load(path, &back) == PI_OK && back);
+    if (back) CHECK(back->n_layer == 24 && back->n_expert == 4 && back->n_expert_used == 2 && back->tokens == 48 &&
+                    !memcmp(back->counts, st->counts, 24 * 256 * sizeof *st->counts));
+    unlink(path);
+done:
+    pi_stats_free(st);
+    pi_stats_free(back);
+    pi_state_free(s);
     pi_lm_free(m);
 }
 
@@ -525,10 +557,13 @@ static void test_cli(void) {
     CHECK(t_sh(cmd) == 0 && t_file_has(out, "seed 7"));
     CHECK(pi_stats_load(stats, &st) == PI_OK && st && st->tokens == n_gen);
     pi_stats_free(st);
-    /* MoE refused; bad options exit 2 */
+    /* a mixture: per expert; bad options exit 2 */
     if (t_fixture(mp, sizeof mp, "relu/moe-relu-stories.gguf")) {
-        snprintf(cmd, sizeof cmd, "%s %s profile -m %s --tokens 10 -o %s >%s 2>%s", runner, bin, mp, stats, out, err);
-        CHECK(t_sh(cmd) == 1 && t_file_has(err, "mixture-of-experts"));
+        snprintf(cmd, sizeof cmd, "%s %s profile -m %s --tokens 40 --seed 3 -o %s >%s 2>%s", runner, bin, mp, stats, out,
+                 err);
+        CHECK(t_sh(cmd) == 0);
+        CHECK(pi_stats_load(stats, &st) == PI_OK && st && st->tokens == 40 && st->n_expert == 4 && st->n_layer == 24);
+        pi_stats_free(st);
     }
     snprintf(cmd, sizeof cmd, "%s %s profile -m x --threshold -1 -o %s >%s 2>%s", runner, bin, stats, out, err);
     CHECK(t_sh(cmd) == 2 && t_file_has(err, "--threshold"));
@@ -638,7 +673,7 @@ int main(void) {
     test_hist();
     test_queries();
     test_malformed();
-    test_moe_refused();
+    test_moe();
     pi_stats *relu = NULL;
     test_golden("relu-stories", relu_mean, relu_cov, &relu);
     test_golden("drelu-stories", drelu_mean, drelu_cov, NULL);

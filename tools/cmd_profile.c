@@ -374,7 +374,10 @@ int cmd_profile(int argc, char **argv) {
     if (pi_model_lm(a.m)->has_predictor) { /* the predictors' logits, for choosing thresholds (convert --recall) */
         const pi_lm *lm = pi_model_lm(a.m);
         int64_t rank = 1;
-        for (int64_t l = 0; l < hp->n_layer; l++) rank = lm->layers[l].fc1.ne[1] > rank ? lm->layers[l].fc1.ne[1] : rank;
+        for (int64_t l = 0; l < hp->n_layer; l++) {
+            const pi_weight *fc1 = hp->n_expert ? &lm->layers[l].fc1_exps : &lm->layers[l].fc1;
+            rank = fc1->ne[1] > rank ? fc1->ne[1] : rank;
+        }
         if (pi_predictor_from_model(lm, &obs.pred) || pi_stats_enable_hist(st) ||
             !(obs.h = malloc((size_t)rank * sizeof *obs.h)) || !(obs.z = malloc((size_t)hp->n_ff * sizeof *obs.z))) {
             fprintf(stderr, "pinfer: %s: the predictors' histograms: %s\n", cmd, pi_last_error());

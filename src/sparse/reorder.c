@@ -101,6 +101,15 @@ static int64_t old_of(const rewriter *r, int layer, int64_t k) {
     return r->perm ? r->perm[(int64_t)layer * r->m->hp.n_ff + k] : k;
 }
 
+/* A layer's experts (1 for a dense layer): its neuron-indexed tensors hold
+   that many blocks of n_ff, block x permuted by unit layer * X + x. */
+static int64_t experts_of(const rewriter *r) { return r->m->hp.n_expert ? r->m->hp.n_expert : 1; }
+
+/* The old row (in the layer's stacked blocks) at new row x n_ff + k. */
+static int64_t old_row(const rewriter *r, int layer, int64_t x, int64_t k) {
+    return x * r->m->hp.n_ff + old_of(r, (int)(layer * experts_of(r) + x), k);
+}
+
 /* Plan a tensor the input does not have, named by fmt (one %d: the layer). */
 PI_PRINTF(7, 8)
 static void new_tensor(rewriter *r, how h, int layer, pi_type type, int64_t ne0, int64_t ne1, const char *fmt, ...) {
@@ -164,9 +173,12 @@ static pi_status check_input(rewriter *r, uint32_t align) {
                 return pi_error(PI_ERR_UNSUPPORTED, "%s: layer %lld has no ffn_down (only pinfer's ffn_down_t), "
                                 "which llama.cpp needs", r->in_path, (long long)il);
     }
-    if (hp->n_expert && r->st)
-        return pi_error(PI_ERR_UNSUPPORTED, "%s: reordering a mixture's experts by activation statistics is not "
-                        "supported: bundle it in its own order (convert --bundle without --reorder)", r->in_path);
+    if (hp->n_expert && r->st && !r->bundle)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: a mixture's experts are reordered into a bundle file only (convert "
+                        "--reorder STATS --bundle)", r->in_path);
+    if (hp->n_expert && r->recall > 0.0)
+        return pi_error(PI_ERR_UNSUPPORTED, "%s: thresholds for a recall target (--recall) are for dense models; a "
+                        "mixture keeps the thresholds its predictors were trained with", r->in_path);
     if (r->bundle && hp->act == PI_ACT_SILU)
         return pi_error(PI_ERR_UNSUPPORTED,
                         "%s: the FFN activation is SiLU; bundles are for dense ReLU/dReLU FFNs (sparse activations)",
@@ -174,9 +186,12 @@ static pi_status check_input(rewriter *r, uint32_t align) {
     if (!r->bundle && m->bundled)
         return pi_error(PI_ERR_UNSUPPORTED, "%s is a bundle file; reorder with --bundle to write one again", r->in_path);
     if (r->st) {
-        if (r->st->n_layer != hp->n_layer || r->st->n_ff != hp->n_ff)
+        if (r->st->n_expert != hp->n_expert)
+            return pi_error(PI_ERR_INVALID, "statistics are for %lld experts per layer; %s has %lld", (long long)r->st->n_expert,
+                            r->in_path, (long long)hp->n_expert);
+        if (r->st->n_layer != pi_ffn_units(hp) || r->st->n_ff != hp->n_ff)
             return pi_error(PI_ERR_INVALID, "statistics are for %lld layers of %lld neurons; %s has %lld of %lld",
-                            (long long)r->st->n_layer, (long long)r->st->n_ff, r->in_path, (long long)hp->n_layer,
+                            (long long)r->st->n_layer, (long long)r->st->n_ff, r->in_path, (long long)pi_ffn_units(hp),
                             (long long)hp->n_ff);
         if (r->st->tokens > PI_STATS_MAX_TOKENS)
             return pi_error(PI_ERR_UNSUPPORTED, "statistics of %lld tokens do not fit the I32 counts stored with them",
@@ -268,10 +283,11 @@ static void make_plan(rewriter *r) {
     }
     for (int64_t il = 0; r->bundle && il < L; il++)
         if (!r->has_bundle[il]) new_bundle(r, (int)il);
+    const int64_t XF = F * experts_of(r); /* a mixture: the experts' blocks one after the other */
     for (int64_t il = 0; r->perm && il < L; il++)
-        new_tensor(r, T_PERM, (int)il, PI_TYPE_I32, F, 1, PI_TN_FFN_PERM, (int)il);
+        new_tensor(r, T_PERM, (int)il, PI_TYPE_I32, XF, 1, PI_TN_FFN_PERM, (int)il);
     for (int64_t il = 0; r->st && il < L; il++)
-        new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, F, 1, PI_TN_FFN_ACT_COUNT, (int)il);
+        new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, XF, 1, PI_TN_FFN_ACT_COUNT, (int)il);
 }
 
 /* Mark output.weight and token_embd.weight for requantizing as asked. */
@@ -372,9 +388,11 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
     switch (p->how) {
     case T_COPY:
         return pi_gguf_write_data(w, data, p->src->nbytes);
-    case T_ROWS: { /* n_ff rows: new row k is old row perm[k] */
+    case T_ROWS: { /* n_ff rows (per expert): new row k is old row perm[k] */
         const size_t rb = pi_row_size(p->type, p->ne[0]);
-        for (int64_t k = 0; k < F && !rc; k++) rc = pi_gguf_write_data(w, data + (size_t)old_of(r, p->layer, k) * rb, rb);
+        for (int64_t x = 0; x < experts_of(r); x++)
+            for (int64_t k = 0; k < F && !rc; k++)
+                rc = pi_gguf_write_data(w, data + (size_t)old_row(r, p->layer, x, k) * rb, rb);
         return rc;
     }
     case T_COLS: { /* float ffn_down: E rows of F elements, columns permuted */
@@ -398,18 +416,22 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
         snprintf(nm, sizeof nm, PI_TN_FFN_PERM, p->layer);
         const pi_gguf_tensor *old = pi_gguf_find_tensor(m->gguf, nm);
         int32_t *out = (int32_t *)r->buf;
-        for (int64_t k = 0; k < F; k++) {
-            int32_t v = (int32_t)old_of(r, p->layer, k);
-            if (old && old->type == PI_TYPE_I32 && old->ne[0] == F) memcpy(&v, (const uint8_t *)old->data + 4 * (size_t)v, 4);
-            out[k] = v;
-        }
-        return pi_gguf_write_data(w, out, (size_t)F * 4);
+        const int64_t X = experts_of(r);
+        for (int64_t x = 0; x < X; x++) /* a mixture: each expert's original neuron, within the expert */
+            for (int64_t k = 0; k < F; k++) {
+                int32_t v = (int32_t)old_of(r, (int)(p->layer * X + x), k);
+                if (old && old->type == PI_TYPE_I32 && old->ne[0] == F * X)
+                    memcpy(&v, (const uint8_t *)old->data + 4 * (size_t)(x * F + v), 4);
+                out[x * F + k] = v;
+            }
+        return pi_gguf_write_data(w, out, (size_t)(F * X) * 4);
     }
     case T_COUNTS: { /* counts <= tokens <= INT32_MAX (checked) */
         int32_t *out = (int32_t *)r->buf;
-        const int64_t *c = r->st->counts + (int64_t)p->layer * F;
-        for (int64_t k = 0; k < F; k++) out[k] = (int32_t)c[old_of(r, p->layer, k)];
-        return pi_gguf_write_data(w, out, (size_t)F * 4);
+        const int64_t X = experts_of(r), *c = r->st->counts + (int64_t)p->layer * X * F; /* units of the layer */
+        for (int64_t x = 0; x < X; x++)
+            for (int64_t k = 0; k < F; k++) out[x * F + k] = (int32_t)c[x * F + old_of(r, (int)(p->layer * X + x), k)];
+        return pi_gguf_write_data(w, out, (size_t)(F * X) * 4);
     }
     case T_RETYPE: {
         const pi_type from = (pi_type)p->src->type;
@@ -438,7 +460,7 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
         memset(r->buf, 0, b->stride);
         for (int64_t x = 0; x < (moe ? m->hp.n_expert : 1); x++) /* a mixture: its experts in order, unpermuted */
             for (int64_t k = 0; k < F && !rc; k++) {
-                const size_t i = (size_t)(x * F + old_of(r, p->layer, k));
+                const size_t i = (size_t)old_row(r, p->layer, x, k);
                 memcpy(r->buf + b->gate_off, gate + i * gw->row_bytes, b->gate_bytes);
                 memcpy(r->buf + b->up_off, up + i * uw->row_bytes, b->up_bytes);
                 memcpy(r->buf + b->down_off, down + i * b->down_bytes, b->down_bytes);
@@ -467,17 +489,18 @@ pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, cons
     const pi_hparams *hp = &r.m->hp;
     const int64_t L = hp->n_layer, F = hp->n_ff;
     if ((rc = check_input(&r, p->align))) goto done;
-    size_t buf_bytes = (size_t)F * 8;
+    const int64_t U = pi_ffn_units(hp);
+    size_t buf_bytes = (size_t)(F * (hp->n_expert ? hp->n_expert : 1)) * 8;
     if (bundle && r.bl.stride > buf_bytes) buf_bytes = r.bl.stride;
     r.plan = calloc((size_t)(pi_gguf_n_tensors(r.m->gguf) + 3 * L), sizeof *r.plan);
     r.buf = malloc(buf_bytes);
     r.has_bundle = calloc((size_t)L, sizeof *r.has_bundle);
-    if (st) r.perm = malloc((size_t)(L * F) * sizeof *r.perm);
+    if (st) r.perm = malloc((size_t)(U * F) * sizeof *r.perm);
     if (!r.plan || !r.buf || !r.has_bundle || (st && !r.perm)) {
         rc = pi_error(PI_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int64_t il = 0; st && il < L; il++) pi_stats_order(st, il, r.perm + il * F);
+    for (int64_t u = 0; st && u < U; u++) pi_stats_order(st, u, r.perm + u * F); /* per unit: each expert on its own */
     make_plan(&r);
     if ((rc = plan_retype(&r, p))) goto done;
 

@@ -39,8 +39,9 @@ pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *
    pi_reorder_write orders them (permutation, predictor rows and statistics
    stored the same way); with st NULL the input's order is kept. The down part
    is the input's ffn_down_t row, or the row pi_lm_make_down_t would make.
-   A mixture of experts is bundled expert after expert, in its own order
-   (with st: PI_ERR_UNSUPPORTED). Refused: SiLU models
+   A mixture of experts is bundled expert after expert, each expert ordered
+   by its own counts when st holds statistics per expert (pinfer profile of
+   the mixture); pi_reorder_write refuses mixtures. Refused: SiLU models
    (PI_ERR_UNSUPPORTED), layers whose FFN types differ, an align out of
    range (PI_ERR_INVALID). A bundle file as input is rewritten (e.g. with
    another align). */

@@ -73,13 +73,12 @@ pi_status pi_stats_create(int64_t n_layer, int64_t n_ff, float threshold, const 
 }
 
 pi_status pi_stats_for_model(const pi_lm *m, float threshold, pi_stats **out) {
-    *out = NULL;
-    if (m->hp.n_expert > 0)
-        return pi_error(PI_ERR_UNSUPPORTED,
-                        "%s: a mixture-of-experts model (%lld experts): profiling counts dense FFN neurons only, "
-                        "per-expert statistics are not implemented yet",
-                        m->path, (long long)m->hp.n_expert);
-    return pi_stats_create(m->hp.n_layer, m->hp.n_ff, threshold, m->path, out);
+    pi_status s = pi_stats_create(pi_ffn_units(&m->hp), m->hp.n_ff, threshold, m->path, out);
+    if (!s && m->hp.n_expert) {
+        (*out)->n_expert = m->hp.n_expert;
+        (*out)->n_expert_used = m->hp.n_expert_used < PI_MOE_MAX_USED ? m->hp.n_expert_used : PI_MOE_MAX_USED;
+    }
+    return s;
 }
 
 void pi_stats_free(pi_stats *st) {
@@ -160,7 +159,9 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
     const float thr = st->threshold;
     /* branch-free so the compiler vectorises it; NaN compares false: inactive */
     for (int64_t i = 0; i < F; i++) c[i] += fabsf(act[i]) > thr;
-    if (layer == 0) st->tokens++;
+    if (!st->n_expert && layer == 0) st->tokens++;
+    if (st->n_expert && layer < st->n_expert) /* every token visits n_expert_used of layer 0's experts */
+        st->tokens = ++st->calls0 / st->n_expert_used;
 
     /* temporal reuse: how far back each active neuron was last active */
     const int64_t t = st->seen[layer]++;
@@ -250,6 +251,8 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (!s) s = pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, (uint64_t)st->tokens);
     if (!s) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_LAYER, (uint32_t)st->n_layer);
     if (!s) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_FF, (uint32_t)st->n_ff);
+    if (!s && st->n_expert) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_EXPERT, (uint32_t)st->n_expert);
+    if (!s && st->n_expert) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_EXPERT_USED, (uint32_t)st->n_expert_used);
     if (!s) s = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, st->threshold);
     if (!s) s = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, st->model);
     if (!s) s = pi_stats_set_reuse(st, w);
@@ -291,6 +294,14 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
         (s = get_int(g, path, PI_KEY_STATS_N_FF, 1, INT32_MAX, &n_ff)) ||
         (s = get_int(g, path, PI_KEY_STATS_TOKENS, 0, PI_STATS_MAX_TOKENS, &tokens)))
         return s;
+    int64_t n_expert = 0, n_used = 0;
+    if ((s = pi_gguf_get_i64_range(g, PI_KEY_STATS_N_EXPERT, 2, 4096, &n_expert)) && s != PI_ERR_NOT_FOUND)
+        return pi_error_prefix(s, "%s", path);
+    if (n_expert && (s = get_int(g, path, PI_KEY_STATS_N_EXPERT_USED, 1, n_expert < PI_MOE_MAX_USED ? n_expert : PI_MOE_MAX_USED, &n_used)))
+        return s;
+    if (n_expert && n_layer % n_expert)
+        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld is not a multiple of %s = %lld", path, PI_KEY_STATS_N_LAYER,
+                        (long long)n_layer, PI_KEY_STATS_N_EXPERT, (long long)n_expert);
     s = pi_gguf_get_f32(g, PI_KEY_STATS_THRESHOLD, &thr);
     if (s == PI_ERR_NOT_FOUND) return pi_error(s, "%s: missing key '%s'", path, PI_KEY_STATS_THRESHOLD);
     if (s) return pi_error_prefix(s, "%s", path);
@@ -336,6 +347,8 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
     free(mname);
     if (s) return pi_error_prefix(s, "%s", path);
     st->tokens = tokens;
+    st->n_expert = n_expert;
+    st->n_expert_used = n_used;
     for (int64_t l = 0; l < n_layer; l++) {
         snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
         const uint8_t *p = pi_gguf_find_tensor(g, name)->data;

@@ -19,6 +19,12 @@
  *   pinfer.stats.n_ff       u32
  *   pinfer.stats.threshold  f32
  *   pinfer.stats.model      str  the model profiled (its path as given)
+ *   pinfer.stats.n_expert   u32, optional: a mixture of experts; then the
+ *                           "layers" are its units, layer l / n_expert's
+ *                           expert l % n_expert, and a count is the tokens
+ *                           routed to the expert in which the neuron fired
+ *                           (popularity times frequency; tokens counts all)
+ *   pinfer.stats.n_expert_used u32, with it
  *   blk.N.act_count         I32 [n_ff], N = 0..n_layer-1: tokens in which
  *                           neuron i of layer N was active
  *   pinfer.stats.reuse      f32[n_layer * 8], optional: element l*8 + k-1 is
@@ -68,8 +74,10 @@
 
 
 typedef struct pi_stats {
-    int64_t n_layer;
+    int64_t n_layer;  /* FFN units (model.h): layers, or a mixture's layers x experts */
     int64_t n_ff;
+    int64_t n_expert, n_expert_used; /* a mixture: unit l is layer l / n_expert's expert l % n_expert; 0: dense */
+    int64_t calls0;   /* a mixture: observer calls for layer 0's experts (n_expert_used per token) */
     int64_t tokens;   /* tokens observed */
     float threshold;  /* active: |act| > threshold */
     char *model;      /* owned, NUL-terminated: the model profiled ("" when unknown) */
@@ -102,9 +110,8 @@ float pi_stats_default_threshold(pi_ffn_act act);
    a threshold that is negative or not finite; PI_ERR_NOMEM. */
 pi_status pi_stats_create(int64_t n_layer, int64_t n_ff, float threshold, const char *model, pi_stats **out);
 
-/* Empty statistics shaped for a model, naming it by its path.
-   PI_ERR_UNSUPPORTED for a mixture-of-experts model: the session's observer
-   reports dense FFN layers only. */
+/* Empty statistics shaped for a model, naming it by its path: one unit per
+   layer, or per layer and expert. */
 pi_status pi_stats_for_model(const pi_lm *m, float threshold, pi_stats **out);
 
 void pi_stats_free(pi_stats *st); /* accepts NULL */
