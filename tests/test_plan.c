@@ -169,6 +169,45 @@ static void test_cost_and_solver(void) {
     pi_mprofile_free(mp);
 }
 
+/* A mixture: units (layer x expert) visited by a share of the tokens. An
+   expert's activity counts fold in its popularity, so the solver keeps the
+   popular experts' neurons resident first; a unit's reads are priced per
+   visit (its misses of one token, merged and queued together) and weighted
+   by the visits; a dense profile of the same numbers is priced as before. */
+static void test_mixture(void) {
+    pi_hw hw;
+    fake_hw(&hw);
+    const int64_t L = 8, F = 2048; /* 2 layers x 4 experts, top 2 */
+    pi_mprofile *mp = fake_profile(L, F);
+    const double share[4] = {0.9, 0.6, 0.3, 0.2}; /* sums to 2 = n_expert_used */
+    mp->n_expert = 4;
+    mp->n_expert_used = 2;
+    for (int64_t u = 0; u < L; u++) {
+        mp->visit[u] = share[u % 4];
+        for (int64_t i = 0; i < F; i++) {
+            const double a = share[u % 4] * 0.3 / (1.0 + (double)i / 40.0);
+            mp->act[u * F + i] = a;
+            mp->sel[u * F + i] = 0.96 * a + 0.05 * (share[u % 4] - a);
+        }
+    }
+    const uint64_t base = mp->fixed + mp->session + mp->io;
+    pi_plan_limits lim = {base + mp->min_cold + (uint64_t)((double)mp->bundle_mem * (double)(L * F) * 0.2), 0, 0.0, 0.0};
+    pi_plan p;
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
+    CHECKF(p.hot[0] > p.hot[3] && p.hot[4] > p.hot[7] && p.hot[1] >= p.hot[2],
+           "hot prefixes by popularity: %lld %lld %lld %lld", (long long)p.hot[0], (long long)p.hot[1],
+           (long long)p.hot[2], (long long)p.hot[3]);
+    CHECK(p.cost.tok_s > 0.0 && isfinite(p.cost.tok_s) && p.cost.reads > 0.0);
+    /* every expert visited by every token would cost more than visits by share */
+    pi_cost c_share, c_all;
+    pi_plan_cost(mp, &hw, &p, &c_share);
+    for (int64_t u = 0; u < L; u++) mp->visit[u] = 1.0;
+    pi_plan_cost(mp, &hw, &p, &c_all);
+    CHECKF(c_all.tok_s < c_share.tok_s && fabs(c_all.misses - c_share.misses) < 1e-9,
+           "visits by share %.2f tok/s, every token %.2f", c_share.tok_s, c_all.tok_s);
+    pi_mprofile_free(mp);
+}
+
 /* The predictor thresholds chosen by the solver, from logit histograms:
    the highest recall target predicted within the slack of the fastest. */
 static void test_recall_choice(void) {
@@ -384,6 +423,7 @@ static void test_real_file(void) {
 
 int main(void) {
     test_cost_and_solver();
+    test_mixture();
     test_recall_choice();
     test_plan_file();
     test_real_file();

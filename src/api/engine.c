@@ -26,11 +26,6 @@ pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out) 
         return pi_error(PI_ERR_INVALID, "%s has no neuron bundles: --mem-budget reads the FFN from a bundle file; "
                         "make one with: pinfer convert -m %s --bundle -o OUT.gguf", path, path);
     }
-    if (m->hp.n_expert) {
-        pi_lm_free(m);
-        return pi_error(PI_ERR_UNSUPPORTED, "%s is a mixture of experts: the planner prices dense layers only; a "
-                        "budget runs it with the default split", path);
-    }
     if (n_ctx <= 0) n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
     pi_budget_needs z;
     st = pi_offload_measure(m, n_ctx, 0, 4096, &z);

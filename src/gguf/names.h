@@ -101,6 +101,7 @@
 #define PI_KEY_STATS_N_LAYER PI_KEY_STATS_PREFIX "n_layer"     /* u32 */
 #define PI_KEY_STATS_N_EXPERT PI_KEY_STATS_PREFIX "n_expert"   /* u32: a mixture's statistics per expert */
 #define PI_KEY_STATS_N_EXPERT_USED PI_KEY_STATS_PREFIX "n_expert_used" /* u32 */
+#define PI_KEY_STATS_UNIT_TOKENS PI_KEY_STATS_PREFIX "unit_tokens" /* f32[units]: tokens routed to each expert */
 #define PI_KEY_STATS_N_FF PI_KEY_STATS_PREFIX "n_ff"           /* u32 */
 #define PI_KEY_STATS_THRESHOLD PI_KEY_STATS_PREFIX "threshold" /* f32 */
 #define PI_KEY_STATS_MODEL PI_KEY_STATS_PREFIX "model"         /* str */

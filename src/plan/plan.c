@@ -111,24 +111,37 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     memcpy(p->fixed_by_type, z->fixed_by_type, sizeof p->fixed_by_type);
     memcpy(p->pred_by_type, z->pred_by_type, sizeof p->pred_by_type);
     p->file_size = pi_gguf_file_size(g);
+    p->n_expert = z->n_expert;
+    p->n_expert_used = z->n_expert_used;
+    const int64_t X = p->n_expert ? p->n_expert : 1; /* a layer's count tensor holds its experts' */
+    for (int64_t l = 0; l < L; l++) p->visit[l] = p->n_expert ? (double)p->n_expert_used / (double)X : 1.0;
 
     /* activation probabilities: the stored counts, else a uniform guess */
     int64_t tokens = 0;
     p->have_stats = !pi_gguf_get_i64(g, PI_KEY_STATS_TOKENS, &tokens) && tokens > 0;
     p->tokens = (double)tokens;
-    for (int64_t l = 0; l < L && p->have_stats; l++) {
+    for (int64_t l = 0; l < L / X && p->have_stats; l++) {
         char nm[64];
         snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)l);
         const pi_gguf_tensor *t = pi_gguf_find_tensor(g, nm);
-        if (!t || t->ne[0] != F || (t->type != PI_TYPE_I32 && t->type != PI_TYPE_F32)) {
+        if (!t || t->ne[0] != F * X || (t->type != PI_TYPE_I32 && t->type != PI_TYPE_F32)) {
             p->have_stats = false;
             break;
         }
-        for (int64_t i = 0; i < F; i++) {
+        for (int64_t i = 0; i < F * X; i++) {
             double c = t->type == PI_TYPE_I32 ? (double)((const int32_t *)t->data)[i] : (double)((const float *)t->data)[i];
-            p->act[l * F + i] = c / (double)tokens > 1.0 ? 1.0 : c / (double)tokens;
+            p->act[l * F * X + i] = c / (double)tokens > 1.0 ? 1.0 : c / (double)tokens;
         }
     }
+    const pi_gguf_kv *ukv;
+    if (p->n_expert && p->have_stats && !pi_gguf_get_arr(g, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, &ukv) &&
+        ukv->arr_n == (uint64_t)L)
+        for (int64_t l = 0; l < L; l++) {
+            float v;
+            memcpy(&v, (const uint8_t *)ukv->arr_data + 4 * (size_t)l, 4);
+            const double share = (double)v / (double)tokens;
+            p->visit[l] = share > 1e-6 ? (share < 1.0 ? share : 1.0) : 1e-6;
+        }
     if (!p->have_stats)
         for (int64_t i = 0; i < L * F; i++) p->act[i] = 0.1;
 
@@ -175,6 +188,10 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     if (st) {
         pi_mprofile_free(p);
         return st;
+    }
+    if (p->n_expert) { /* a mixture keeps its predictors' own thresholds: none chosen by recall */
+        free(p->hist.h);
+        p->hist.h = NULL;
     }
     *out = p;
     return PI_OK;
@@ -275,6 +292,15 @@ static double gu_time(const pi_mprofile *mp, double S, double A, double rd_g, do
     return S * (double)mp->part_bytes[0] / rd_g + A * (double)mp->part_bytes[1] / rd_u + S * C_NEURON_S / (double)T;
 }
 
+/* The share of tokens that run unit l: 1 for a dense layer. */
+static double visit_of(const pi_mprofile *mp, int64_t l) { return mp->n_expert ? mp->visit[l] : 1.0; }
+
+/* A step's fixed overhead per visit: a dense layer's C_LAYER_S; a mixture's
+   layer pays it once for the experts its token visits. */
+static double visit_overhead(const pi_mprofile *mp) {
+    return mp->n_expert ? C_LAYER_S / (double)mp->n_expert_used : C_LAYER_S;
+}
+
 /* The cost with the Che time already known. */
 static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, double tc, pi_cost *c) {
     const int64_t L = mp->n_layer, F = mp->n_ff;
@@ -291,7 +317,8 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     const double d = (double)mp->part_bytes[2];
     double total = t_fixed + C_TOKEN_S;
     c->ms_fixed = t_fixed * 1e3;
-    c->ms_overhead = (C_TOKEN_S + C_LAYER_S * (double)L) * 1e3;
+    const double c_visit = visit_overhead(mp);
+    c->ms_overhead = C_TOKEN_S * 1e3;
     for (int64_t l = 0; l < L; l++) {
         double S = 0.0, A = 0.0, M = 0.0, pairs = 0.0, prev = 0.0, res = 0.0, hit = 0.0;
         for (int64_t i = 0; i < F; i++) {
@@ -310,18 +337,21 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
             prev = mi;
         }
         double R = M - pairs > 0.0 ? M - pairs : 0.0;
+        /* per visit of the unit (every token for a dense layer), then weighted */
+        const double w = visit_of(mp, l);
         double t_pred = t_pred_all / (double)L;
-        double t_gu = gu_time(mp, S, A, rd_g, rd_u, T);
-        double t_down = A * d / ax_d;
-        double qd = (double)p->queue_depth < R ? (double)p->queue_depth : R;
-        double t_io = io_time(hw, mp->stride, M, R, qd);
-        double t_l = t_pred + (t_io > t_gu ? t_io : t_gu) + t_down + C_LAYER_S;
-        total += t_l;
-        c->ms_pred += t_pred * 1e3;
-        c->ms_gu += t_gu * 1e3;
-        c->ms_down += t_down * 1e3;
-        c->ms_io += t_io * 1e3;
-        c->ms_io_hidden += (t_io < t_gu ? t_io : t_gu) * 1e3;
+        double t_gu = gu_time(mp, S / w, A / w, rd_g, rd_u, T);
+        double t_down = A / w * d / ax_d;
+        double qd = (double)p->queue_depth < R / w ? (double)p->queue_depth : R / w;
+        double t_io = io_time(hw, mp->stride, M / w, R / w, qd);
+        double t_l = t_pred + (t_io > t_gu ? t_io : t_gu) + t_down + c_visit;
+        total += w * t_l;
+        c->ms_overhead += w * c_visit * 1e3;
+        c->ms_pred += w * t_pred * 1e3;
+        c->ms_gu += w * t_gu * 1e3;
+        c->ms_down += w * t_down * 1e3;
+        c->ms_io += w * t_io * 1e3;
+        c->ms_io_hidden += w * (t_io < t_gu ? t_io : t_gu) * 1e3;
         c->resident += res;
         c->hits += hit;
         c->misses += M;
@@ -356,11 +386,12 @@ typedef struct {
 
 static double layer_time(const tables *tb, int64_t l, int64_t H) {
     const layer_tab *t = &tb->tab[l];
-    double R = t->miss[H] - t->pairs[H];
+    const double w = visit_of(tb->mp, l); /* per visit, weighted by the share of tokens visiting */
+    double R = (t->miss[H] - t->pairs[H]) / w;
     R = R > 0.0 ? R : 0.0;
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
-    double t_io = io_time(tb->hw, tb->mp->stride, t->miss[H], R, qd);
-    return t->t_fixed_part + (t_io > t->t_gu ? t_io : t->t_gu);
+    double t_io = io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd);
+    return w * (t->t_fixed_part + (t_io > t->t_gu ? t_io : t->t_gu));
 }
 
 static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int threads, int qd, double tc) {
@@ -392,8 +423,9 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
             t->pairs[i] = t->pairs[i + 1] + m * m_next;
             m_next = m;
         }
-        t->t_gu = gu_time(mp, S, A, rd_g, rd_u, threads);
-        t->t_fixed_part = t_pred_all / (double)L + A * (double)mp->part_bytes[2] / ax_d + C_LAYER_S;
+        const double w = visit_of(mp, l);
+        t->t_gu = gu_time(mp, S / w, A / w, rd_g, rd_u, threads);
+        t->t_fixed_part = t_pred_all / (double)L + A / w * (double)mp->part_bytes[2] / ax_d + visit_overhead(mp);
     }
     return true;
 }

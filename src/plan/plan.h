@@ -52,6 +52,16 @@
  * Bundles are always read whole (one phase); cluster sizes are the
  * engine's fixed ones.
  *
+ * A mixture of experts is planned per unit (one expert of one layer) as a
+ * dense model per layer: a_i counts the tokens routed to the expert in
+ * which neuron i fired (popularity times frequency), so the threshold on s
+ * keeps popular experts' neurons resident first. A unit runs for the share
+ * v_l of the tokens routed to it (pinfer.stats.unit_tokens, else
+ * n_expert_used / n_expert): its t_l is priced per visit, with S_l / v_l,
+ * A_l / v_l, M_l / v_l and R_l / v_l, one unit's predictor and c_layer /
+ * n_expert_used, and weighted by v_l. The thresholds stay the predictors'
+ * own (no recall search).
+ *
  * The predictor thresholds: when the file carries the predictors' logit
  * histograms (profile of a model with predictors, kept by convert), r_l and
  * f_l follow from a threshold per layer, and the solver also chooses them.
@@ -107,6 +117,13 @@ typedef struct pi_mprofile {
        gives, kappa = (R1 - R1_ind) / (1 - R1_ind) in [0, 1); 0 without it */
     double kappa[PI_PLAN_MAX_LAYERS];
     bool have_reuse;
+    /* a mixture of experts: n_layer counts its units (layer x expert), each
+       run by the tokens routed to it: visit[l] is that share of the tokens
+       (pinfer.stats.unit_tokens, else n_expert_used / n_expert); 1 for a
+       dense layer. A unit's step costs its own predictor, gate/up, reads and
+       down for a token that visits it; per token, visit[l] times that. */
+    int64_t n_expert, n_expert_used;
+    double visit[PI_PLAN_MAX_LAYERS];
     /* the predictors' logit histograms (pinfer.stats.pred_hist); hist.h
        NULL without: then the file's thresholds stand */
     pi_pred_hist hist;

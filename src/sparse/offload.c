@@ -104,6 +104,8 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     const pi_hparams *hp = &m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd, U = pi_ffn_units(hp);
     z->n_layer = U; /* FFN units: a mixture's experts each hold bundles as a dense layer does */
+    z->n_expert = hp->n_expert;
+    z->n_expert_used = hp->n_expert ? hp->n_expert_used : 0;
     z->n_ff = F;
     z->n_embd = E;
     z->n_ctx = n_ctx;

@@ -375,6 +375,7 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
             !(rc = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, r->st->threshold)) &&
             !(rc = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, r->st->model ? r->st->model : "")))
             rc = pi_stats_set_reuse(r->st, w); /* reuse does not depend on the neurons' order */
+        if (!rc) rc = pi_stats_set_units(r->st, w); /* nor do the experts' shares of the tokens */
         if (!rc) rc = pi_stats_set_hist(r->st, w); /* nor do the logit histograms */
     }
     return rc;

@@ -189,6 +189,16 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
 
 /* ---- saving and loading ---- */
 
+pi_status pi_stats_set_units(const pi_stats *st, pi_gguf_writer *w) {
+    if (!st->n_expert) return PI_OK;
+    float *v = malloc((size_t)st->n_layer * sizeof *v);
+    if (!v) return pi_error(PI_ERR_NOMEM, "stats: out of memory");
+    for (int64_t l = 0; l < st->n_layer; l++) v[l] = (float)st->seen[l];
+    pi_status s = pi_gguf_set_arr(w, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, v, (uint64_t)st->n_layer);
+    free(v);
+    return s;
+}
+
 pi_status pi_stats_set_reuse(const pi_stats *st, pi_gguf_writer *w) {
     if (!st->reuse_tokens) return PI_OK;
     const int64_t n = st->n_layer * PI_STATS_REUSE_K;
@@ -253,6 +263,7 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (!s) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_FF, (uint32_t)st->n_ff);
     if (!s && st->n_expert) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_EXPERT, (uint32_t)st->n_expert);
     if (!s && st->n_expert) s = pi_gguf_set_u32(w, PI_KEY_STATS_N_EXPERT_USED, (uint32_t)st->n_expert_used);
+    if (!s) s = pi_stats_set_units(st, w);
     if (!s) s = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, st->threshold);
     if (!s) s = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, st->model);
     if (!s) s = pi_stats_set_reuse(st, w);
@@ -349,6 +360,13 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
     st->tokens = tokens;
     st->n_expert = n_expert;
     st->n_expert_used = n_used;
+    const pi_gguf_kv *ukv;
+    if (n_expert && !pi_gguf_get_arr(g, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, &ukv) && ukv->arr_n == (uint64_t)n_layer)
+        for (int64_t l = 0; l < n_layer; l++) {
+            float v;
+            memcpy(&v, (const uint8_t *)ukv->arr_data + 4 * (size_t)l, 4);
+            st->seen[l] = v >= 0.0f && v <= (float)tokens ? (int64_t)v : 0;
+        }
     for (int64_t l = 0; l < n_layer; l++) {
         snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
         const uint8_t *p = pi_gguf_find_tensor(g, name)->data;

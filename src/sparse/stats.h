@@ -25,6 +25,8 @@
  *                           routed to the expert in which the neuron fired
  *                           (popularity times frequency; tokens counts all)
  *   pinfer.stats.n_expert_used u32, with it
+ *   pinfer.stats.unit_tokens f32[n_layer], with it: tokens routed to each
+ *                           unit (the expert's popularity)
  *   blk.N.act_count         I32 [n_ff], N = 0..n_layer-1: tokens in which
  *                           neuron i of layer N was active
  *   pinfer.stats.reuse      f32[n_layer * 8], optional: element l*8 + k-1 is
@@ -136,6 +138,10 @@ void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const 
    PI_ERR_INVALID for min_recall outside (0, 1]. */
 pi_status pi_stats_thresholds(const pi_stats *st, double min_recall, float *thr, double *recall, double *precision,
                               double *sel);
+
+/* A mixture's tokens routed to each unit (PI_KEY_STATS_UNIT_TOKENS, from
+   seen[]); nothing for a dense model. */
+pi_status pi_stats_set_units(const pi_stats *st, pi_gguf_writer *w);
 
 /* The histograms as metadata (PI_KEY_STATS_PRED_HIST and _RANGE); nothing
    when there are none. */

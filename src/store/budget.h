@@ -52,6 +52,7 @@ typedef struct pi_budget_needs {
     size_t part_bytes[3];
     pi_type part_type[3];
     bool embd_on_flash;
+    int64_t n_expert, n_expert_used; /* a mixture (n_layer counts its units, layer x expert); 0: dense */
 } pi_budget_needs;
 
 /* Charge bytes to region r; PI_ERR_NOMEM naming `what` when the total would
