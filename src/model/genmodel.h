@@ -31,6 +31,23 @@
  * the sparse FFN reads) next to ffn_down (what the dense path reads), both
  * the same matrix, and with `predictor` a PowerInfer predictor per layer
  * (blk.N.fc1/fc2.weight, powerinfer.sparse_threshold) of realistic size.
+ *
+ * Mixture of experts (n_expert > 0, Mixtral's layout and llama.cpp's names):
+ * each layer has a router (blk.N.ffn_gate_inp, F32 as llama.cpp keeps it)
+ * and n_expert experts of n_ff neurons each, stacked (blk.N.ffn_*_exps); a
+ * token uses the n_expert_used experts with the highest router logits. With
+ * planted sparsity, every expert is planted as a dense layer would be (its
+ * own ranking, directions and predictor: blk.N.fc1_exps/fc2_exps), and the
+ * router is planted too: the share of tokens routed to expert x follows a
+ * power law of exponent `expert_skew` over a random ranking of the experts,
+ * and consecutive tokens on the walk reuse experts more than independent
+ * tokens would, the more the higher `expert_persist` (the lag-1 correlation
+ * of the router logits along the walk). The router reads a block of the
+ * reserved coordinates of its own, disjoint from what the experts' gates
+ * read, so which experts a token is routed to says nothing about which of
+ * their neurons fire: each routed expert activates about `active` of its
+ * neurons. No ffn_down_t is written (the loader builds the experts' one in
+ * memory, pi_lm_make_down_t).
  */
 #ifndef PI_MODEL_GENMODEL_H
 #define PI_MODEL_GENMODEL_H
@@ -38,6 +55,7 @@
 #include "model.h"
 
 #define PI_GENMODEL_WALK_FIRST 3
+#define PI_GENMODEL_MAX_EXPERTS 256
 
 typedef struct pi_genmodel_params {
     int64_t n_embd, n_head, n_head_kv, n_ff, n_layer, n_vocab, n_ctx;
@@ -57,6 +75,12 @@ typedef struct pi_genmodel_params {
     bool predictor;      /* also write predictors and powerinfer.sparse_threshold */
     int64_t pred_rank;   /* predictor rank; 0: n_embd / 4 (see genmodel.c) */
     pi_type pred_type;   /* predictor matrices (presets: Q8_0) */
+    /* mixture of experts; n_expert == 0: a dense FFN */
+    int64_t n_expert;      /* experts per layer, [2, PI_GENMODEL_MAX_EXPERTS] */
+    int64_t n_expert_used; /* experts per token, [1, min(n_expert, PI_MOE_MAX_USED)] */
+    double expert_skew;    /* planted: exponent of the power law of the experts' shares of tokens, [0, 4]; 0: even */
+    double expert_persist; /* planted: lag-1 correlation of the router logits along the walk, [0, 0.99];
+                              0: consecutive tokens are routed independently */
     pi_gguf_progress_fn progress; /* bytes of tensor data written; NULL (presets): none */
     void *progress_ctx;
 } pi_genmodel_params;
@@ -72,11 +96,22 @@ typedef struct pi_genmodel_plant {
     float threshold;      /* powerinfer.sparse_threshold written */
     double recall;        /* expected predictor recall vs the exact mask at that threshold */
     double precision;     /* expected predictor precision */
+    /* mixture of experts (zero for a dense model) */
+    int64_t router_dims;  /* reserved coordinates the router reads (the experts' gates read the rest) */
+    double load_max, load_min; /* the largest and smallest planted share of tokens routed to an expert */
+    int64_t n_load_clipped;    /* experts whose power-law share was clipped to the maximum */
+    double router_corr;   /* lag-1 correlation of the router logits along the walk (0: independent) */
+    double expert_reuse;  /* expected share of a token's experts that the previous token on the
+                             walk also used (a fixed-seed simulation of the planted router) */
+    double expert_reuse_independent; /* the same for independent tokens: sum of load^2 / n_expert_used */
 } pi_genmodel_plant;
 
-/* Fill p with a named shape ("7b-l8", "7b", "tiny", "small"); other fields
-   get defaults (q4_0 matrices, f16 embedding and output... see genmodel.c).
-   PI_ERR_NOT_FOUND for an unknown name. */
+/* Fill p with a named shape ("7b-l8", "7b", "small", "tiny", and the
+   mixtures of experts "mixtral" (Mixtral 8x7B), "mixtral-l4" (its first 4
+   layers) and "moe-tiny"); other fields get defaults (q4_0 matrices and
+   embedding, q8_0 output, SiLU without planting, skews 1, persistence 0.2,
+   expert persistence PLANT_EXPERT_PERSIST: see genmodel.c). PI_ERR_NOT_FOUND
+   for an unknown name. */
 pi_status pi_genmodel_preset(const char *name, pi_genmodel_params *p);
 
 /* Names of the presets, NULL-terminated. */
@@ -86,7 +121,11 @@ const char *const *pi_genmodel_preset_names(void);
    PI_ERR_INVALID (naming the field) for a shape, type or planting parameter
    out of range. The file reaches path only when complete (gguf.h's writer):
    on failure (disk full, a file size limit) a previous file there is
-   untouched. */
+   untouched. Before any tensor data, the free space of path's file system
+   is compared with the file's size: PI_ERR_IO naming both in bytes when it
+   does not fit. Rows are generated on n_threads threads while another
+   thread writes the previous slab, so a large model streams at about the
+   slower of the two; memory use is a few MiB whatever the model's size. */
 pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path);
 
 /* The planted design of p (p->active > 0): sizes, the analytic skew, the
@@ -94,8 +133,16 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path);
    when p plants nothing or is out of range. Thread-safe. */
 pi_status pi_genmodel_plant_info(const pi_genmodel_params *p, pi_genmodel_plant *out);
 
-/* freq[0..n_ff) = the activation frequency planted in each neuron of
-   `layer` (the file's neuron order). Same errors as pi_genmodel_plant_info. */
+/* freq[0..n_ff) = the activation frequency planted in each neuron of FFN
+   unit `layer` (model.h: a layer, or for a mixture of experts unit
+   il * n_expert + x, expert x of layer il; the file's neuron order). For an
+   expert the frequency is over the tokens routed to it. Same errors as
+   pi_genmodel_plant_info. */
 pi_status pi_genmodel_planted_freq(const pi_genmodel_params *p, int64_t layer, double *freq);
+
+/* load[0..n_expert) = the planted share of tokens that layer il routes to
+   each expert (each in (0, 1], summing to n_expert_used). PI_ERR_INVALID as
+   pi_genmodel_plant_info, or for a dense model. */
+pi_status pi_genmodel_planted_load(const pi_genmodel_params *p, int64_t il, double *load);
 
 #endif
