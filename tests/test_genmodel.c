@@ -39,6 +39,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "sparse/ffn_sparse.h"
+#include "sparse/reorder.h"
 #include "sparse/stats.h"
 #include "test_util.h"
 
@@ -786,6 +787,113 @@ static void test_moe_determinism(void) {
     unlink(c);
 }
 
+/* --bundle-out: the bundle file written directly is convert --bundle of the
+   full file with each expert's neurons in planted hotness order: every
+   bundle byte for byte the converted one of its neuron, fc2 rows likewise,
+   the expected counts descending within each expert, the permutation and
+   the experts' shares stored; the plain file is the full one without
+   predictors (and ffn_down_t), every other tensor byte for byte. Dense and
+   mixture. */
+static void check_bundle_out(const char *label, pi_genmodel_params *p) {
+    char full[256], plain[256], conv[256], direct[256];
+    t_tmp_path(full, sizeof full, "bo-full.gguf");
+    t_tmp_path(plain, sizeof plain, "bo-plain.gguf");
+    t_tmp_path(conv, sizeof conv, "bo-conv.gguf");
+    t_tmp_path(direct, sizeof direct, "bo-direct.gguf");
+    CHECK(pi_genmodel_write(p, full) == PI_OK);
+    CHECKF(pi_genmodel_write_bundle(p, direct) == PI_OK, "%s: %s", label, pi_last_error());
+    p->plain = true;
+    CHECK(pi_genmodel_write(p, plain) == PI_OK);
+    p->plain = false;
+    CHECK(pi_bundle_write(full, NULL, 4096, conv) == PI_OK);
+    pi_lm *mf = NULL, *mp = NULL, *mc = NULL, *md = NULL;
+    CHECK(pi_lm_load(full, PI_MAP_FILE, &mf) == PI_OK && pi_lm_load(plain, PI_MAP_FILE, &mp) == PI_OK &&
+          pi_lm_load(conv, PI_MAP_FILE, &mc) == PI_OK && pi_lm_load(direct, PI_MAP_FILE, &md) == PI_OK);
+    if (!mf || !mp || !mc || !md) goto done;
+    const int64_t L = mf->hp.n_layer, F = mf->hp.n_ff, X = mf->hp.n_expert ? mf->hp.n_expert : 1;
+    CHECK(mf->has_predictor && !mp->has_predictor && md->has_predictor && md->bundled);
+    CHECK(pi_gguf_n_tensors(mp->gguf) < pi_gguf_n_tensors(mf->gguf));
+    int same = 0, n_plain = 0;
+    for (int64_t i = 0; i < pi_gguf_n_tensors(mp->gguf); i++) {
+        const pi_gguf_tensor *a = pi_gguf_tensor_at(mp->gguf, i);
+        char nm[96];
+        snprintf(nm, sizeof nm, "%.*s", (int)a->name.len, a->name.data);
+        const pi_gguf_tensor *b = pi_gguf_find_tensor(mf->gguf, nm);
+        n_plain++;
+        same += b && b->nbytes == a->nbytes && !memcmp(a->data, b->data, a->nbytes);
+        CHECK(!strstr(nm, "fc1") && !strstr(nm, "fc2") && !strstr(nm, "down_t"));
+    }
+    CHECKF(same == n_plain, "%s: %d of %d plain tensors equal the full file's", label, same, n_plain);
+    int wrong = 0;
+    int64_t *perm = malloc((size_t)(X * F) * sizeof *perm);
+    for (int64_t il = 0; perm && il < L; il++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, PI_TN_FFN_PERM, (int)il);
+        const pi_gguf_tensor *pt = pi_gguf_find_tensor(md->gguf, nm);
+        snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)il);
+        const pi_gguf_tensor *ct = pi_gguf_find_tensor(md->gguf, nm);
+        CHECK(pt && ct && pt->ne[0] == X * F && ct->ne[0] == X * F);
+        if (!pt || !ct) break;
+        const pi_layer_bundle *bd = &md->layers[il].bundle, *bc = &mc->layers[il].bundle;
+        const pi_weight *f2d = X > 1 ? &md->layers[il].fc2_exps : &md->layers[il].fc2;
+        const pi_weight *f2f = X > 1 ? &mf->layers[il].fc2_exps : &mf->layers[il].fc2;
+        for (int64_t x = 0; x < X; x++)
+            for (int64_t k = 0; k < F; k++) {
+                int32_t v, c, c_prev = INT32_MAX;
+                memcpy(&v, (const uint8_t *)pt->data + 4 * (x * F + k), 4);
+                memcpy(&c, (const uint8_t *)ct->data + 4 * (x * F + k), 4);
+                if (k) memcpy(&c_prev, (const uint8_t *)ct->data + 4 * (x * F + k - 1), 4);
+                wrong += v < 0 || v >= F || c > c_prev;
+                if (v < 0 || v >= F) continue;
+                const int64_t nw = x * F + k, old = x * F + v;
+                wrong += memcmp((const uint8_t *)bd->data + (size_t)nw * bd->stride,
+                                (const uint8_t *)bc->data + (size_t)old * bc->stride, bd->stride) != 0;
+                wrong += memcmp((const uint8_t *)f2d->data + (size_t)nw * f2d->row_bytes,
+                                (const uint8_t *)f2f->data + (size_t)old * f2f->row_bytes, f2d->row_bytes) != 0;
+            }
+    }
+    CHECKF(wrong == 0, "%s: %d bundles, fc2 rows, permutation entries or count orders are wrong", label, wrong);
+    free(perm);
+    int64_t tokens = 0;
+    CHECK(pi_gguf_get_i64(md->gguf, PI_KEY_STATS_TOKENS, &tokens) == PI_OK && tokens == 1000000);
+    const pi_gguf_kv *ut;
+    if (mf->hp.n_expert) {
+        CHECK(pi_gguf_get_arr(md->gguf, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, &ut) == PI_OK && ut->arr_n == (uint64_t)(L * X));
+        double sum = 0.0;
+        for (int64_t x = 0; x < X; x++) {
+            float v;
+            memcpy(&v, (const uint8_t *)ut->arr_data + 4 * x, 4);
+            sum += v;
+        }
+        CHECKF(fabs(sum - (double)mf->hp.n_expert_used * 1e6) < 1e3, "%s: layer 0's expert shares sum to %.0f", label, sum);
+    }
+done:
+    pi_lm_free(mf);
+    pi_lm_free(mp);
+    pi_lm_free(mc);
+    pi_lm_free(md);
+    unlink(full);
+    unlink(plain);
+    unlink(conv);
+    unlink(direct);
+}
+
+static void test_bundle_out(void) {
+    pi_genmodel_params p;
+    moe_params(&p, PI_TYPE_Q4_0, PI_ACT_RELU, 0.1, 2, true);
+    p.n_vocab = 512;
+    check_bundle_out("mixture q4_0", &p);
+    small_params(&p, PI_TYPE_Q8_0, PI_ACT_DRELU, 0.1, 1.0, 2, true);
+    p.n_vocab = 512;
+    check_bundle_out("dense q8_0", &p);
+    /* no planted sparsity: nothing to bundle */
+    char path[256];
+    t_tmp_path(path, sizeof path, "bo-none.gguf");
+    small_params(&p, PI_TYPE_Q8_0, PI_ACT_SILU, 0.0, 1.0, 2, false);
+    CHECK(pi_genmodel_write_bundle(&p, path) == PI_ERR_INVALID && strstr(pi_last_error(), "planted"));
+    CHECK(access(path, F_OK) != 0);
+}
+
 static void test_moe_refused(void) {
     char path[256];
     t_tmp_path(path, sizeof path, "moe-refused.gguf");
@@ -835,6 +943,7 @@ static void test_moe_cli(void) {
         {"--preset moe-tiny --experts-used 65", "--experts-used", "'65'"},
         {"--preset tiny --experts-used 2", "--experts-used", "--experts N"},
         {"--preset moe-tiny --expert-skew 2", "--expert-skew", "--active"},
+        {"--preset moe-tiny --bundle-out /tmp/never.pib", "--bundle-out", "--active"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s %s gen-model -o %s --preset tiny --dim 128 --n-head 4 --n-head-kv 2 --layers 1 "
@@ -849,6 +958,19 @@ static void test_moe_cli(void) {
     CHECKF(rc == 0 && t_file_has(out, "expert reuse") && t_file_has(out, "load (share)") &&
            t_file_has(out, "lowest expert recall") && t_file_has(err, "8 experts top 2") &&
            t_file_has(err, "planted routing"), "gen-model --check on a mixture: exit %d", rc);
+    /* the plain file and the bundle file in one run */
+    char bundle[300];
+    snprintf(bundle, sizeof bundle, "%s.pib", model);
+    snprintf(cmd, sizeof cmd, "%s %s gen-model -o %s --bundle-out %s --preset moe-tiny --layers 2 --vocab-size 512 "
+             "--act relu --active 0.1 --predictor -t 2 >%s 2>%s", runner, bin, model, bundle, out, err);
+    rc = t_sh(cmd);
+    pi_lm *pm = NULL, *bm = NULL;
+    CHECKF(rc == 0 && t_file_has(err, "bundle file") && pi_lm_load(model, PI_MAP_FILE, &pm) == PI_OK &&
+               pi_lm_load(bundle, PI_MAP_FILE, &bm) == PI_OK && !pm->has_predictor && bm->bundled && bm->has_predictor,
+           "gen-model --bundle-out: exit %d", rc);
+    pi_lm_free(pm);
+    pi_lm_free(bm);
+    unlink(bundle);
     unlink(model);
     /* Mixtral's layers with 256 experts, 256 of them, about 6.5 TB: refused before any data, naming both sizes */
     snprintf(cmd, sizeof cmd, "%s %s gen-model -o %s --preset mixtral --experts 256 --layers 256 >/dev/null 2>%s",
@@ -888,5 +1010,6 @@ int main(void) {
                          768);
     }
     test_moe_cli();
+    test_bundle_out();
     return t_done("test_genmodel");
 }

@@ -39,7 +39,11 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: pinfer gen-model -o FILE [options]\n"
+            "usage: pinfer gen-model -o FILE [--bundle-out BUNDLE] [options]\n"
+            "  --bundle-out BUNDLE  also write the model as a pinfer bundle file (planted sparsity only):\n"
+            "                       neurons in planted hotness order with the expected activation counts,\n"
+            "                       what convert --reorder --bundle would make; -o then gets the plain\n"
+            "                       GGUF llama.cpp reads (no predictors, no ffn_down_t), the same weights\n"
             "  --preset NAME        shape: 7b-l8 (default), 7b, small, tiny; mixtures of experts: mixtral\n"
             "                       (Mixtral 8x7B: dim 4096, 32 layers, 8 experts top 2, ffn 14336 each,\n"
             "                       about 26 GB in q4_0), mixtral-l4 (its first 4 layers, 3.5 GB),\n"
@@ -606,8 +610,8 @@ int cmd_gen_model(int argc, char **argv) {
     static const char *const valued[] = {"-o", "--preset", "--type", "--embd-type", "--output-type", "--pred-type",
                                          "--vocab", "--active", "--skew", "--persist", "--act", "--dim", "--n-head", "--n-head-kv",
                                          "--ffn", "--layers", "--ctx", "--vocab-size", "--pred-rank", "--seed", "-t",
-                                         "--check", "--experts", "--experts-used", "--expert-skew", "--expert-persist"};
-    const char *cmd = "gen-model", *out = NULL, *preset = "7b-l8", *vocab = NULL;
+                                         "--check", "--experts", "--experts-used", "--expert-skew", "--expert-persist", "--bundle-out"};
+    const char *cmd = "gen-model", *out = NULL, *preset = "7b-l8", *vocab = NULL, *bundle_out = NULL;
     pi_genmodel_params p;
     /* the preset is applied first, the shape options after it */
     for (int i = 1; i < argc; i++)
@@ -635,6 +639,7 @@ int cmd_gen_model(int argc, char **argv) {
         if (!known) return arg_unknown(cmd, a);
         if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
         if (!strcmp(a, "-o")) out = v;
+        else if (!strcmp(a, "--bundle-out")) bundle_out = v;
         else if (!strcmp(a, "--preset")) continue;
         else if (!strcmp(a, "--type")) { if (!parse_type(a, v, &p.type)) return 2; }
         else if (!strcmp(a, "--embd-type")) { if (!parse_type(a, v, &p.embd_type)) return 2; }
@@ -695,6 +700,14 @@ int cmd_gen_model(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (bundle_out && (p.active == 0.0 || p.act == PI_ACT_SILU)) {
+        fprintf(stderr, "pinfer: %s: --bundle-out needs planted sparsity (--act relu|drelu --active F)\n", cmd);
+        return 2;
+    }
+    if (bundle_out && pi_outfile_check_distinct(bundle_out, out, "-o")) {
+        fprintf(stderr, "pinfer: %s: --bundle-out: %s\n", cmd, pi_last_error());
+        return 2;
+    }
     /* experts: a dense preset made a mixture uses Mixtral's top 2 unless told */
     if (experts_given && !used_given && !p.n_expert_used) p.n_expert_used = 2 < p.n_expert ? 2 : p.n_expert;
     if ((used_given || router_given) && !p.n_expert) {
@@ -726,6 +739,20 @@ int cmd_gen_model(int argc, char **argv) {
     p.progress = progress_bytes;
     p.progress_ctx = &pr;
     const double t0 = pi_time_s();
+    if (bundle_out) {
+        /* pinfer's bundle file first (the larger), then the plain file llama.cpp reads */
+        if (pi_genmodel_write_bundle(&p, bundle_out)) {
+            progress_abort(&pr);
+            fprintf(stderr, "pinfer: %s: %s: %s\n", cmd, bundle_out, pi_last_error());
+            return 1;
+        }
+        struct stat bs;
+        const double el = pi_time_s() - t0, mib = stat(bundle_out, &bs) ? 0.0 : (double)bs.st_size / (1 << 20);
+        fprintf(stderr, "\ngen-model: wrote %s (bundle file, %.1f MiB in %.1f s, %.1f MiB/s)\n", bundle_out, mib, el,
+                el > 0 ? mib / el : 0.0);
+        progress_init(&pr, "gen-model", "bytes", 0);
+        p.plain = true;
+    }
     if (pi_genmodel_write(&p, out)) {
         progress_abort(&pr);
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());

@@ -105,6 +105,7 @@
 #include "genmodel.h"
 
 #include "base/pool.h"
+#include "gguf/bundle.h"
 #include "gguf/names.h"
 
 #include <math.h>
@@ -782,6 +783,7 @@ typedef struct {
     const gtensor *ts; /* all tensors (src lookups) */
     const gtensor *t;  /* the one being written */
     const plant *pl;
+    const int32_t *row_map; /* output row -> the tensor's row (a bundle file's permuted fc2), or NULL */
     int64_t row0;
     size_t row_bytes;
     uint8_t *out;      /* slab of rows */
@@ -941,7 +943,7 @@ static void gen_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
     float *row = j->scratch + (size_t)tid * (size_t)j->scratch_per;
     float *tmp = row + j->t->ne0;
     for (int64_t r = r0; r < r1; r++) {
-        gen_row(j, j->row0 + r, row, tmp);
+        gen_row(j, j->row_map ? j->row_map[j->row0 + r] : j->row0 + r, row, tmp);
         pi_quantize_row(j->t->type, row, j->out + (size_t)r * j->row_bytes, j->t->ne0);
     }
 }
@@ -1204,29 +1206,14 @@ static void slab_writer_stop(slab_writer *sw) {
     pthread_mutex_destroy(&sw->mu);
 }
 
-pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
-    pi_status st = check_params(p);
-    if (st) return st;
-    pi_gguf_writer *w = NULL;
-    pi_pool *pool = NULL;
-    gtensor *ts = NULL;
-    uint8_t *slab = NULL;
-    float *scratch = NULL;
-    slab_writer sw;
-    bool writing = false;
-    plant pl;
-    memset(&pl, 0, sizeof pl);
-    int64_t n_vocab = p->n_vocab;
-    const int64_t E = p->n_embd, hd = p->n_embd / p->n_head, KV = hd * p->n_head_kv, F = p->n_ff, X = p->n_expert;
+/* The model's keys: tokenizer, shape, and what was planted. */
+static pi_status model_keys(pi_gguf_writer *w, const pi_genmodel_params *p, const plant *pl, int64_t *n_vocab) {
+    pi_status st;
+    const int64_t E = p->n_embd, hd = p->n_embd / p->n_head, F = p->n_ff, X = p->n_expert;
     const bool planted = p->active != 0.0;
-
-    /* the output first: an unwritable path fails before any work */
-    if ((st = pi_gguf_writer_create(path, false, &w))) return st;
-    pi_gguf_writer_set_progress(w, p->progress, p->progress_ctx);
-    if (planted && (st = plant_init(p, &pl, PLANT_OFFSETS))) goto done;
-    if (p->vocab_path) st = copy_vocab(w, p->vocab_path, &n_vocab);
-    else st = synthetic_vocab(w, n_vocab);
-    if (st) goto done;
+    if (p->vocab_path) st = copy_vocab(w, p->vocab_path, n_vocab);
+    else st = synthetic_vocab(w, *n_vocab);
+    if (st) return st;
     if ((st = pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_ARCH_LLAMA)) ||
         (st = pi_gguf_set_str(w, PI_KEY_GENERAL_NAME, p->name ? p->name : "pinfer-synthetic")) ||
         (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_CONTEXT_LENGTH), (uint32_t)p->n_ctx)) ||
@@ -1238,29 +1225,32 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
         (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_ROPE_DIMENSION_COUNT), (uint32_t)hd)) ||
         (st = pi_gguf_set_f32(w, PI_LLAMA_KEY(PI_AKEY_ROPE_FREQ_BASE), 10000.0f)) ||
         (st = pi_gguf_set_f32(w, PI_LLAMA_KEY(PI_AKEY_RMS_EPS), 1e-5f)) ||
-        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_VOCAB_SIZE), (uint32_t)n_vocab)) ||
+        (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_VOCAB_SIZE), (uint32_t)*n_vocab)) ||
         (st = pi_gguf_set_str(w, PI_KEY_FFN_ACTIVATION, pi_ffn_act_name(p->act))))
-        goto done;
+        return st;
     if (X && ((st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_EXPERT_COUNT), (uint32_t)X)) ||
               (st = pi_gguf_set_u32(w, PI_LLAMA_KEY(PI_AKEY_EXPERT_USED_COUNT), (uint32_t)p->n_expert_used))))
-        goto done;
+        return st;
     /* what was planted, so a check can print requested vs measured from the file */
-    if (planted && p->persist > 0.0 && (st = pi_gguf_set_f32(w, PI_KEY_GEN_PERSIST, (float)p->persist))) goto done;
+    if (planted && p->persist > 0.0 && (st = pi_gguf_set_f32(w, PI_KEY_GEN_PERSIST, (float)p->persist))) return st;
     if (planted && ((st = pi_gguf_set_f32(w, PI_KEY_GEN_ACTIVE, (float)p->active)) ||
                     (st = pi_gguf_set_f32(w, PI_KEY_GEN_SKEW, (float)p->skew)) ||
-                    (st = pi_gguf_set_f32(w, PI_KEY_GEN_COVER80, (float)pl.cover80))))
-        goto done;
-    if (planted && p->predictor &&
-        ((st = pi_gguf_set_f32(w, PI_KEY_SPARSE_THRESHOLD, pl.threshold)) ||
-         (st = pi_gguf_set_f32(w, PI_KEY_GEN_EXPECTED_RECALL, (float)pl.recall)) ||
-         (st = pi_gguf_set_f32(w, PI_KEY_GEN_EXPECTED_PRECISION, (float)pl.precision))))
-        goto done;
+                    (st = pi_gguf_set_f32(w, PI_KEY_GEN_COVER80, (float)pl->cover80))))
+        return st;
+    if (planted && p->predictor && !p->plain &&
+        ((st = pi_gguf_set_f32(w, PI_KEY_SPARSE_THRESHOLD, pl->threshold)) ||
+         (st = pi_gguf_set_f32(w, PI_KEY_GEN_EXPECTED_RECALL, (float)pl->recall)) ||
+         (st = pi_gguf_set_f32(w, PI_KEY_GEN_EXPECTED_PRECISION, (float)pl->precision))))
+        return st;
 
-    int64_t n_t = 3 + 12 * p->n_layer;
-    if (!(ts = calloc((size_t)n_t, sizeof *ts))) {
-        st = pi_error(PI_ERR_NOMEM, "out of memory");
-        goto done;
-    }
+    return PI_OK;
+}
+
+/* The plain file's tensors in order, into ts (room for 3 + 12 n_layer);
+   returns how many. */
+static int model_tensors(const pi_genmodel_params *p, const plant *pl, int64_t n_vocab, gtensor *ts) {
+    const int64_t E = p->n_embd, hd = p->n_embd / p->n_head, KV = hd * p->n_head_kv, F = p->n_ff, X = p->n_expert;
+    const bool planted = p->active != 0.0;
     /* A tensor's stream comes from its slot: its index in the list, except
        that a planted layer has 12 slots (a mixture's layer always 16)
        whether or not the predictor is written, so --predictor changes
@@ -1276,7 +1266,7 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
        the residual stays dominated by it and the predictor's fixed threshold
        meets logits of the planned scale */
     const float gain = planted ? (float)(PLANT_GAIN / sqrt((double)p->n_layer)) : 1.0f;
-    const int64_t zr = planted ? pl.d : 0;
+    const int64_t zr = planted ? pl->d : 0;
     ADD(p->embd_type, 2, E, n_vocab, u, planted ? G_EMBD : G_UNIFORM, -1, PI_TN_TOKEN_EMBD);
     for (int64_t l = 0; l < p->n_layer; l++) {
         const int L = (int)l;
@@ -1298,9 +1288,9 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
             ts[nt - 1].zero_rows = zr;
             ADD3(p->type, 3, E, F, X, u / sqrtf((float)E), planted && p->act == PI_ACT_DRELU ? G_UP : G_UNIFORM, l,
                  PI_TN_FFN_UP_EXPS, L);
-            if (planted && p->predictor) {
-                ADD3(p->pred_type, 3, E, pl.R, X, u / sqrtf((float)E), G_FC1, l, PI_TN_FC1_EXPS, L);
-                ADD3(p->pred_type, 3, pl.R, F, X, 0.0f, G_FC2, l, PI_TN_FC2_EXPS, L);
+            if (planted && p->predictor && !p->plain) {
+                ADD3(p->pred_type, 3, E, pl->R, X, u / sqrtf((float)E), G_FC1, l, PI_TN_FC1_EXPS, L);
+                ADD3(p->pred_type, 3, pl->R, F, X, 0.0f, G_FC2, l, PI_TN_FC2_EXPS, L);
                 ts[nt - 1].src = gate;
             }
             continue;
@@ -1312,24 +1302,70 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
         ts[nt - 1].zero_rows = zr;
         ADD(p->type, 2, E, F, u / sqrtf((float)E), planted && p->act == PI_ACT_DRELU ? G_UP : G_UNIFORM, l,
             PI_TN_FFN_UP, L);
-        if (planted) {
+        if (planted && !p->plain) {
             ADD(p->type, 2, E, F, 0.0f, G_DOWN_T, l, PI_TN_FFN_DOWN_T, L);
             ts[nt - 1].src = down;
         }
-        if (planted && p->predictor) {
-            ADD(p->pred_type, 2, E, pl.R, u / sqrtf((float)E), G_FC1, l, PI_TN_FC1, L);
-            ADD(p->pred_type, 2, pl.R, F, 0.0f, G_FC2, l, PI_TN_FC2, L);
+        if (planted && p->predictor && !p->plain) {
+            ADD(p->pred_type, 2, E, pl->R, u / sqrtf((float)E), G_FC1, l, PI_TN_FC1, L);
+            ADD(p->pred_type, 2, pl->R, F, 0.0f, G_FC2, l, PI_TN_FC2, L);
             ts[nt - 1].src = gate;
         }
     }
     if (X) slot = 1 + 16 * (int)p->n_layer;
     else if (planted) slot = 1 + 12 * (int)p->n_layer;
     ADD(PI_TYPE_F32, 1, E, 1, 0.0f, G_ONES, -1, PI_TN_OUTPUT_NORM);
-    ADD(p->output_type, 2, E, n_vocab, u / sqrtf((float)E), planted && pl.walk ? G_WALK : G_UNIFORM, -1,
+    ADD(p->output_type, 2, E, n_vocab, u / sqrtf((float)E), planted && pl->walk ? G_WALK : G_UNIFORM, -1,
         PI_TN_OUTPUT);
     ts[nt - 1].src = 0; /* the embedding */
 #undef ADD
 #undef ADD3
+    return nt;
+}
+
+/* Tensor j->t's rows generated slab by slab on the pool, alternating the
+   two slabs (one generated while the writer writes the other). */
+static pi_status put_tensor(slab_writer *sw, pi_pool *pool, gen_job *j, uint8_t *slab, size_t slab_bytes,
+                            int64_t slab_rows, int *cur) {
+    pi_status st = PI_OK;
+    const int64_t n_rows = j->t->ne1 * j->t->ne2;
+    for (int64_t r0 = 0; r0 < n_rows && !st; r0 += slab_rows) {
+        const int64_t rows = n_rows - r0 < slab_rows ? n_rows - r0 : slab_rows;
+        j->row0 = r0;
+        j->out = slab + (size_t)*cur * slab_bytes;
+        pi_pool_for(pool, rows, 8, gen_rows, j);
+        st = slab_writer_put(sw, j->out, (size_t)rows * j->row_bytes);
+        *cur ^= 1;
+    }
+    return st;
+}
+
+pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
+    pi_status st = check_params(p);
+    if (st) return st;
+    pi_gguf_writer *w = NULL;
+    pi_pool *pool = NULL;
+    gtensor *ts = NULL;
+    uint8_t *slab = NULL;
+    float *scratch = NULL;
+    slab_writer sw;
+    bool writing = false;
+    plant pl;
+    memset(&pl, 0, sizeof pl);
+    int64_t n_vocab = p->n_vocab;
+    const int64_t E = p->n_embd, F = p->n_ff;
+    const bool planted = p->active != 0.0;
+
+    /* the output first: an unwritable path fails before any work */
+    if ((st = pi_gguf_writer_create(path, false, &w))) return st;
+    pi_gguf_writer_set_progress(w, p->progress, p->progress_ctx);
+    if (planted && (st = plant_init(p, &pl, PLANT_OFFSETS))) goto done;
+    if ((st = model_keys(w, p, &pl, &n_vocab))) goto done;
+    if (!(ts = calloc((size_t)(3 + 12 * p->n_layer), sizeof *ts))) {
+        st = pi_error(PI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    const int nt = model_tensors(p, &pl, n_vocab, ts);
     /* the file's size: the data (each tensor aligned to 32) and a generous
        bound on the header (tokens, tensor infos) */
     uint64_t need = (uint64_t)n_vocab * 96 + (uint64_t)nt * 160 + ((uint64_t)1 << 20);
@@ -1361,16 +1397,8 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path) {
         if (planted && ts[i].layer >= 0 && ts[i].layer != pl.layer) plant_layer(&pl, p->seed, ts[i].layer);
         if (ts[i].kind == G_DOWN_T) /* ffn_down's row streams, for reading it by columns */
             for (int64_t c = 0; c < E; c++) pl.down_seed[c] = row_seed(ts[ts[i].src].stream, c);
-        gen_job j = {ts, &ts[i], &pl, 0, pi_row_size(ts[i].type, ts[i].ne0), NULL, scratch, scratch_per};
-        const int64_t n_rows = ts[i].ne1 * ts[i].ne2;
-        for (int64_t r0 = 0; r0 < n_rows && !st; r0 += slab_rows) {
-            int64_t rows = n_rows - r0 < slab_rows ? n_rows - r0 : slab_rows;
-            j.row0 = r0;
-            j.out = slab + (size_t)cur * slab_bytes;
-            pi_pool_for(pool, rows, 8, gen_rows, &j);
-            st = slab_writer_put(&sw, j.out, (size_t)rows * j.row_bytes);
-            cur ^= 1;
-        }
+        gen_job j = {ts, &ts[i], &pl, NULL, 0, pi_row_size(ts[i].type, ts[i].ne0), NULL, scratch, scratch_per};
+        st = put_tensor(&sw, pool, &j, slab, slab_bytes, slab_rows, &cur);
     }
     if (!st) st = slab_writer_wait(&sw);
 done:
@@ -1381,5 +1409,247 @@ done:
     free(ts);
     free(slab);
     free(scratch);
+    return st;
+}
+
+/* ---- the bundle file, written directly ---- */
+
+#define BUNDLE_TOKENS 1000000 /* the nominal tokens the planted activation counts are expected over */
+
+/* Whether ts is one of its layer's FFN matrices (what bundles replace). */
+static bool is_ffn_matrix(const gtensor *t) {
+    static const char *const fmt[] = {PI_TN_FFN_GATE,      PI_TN_FFN_UP,      PI_TN_FFN_DOWN,     PI_TN_FFN_DOWN_T,
+                                      PI_TN_FFN_GATE_EXPS, PI_TN_FFN_UP_EXPS, PI_TN_FFN_DOWN_EXPS};
+    const pi_gguf_str name = {strlen(t->name), t->name};
+    for (size_t k = 0; t->layer >= 0 && k < sizeof fmt / sizeof fmt[0]; k++)
+        if (pi_tensor_layer(name, fmt[k]) == t->layer) return true;
+    return false;
+}
+
+typedef struct {
+    const gen_job *gate, *up;
+    const pi_bundle_layout *bl;
+    const int32_t *order;  /* (F) the expert's neuron at each position: hottest first */
+    int64_t x, F, k0;      /* the expert; the slab's first position */
+    const uint8_t *down_t; /* (F rows of bl->down_bytes) the expert's down columns, in neuron order */
+    uint8_t *out;          /* the slab's bundles */
+    float *scratch;
+    int64_t scratch_per;
+} bundle_job;
+
+static void gen_bundles(void *ctx, int64_t a, int64_t b, int tid) {
+    const bundle_job *j = ctx;
+    const pi_bundle_layout *bl = j->bl;
+    float *row = j->scratch + (size_t)tid * (size_t)j->scratch_per, *tmp = row + j->gate->t->ne0;
+    for (int64_t k = a; k < b; k++) {
+        const int64_t i = j->order[j->k0 + k], r = j->x * j->F + i;
+        uint8_t *dst = j->out + (size_t)k * bl->stride;
+        memset(dst, 0, bl->stride);
+        gen_row(j->gate, r, row, tmp);
+        pi_quantize_row(bl->gate_type, row, dst + bl->gate_off, j->gate->t->ne0);
+        gen_row(j->up, r, row, tmp);
+        pi_quantize_row(bl->up_type, row, dst + bl->up_off, j->up->t->ne0);
+        memcpy(dst + bl->down_off, j->down_t + (size_t)i * bl->down_bytes, bl->down_bytes);
+    }
+}
+
+pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path) {
+    pi_status st = check_params(p);
+    if (st) return st;
+    if (p->active == 0.0 || p->act == PI_ACT_SILU)
+        return pi_error(PI_ERR_INVALID, "a bundle file needs planted sparsity (--act relu|drelu --active F)");
+    pi_gguf_writer *w = NULL;
+    pi_pool *pool = NULL;
+    gtensor *ts = NULL;
+    uint8_t *slab = NULL, *down = NULL, *down_t = NULL;
+    float *scratch = NULL;
+    int32_t *order = NULL, *fc2_map = NULL, *small = NULL;
+    slab_writer sw;
+    bool writing = false;
+    plant pl;
+    memset(&pl, 0, sizeof pl);
+    int64_t n_vocab = p->n_vocab;
+    const int64_t E = p->n_embd, F = p->n_ff, X = p->n_expert ? p->n_expert : 1, L = p->n_layer;
+
+    if ((st = pi_gguf_writer_create(path, false, &w))) return st;
+    pi_gguf_writer_set_progress(w, p->progress, p->progress_ctx);
+    if ((st = plant_init(p, &pl, PLANT_OFFSETS)) || (st = model_keys(w, p, &pl, &n_vocab))) goto done;
+    if (!(ts = calloc((size_t)(3 + 12 * L), sizeof *ts))) {
+        st = pi_error(PI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    pi_genmodel_params full = *p;
+    full.plain = false; /* the bundle file has pinfer's additions */
+    const int nt = model_tensors(&full, &pl, n_vocab, ts);
+    /* the layout: gate and up rows as generated, the down part as convert
+       makes it from the plain file (a dense planted model's ffn_down_t; a
+       mixture's ffn_down_exps transposed) */
+    int gate_i = -1, up_i = -1, down_i = -1;
+    for (int i = 0; i < nt; i++) {
+        if (ts[i].layer != 0 || !is_ffn_matrix(&ts[i])) continue;
+        if (strstr(ts[i].name, "ffn_gate")) gate_i = i;
+        else if (strstr(ts[i].name, "ffn_up")) up_i = i;
+        else if (strstr(ts[i].name, p->n_expert ? "ffn_down_exps" : "ffn_down_t")) down_i = i;
+    }
+    const pi_weight dw = {NULL, ts[down_i].type, {ts[down_i].ne0, ts[down_i].ne1, 1, 1}, 0, {0, NULL}};
+    const pi_type dt = p->n_expert ? pi_weight_down_t_type(&dw) : ts[down_i].type;
+    pi_bundle_layout bl;
+    if ((st = pi_bundle_layout_make(ts[gate_i].type, ts[up_i].type, dt, E, F, PI_BUNDLE_DEFAULT_ALIGN, &bl)) ||
+        (st = pi_gguf_set_u32(w, PI_KEY_GENERAL_ALIGNMENT, PI_BUNDLE_FILE_ALIGN)) || (st = pi_bundle_layout_set(w, &bl)))
+        goto done;
+    /* the planted statistics, as convert --reorder stores measured ones:
+       expected counts over BUNDLE_TOKENS tokens, neurons in planted
+       hotness order */
+    if ((st = pi_gguf_set_bool(w, PI_KEY_REORDERED, true)) ||
+        (st = pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, BUNDLE_TOKENS)) ||
+        (st = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, 0.0f)) ||
+        (st = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, "planted by pinfer gen-model (expected counts)")))
+        goto done;
+    if (p->n_expert) {
+        float *ut = malloc((size_t)(L * X) * sizeof *ut);
+        if (!ut) {
+            st = pi_error(PI_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int64_t l = 0; l < L; l++) {
+            shuffle_rank(pl.erank, pl.order, pl.X, layer_stream(p->seed, l, ROUTER_TAG_ORDER));
+            for (int64_t x = 0; x < X; x++) ut[l * X + x] = (float)(pl.load[pl.erank[x]] * BUNDLE_TOKENS);
+        }
+        st = pi_gguf_set_arr(w, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, ut, (uint64_t)(L * X));
+        free(ut);
+        if (st) goto done;
+    }
+    /* the tensors: the plain file's, each layer's FFN matrices replaced by
+       its bundles, then the permutations and the counts */
+    uint64_t need = (uint64_t)n_vocab * 96 + (uint64_t)nt * 160 + ((uint64_t)1 << 20);
+    int64_t last_layer = -1;
+    for (int i = 0; i < nt && !st; i++) {
+        if (is_ffn_matrix(&ts[i])) {
+            if (ts[i].layer == last_layer) continue;
+            last_layer = ts[i].layer;
+            char nm[PI_NAME_MAX];
+            snprintf(nm, sizeof nm, PI_TN_FFN_BUNDLE, (int)ts[i].layer);
+            const int64_t ne[3] = {(int64_t)bl.stride, F, X};
+            st = pi_gguf_add_tensor(w, nm, PI_TYPE_I8, p->n_expert ? 3 : 2, ne);
+            need += (uint64_t)bl.stride * (uint64_t)(F * X) + PI_BUNDLE_FILE_ALIGN;
+            continue;
+        }
+        int64_t ne[3] = {ts[i].ne0, ts[i].ne1, ts[i].ne2};
+        st = pi_gguf_add_tensor(w, ts[i].name, ts[i].type, (uint32_t)ts[i].n_dims, ne);
+        need += pi_row_size(ts[i].type, ts[i].ne0) * (uint64_t)(ts[i].ne1 * ts[i].ne2) + PI_BUNDLE_FILE_ALIGN;
+    }
+    for (int64_t l = 0; l < L && !st; l++) {
+        char nm[PI_NAME_MAX];
+        const int64_t ne[1] = {F * X};
+        snprintf(nm, sizeof nm, PI_TN_FFN_PERM, (int)l);
+        st = pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, ne);
+        snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)l);
+        if (!st) st = pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, ne);
+        need += 2 * ((uint64_t)(F * X) * 4 + PI_BUNDLE_FILE_ALIGN);
+    }
+    if (st || (st = check_room(path, need)) || (st = pi_gguf_writer_begin_data(w)) ||
+        (st = pi_pool_create(p->n_threads, &pool)))
+        goto done;
+
+    const int64_t slab_rows = 512;
+    int64_t widest = E > F ? E : F;
+    if (pl.R > widest) widest = pl.R;
+    const int64_t scratch_per = widest + pl.nd + 2 * PLANT_MAX_K;
+    size_t slab_bytes = pi_row_size(PI_TYPE_F32, widest) * (size_t)slab_rows;
+    if (bl.stride * (size_t)slab_rows > slab_bytes) slab_bytes = bl.stride * (size_t)slab_rows;
+    const size_t down_rb = pi_row_size(ts[down_i].type, ts[down_i].ne0);
+    slab = malloc(2 * slab_bytes);
+    scratch = malloc((size_t)pi_pool_size(pool) * (size_t)scratch_per * sizeof(float));
+    order = malloc((size_t)(X * F) * sizeof *order);
+    fc2_map = malloc((size_t)(X * F) * sizeof *fc2_map);
+    small = malloc((size_t)(X * F) * sizeof *small);
+    down = malloc(down_rb * (size_t)(p->n_expert ? E : F));
+    down_t = malloc((size_t)bl.down_bytes * (size_t)F);
+    if (!slab || !scratch || !order || !fc2_map || !small || !down || !down_t) {
+        st = pi_error(PI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = slab_writer_start(&sw, w))) goto done;
+    writing = true;
+    int cur = 0;
+    last_layer = -1;
+    for (int i = 0; i < nt && !st; i++) {
+        const gtensor *t = &ts[i];
+        if (t->layer >= 0 && t->layer != pl.layer) {
+            plant_layer(&pl, p->seed, t->layer);
+            for (int64_t x = 0; x < X; x++) /* each expert's neurons, hottest (rank 0) first */
+                for (int64_t n = 0; n < F; n++) {
+                    order[x * F + pl.rank[x * F + n]] = (int32_t)n;
+                    fc2_map[x * F + pl.rank[x * F + n]] = (int32_t)(x * F + n);
+                }
+        }
+        if (is_ffn_matrix(t)) {
+            if (t->layer == last_layer) continue;
+            last_layer = t->layer;
+            /* the layer's FFN matrices: find them by role */
+            int g = -1, u = -1, d = -1;
+            for (int q = 0; q < nt; q++) {
+                if (ts[q].layer != t->layer || !is_ffn_matrix(&ts[q])) continue;
+                if (strstr(ts[q].name, "ffn_gate")) g = q;
+                else if (strstr(ts[q].name, "ffn_up")) u = q;
+                else if (strstr(ts[q].name, p->n_expert ? "ffn_down_exps" : "ffn_down_t")) d = q;
+            }
+            if (!p->n_expert) /* ffn_down's row streams, for reading it by columns */
+                for (int64_t c = 0; c < E; c++) pl.down_seed[c] = row_seed(ts[ts[d].src].stream, c);
+            const gen_job gj = {ts, &ts[g], &pl, NULL, 0, 0, NULL, scratch, scratch_per};
+            const gen_job uj = {ts, &ts[u], &pl, NULL, 0, 0, NULL, scratch, scratch_per};
+            for (int64_t x = 0; x < X && !st; x++) {
+                /* the expert's down columns, in neuron order */
+                gen_job dj = {ts, &ts[d], &pl, NULL, 0, down_rb, down, scratch, scratch_per};
+                if (p->n_expert) {
+                    dj.row0 = x * E;
+                    pi_pool_for(pool, E, 8, gen_rows, &dj);
+                    const pi_weight slice = {down, ts[d].type, {F, E, 1, 1}, down_rb, {0, NULL}};
+                    if ((st = pi_weight_transpose(&slice, dt, down_t))) break;
+                } else {
+                    dj.out = down_t;
+                    pi_pool_for(pool, F, 8, gen_rows, &dj);
+                }
+                for (int64_t k0 = 0; k0 < F && !st; k0 += slab_rows) {
+                    const int64_t n = F - k0 < slab_rows ? F - k0 : slab_rows;
+                    bundle_job bj = {&gj, &uj, &bl, order + x * F, x, F, k0, down_t, slab + (size_t)cur * slab_bytes,
+                                     scratch, scratch_per};
+                    pi_pool_for(pool, n, 8, gen_bundles, &bj);
+                    st = slab_writer_put(&sw, bj.out, (size_t)n * bl.stride);
+                    cur ^= 1;
+                }
+            }
+            continue;
+        }
+        gen_job j = {ts, t, &pl, t->kind == G_FC2 ? fc2_map : NULL, 0, pi_row_size(t->type, t->ne0), NULL, scratch,
+                     scratch_per};
+        st = put_tensor(&sw, pool, &j, slab, slab_bytes, slab_rows, &cur);
+    }
+    if (!st) st = slab_writer_wait(&sw);
+    /* the permutations and the expected counts (small: written after the slabs) */
+    for (int64_t l = 0; l < L && !st; l++) {
+        plant_layer(&pl, p->seed, l);
+        for (int64_t x = 0; x < X; x++)
+            for (int64_t n = 0; n < F; n++) small[x * F + pl.rank[x * F + n]] = (int32_t)n;
+        st = pi_gguf_write_data(w, small, (size_t)(X * F) * sizeof *small);
+        for (int64_t x = 0; x < X && !st; x++) {
+            const double load = p->n_expert ? pl.load[pl.erank[x]] : 1.0;
+            for (int64_t k = 0; k < F; k++) small[x * F + k] = (int32_t)llround(load * pl.p[k] * BUNDLE_TOKENS);
+        }
+        if (!st) st = pi_gguf_write_data(w, small, (size_t)(X * F) * sizeof *small);
+    }
+done:
+    if (writing) slab_writer_stop(&sw);
+    st = pi_gguf_writer_finish(w, st);
+    pi_pool_free(pool);
+    plant_free(&pl);
+    free(ts);
+    free(slab);
+    free(scratch);
+    free(order);
+    free(fc2_map);
+    free(small);
+    free(down);
+    free(down_t);
     return st;
 }

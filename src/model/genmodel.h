@@ -73,6 +73,8 @@ typedef struct pi_genmodel_params {
     double persist;      /* temporal persistence, [0, 0.99]: the correlation of consecutive tokens' FFN inputs
                             along the walk the output head makes (genmodel.c); 0: independent tokens */
     bool predictor;      /* also write predictors and powerinfer.sparse_threshold */
+    bool plain;          /* pi_genmodel_write: only what llama.cpp reads (no ffn_down_t, no predictors),
+                            the other tensors unchanged */
     int64_t pred_rank;   /* predictor rank; 0: n_embd / 4 (see genmodel.c) */
     pi_type pred_type;   /* predictor matrices (presets: Q8_0) */
     /* mixture of experts; n_expert == 0: a dense FFN */
@@ -127,6 +129,18 @@ const char *const *pi_genmodel_preset_names(void);
    thread writes the previous slab, so a large model streams at about the
    slower of the two; memory use is a few MiB whatever the model's size. */
 pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path);
+
+/* The same model as a bundle file (gguf/bundle.h), written directly: what
+   pinfer convert --reorder --bundle would make of it, with the planted
+   statistics in place of measured ones. Each layer's (each expert's)
+   neurons are stored in planted hotness order with the predictors' fc2
+   rows, blk.N.ffn_perm and blk.N.ffn_act_count (the expected counts over
+   1,000,000 tokens: a mixture's expert share times the neuron's
+   frequency; pinfer.stats.unit_tokens the experts' shares). The down part
+   is what convert makes from the plain file: a dense model's ffn_down_t, a
+   mixture's ffn_down_exps transposed. Needs planted sparsity
+   (PI_ERR_INVALID otherwise); the free space is checked first. */
+pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path);
 
 /* The planted design of p (p->active > 0): sizes, the analytic skew, the
    predictor threshold and its expected recall and precision. PI_ERR_INVALID
