@@ -28,6 +28,7 @@ usage: $PROG [options]
   -n N                  tokens generated per run (default 16)
   -t N                  threads (default 2)
   --pinfer PATH         the pinfer binary (default: build/release/pinfer)
+  --gen-args "ARGS"     extra gen-model arguments (split on spaces), e.g. "--expert-skew 0.3"
   --keep                keep the generated files (and reuse files already there)
 Exit status: 0 when every run finished, 1 when one failed, 2 on a usage error, 3 when the
 machine lacks what is needed (root, disk space).
@@ -38,12 +39,12 @@ die() { printf '%s: %s\n' "$PROG" "$*" >&2; exit "${EXIT:-2}"; }
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 DIR=$ROOT/bench/models ACTIVE=0.10,0.15 BUDGETS=8G,12G,16G PRESET=mixtral PEER="" ROUNDS=3 NGEN=16 THREADS=2
-PINFER=$ROOT/build/release/pinfer KEEP=0
+PINFER=$ROOT/build/release/pinfer KEEP=0 GEN_ARGS=
 while [ $# -gt 0 ]; do
     case $1 in
     -h | --help) usage; exit 0 ;;
     --keep) KEEP=1; shift; continue ;;
-    --dir | --active | --budgets | --preset | --peer | --rounds | -n | -t | --pinfer)
+    --dir | --active | --budgets | --preset | --peer | --rounds | -n | -t | --pinfer | --gen-args)
         [ $# -ge 2 ] || die "option $1 needs a value" ;;
     *) usage >&2; die "unknown option '$1'" ;;
     esac
@@ -57,6 +58,7 @@ while [ $# -gt 0 ]; do
     -n) NGEN=$2 ;;
     -t) THREADS=$2 ;;
     --pinfer) PINFER=$2 ;;
+    --gen-args) GEN_ARGS=$2 ;;
     esac
     shift 2
 done
@@ -68,6 +70,7 @@ mkdir -p "$DIR"
 fail=0
 IFS=, read -r -a acts <<<"$ACTIVE"
 IFS=, read -r -a budgets <<<"$BUDGETS"
+read -r -a gen_extra <<<"$GEN_ARGS"
 for a in "${acts[@]}"; do
     plain=$DIR/$PRESET-a$a.gguf bundle=$DIR/$PRESET-a$a.pib
     if [ "$KEEP" = 1 ] && [ -s "$plain" ] && [ -s "$bundle" ]; then
@@ -76,7 +79,7 @@ for a in "${acts[@]}"; do
         step "activity $a: generating $plain and $bundle"
         # gen-model checks the free space for both files itself and says what it needs
         if ! "$PINFER" gen-model --preset "$PRESET" --act drelu --active "$a" --predictor -t "$THREADS" \
-            -o "$plain" --bundle-out "$bundle"; then
+            ${gen_extra[@]+"${gen_extra[@]}"} -o "$plain" --bundle-out "$bundle"; then
             rm -f "$plain" "$bundle"
             EXIT=3 die "generating the activity $a model failed (see above)"
         fi
