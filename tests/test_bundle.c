@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "sparse/ffn_sparse.h"
+#include "sparse/predictor.h"
 #include "sparse/reorder.h"
 #include "sparse/stats.h"
 #include "gguf/bundle.h"
@@ -417,6 +418,29 @@ static void expect_refused(const char *good, const char *bad, const corruption *
 
 /* ---- a mixture of experts ---- */
 
+/* src with per-expert predictors of rank 8 (zero weights: only their
+   shapes matter here) written to dst. */
+static bool moe_predictors(const char *src, const char *dst) {
+    pi_lm *m = NULL;
+    if (pi_lm_load(src, PI_MAP_FILE, &m)) return false;
+    const int64_t U = pi_ffn_units(&m->hp), E = m->hp.n_embd, F = m->hp.n_ff, R = 8;
+    pi_predictor P = {U, E, F, m->hp.n_expert, 0.9f, calloc((size_t)U, sizeof(pi_pred_layer))};
+    bool ok = P.layers != NULL;
+    for (int64_t u = 0; ok && u < U; u++) {
+        P.layers[u].rank = R;
+        ok = (P.layers[u].fc1 = calloc((size_t)(R * E), sizeof(float))) &&
+             (P.layers[u].fc2 = calloc((size_t)(F * R), sizeof(float)));
+    }
+    ok = ok && pi_pred_save(&P, m, dst) == PI_OK;
+    for (int64_t u = 0; P.layers && u < U; u++) {
+        free(P.layers[u].fc1);
+        free(P.layers[u].fc2);
+    }
+    free(P.layers);
+    pi_lm_free(m);
+    return ok;
+}
+
 /* moe-relu-stories as a bundle file: each layer's experts one after the
    other, every part byte for byte the expert's rows (down: ffn_down_exps
    transposed, exact in F32); the same logits as the plain file, dense and
@@ -535,6 +559,16 @@ static void test_moe(void) {
     expect_refused(good, bad, &count, PI_ERR_FORMAT, "blk.0.ffn_bundle");
     corruption router = {NULL, 0, NULL, false, 0, "blk.2.ffn_gate_inp.weight", 1, 3};
     expect_refused(good, bad, &router, PI_ERR_FORMAT, "ffn_gate_inp");
+    /* per-expert predictors for another count of experts than the weights' */
+    char with_pred[256];
+    t_tmp_path(with_pred, sizeof with_pred, "bundle-moe-pred.gguf");
+    if (moe_predictors(src, bad) && pi_bundle_write(bad, NULL, 4096, with_pred) == PI_OK) {
+        corruption pred = {NULL, 0, NULL, false, 0, "blk.1.fc2_exps.weight", 2, 3};
+        expect_refused(with_pred, bad, &pred, PI_ERR_FORMAT, "fc2_exps");
+    } else {
+        CHECKF(false, "a mixture with predictors: %s", pi_last_error());
+    }
+    unlink(with_pred);
     /* a truncated file: the reader refuses it */
     size_t n;
     uint8_t *bytes = t_read_file(good, &n);
