@@ -203,6 +203,11 @@ static void test_mixture(void) {
     pi_plan_cost(mp, &hw, &p, &c_share);
     for (int64_t u = 0; u < L; u++) mp->visit[u] = 1.0;
     pi_plan_cost(mp, &hw, &p, &c_all);
+    /* the cache holds a visit's misses: a rarely visited expert misses more per visit */
+    pi_plan p1;
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p1) == PI_OK);
+    CHECKF(p.cache_bytes > p1.cache_bytes, "cache %llu bytes with visits by share, %llu when every token visits",
+           (unsigned long long)p.cache_bytes, (unsigned long long)p1.cache_bytes);
     CHECKF(c_all.tok_s < c_share.tok_s && fabs(c_all.misses - c_share.misses) < 1e-9,
            "visits by share %.2f tok/s, every token %.2f", c_share.tok_s, c_all.tok_s);
     pi_mprofile_free(mp);

@@ -543,14 +543,16 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
             /* room for a layer's expected misses and a quarter more: a
                cache that cannot take one layer's reads at once splits the
                layer into waves that wait on each other (the model does not
-               price that); the lookahead reads ahead into what is left.
+               price that); the lookahead reads ahead into what is left. A
+               mixture's unit: its misses per visit, not per token.
                Twice a layer's misses, so that the lookahead could read all
                of the next layer's, measured 5% slower at a 25% budget on
                7b-l8 (the memory serves better as hot neurons). */
             double worst = 0.0;
-            for (int64_t l = 0; l < L; l++) {
+            for (int64_t l = 0; l < L; l++) { /* per visit: a mixture's expert sees only its tokens */
                 double m = 0.0;
                 for (int64_t i = cur.hot[l]; i < F; i++) m += mp->sel[l * F + i];
+                m /= visit_of(mp, l);
                 worst = m > worst ? m : worst;
             }
             uint64_t floor_bytes = (uint64_t)(L * F) * 4 +
