@@ -166,6 +166,16 @@ static void check_planted_law(const pi_genmodel_params *p, const char *label) {
 }
 
 /* Generate, profile n_tok random tokens, check the statistics. */
+/* Three states on m: dense, sparse through the predictors, and the exact
+   mask (the oracle). */
+static void sparse_trio(pi_lm *m, pi_state **dense, pi_state **sp, pi_state **orc) {
+    CHECK(pi_state_create(m, 64, 2, dense) == PI_OK);
+    CHECK(pi_state_create(m, 64, 2, sp) == PI_OK);
+    CHECK(pi_state_create(m, 64, 2, orc) == PI_OK);
+    CHECK(pi_sparse_ffn_install(*sp, PI_FFN_SPARSE, 0) == PI_OK);
+    CHECK(pi_sparse_ffn_install(*orc, PI_FFN_ORACLE, 0) == PI_OK);
+}
+
 static void test_planted(const char *label, pi_type type, pi_ffn_act act, double active, double skew,
                          int64_t layers, bool predictor, int n_tok) {
     char path[256];
@@ -250,11 +260,7 @@ static void test_planted(const char *label, pi_type type, pi_ffn_act act, double
     if (predictor) {
         /* the sparse path runs; its active neurons over the oracle's are the recall again */
         pi_state *dense, *sp, *orc;
-        CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
-        CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
-        CHECK(pi_state_create(m, 64, 2, &orc) == PI_OK);
-        CHECK(pi_sparse_ffn_install(sp, PI_FFN_SPARSE, 0) == PI_OK);
-        CHECK(pi_sparse_ffn_install(orc, PI_FFN_ORACLE, 0) == PI_OK);
+        sparse_trio(m, &dense, &sp, &orc);
         const int n = g_emulated ? 8 : 32;
         double e_oracle = 0.0, e_sparse = 0.0;
         for (int t = 0; t < n; t++) {
@@ -706,11 +712,7 @@ static void test_moe_planted(const char *label, pi_type type, pi_ffn_act act, do
         /* the sparse decode path with the per-expert predictors: what it missed of the exact set */
         CHECK(pi_lm_make_down_t(m) == PI_OK);
         pi_state *dense, *sp, *orc;
-        CHECK(pi_state_create(m, 64, 2, &dense) == PI_OK);
-        CHECK(pi_state_create(m, 64, 2, &sp) == PI_OK);
-        CHECK(pi_state_create(m, 64, 2, &orc) == PI_OK);
-        CHECK(pi_sparse_ffn_install(sp, PI_FFN_SPARSE, 0) == PI_OK);
-        CHECK(pi_sparse_ffn_install(orc, PI_FFN_ORACLE, 0) == PI_OK);
+        sparse_trio(m, &dense, &sp, &orc);
         pi_sparse_ffn_of(sp)->check = true;
         const int n = g_emulated ? 8 : 48;
         double e_oracle = t_compare_decode(dense, orc, toks, n);

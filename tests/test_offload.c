@@ -30,8 +30,8 @@
 #include "model/model.h"
 #include "sparse/ffn_offload.h"
 #include "model/session.h"
-#include "sparse/predictor.h"
 #include "sparse/reorder.h"
+#include "test_moe.h"
 #include "test_util.h"
 
 #include <unistd.h>
@@ -327,34 +327,6 @@ static void check_refusals(const char *plain, const char *bundle, const char *pa
     unlink(cut);
 }
 
-/* moe-relu-stories with random per-expert predictors (rank 16, threshold
-   0: about half of each expert's neurons selected, the rest at random):
-   what a budget moves between memory and flash does not depend on them. */
-static bool moe_with_predictors(const char *src, const char *dst) {
-    pi_lm *m = NULL;
-    if (pi_lm_load(src, PI_MAP_FILE, &m)) return false;
-    const int64_t U = pi_ffn_units(&m->hp), E = m->hp.n_embd, F = m->hp.n_ff, R = 16;
-    pi_predictor P = {U, E, F, m->hp.n_expert, 0.9f, calloc((size_t)U, sizeof(pi_pred_layer))};
-    t_rng r = {11};
-    for (int64_t u = 0; P.layers && u < U; u++) {
-        pi_pred_layer *L = &P.layers[u];
-        L->rank = R;
-        L->threshold = 0.0f;
-        L->fc1 = malloc((size_t)(R * E) * sizeof(float));
-        L->fc2 = malloc((size_t)(F * R) * sizeof(float));
-        for (int64_t i = 0; L->fc1 && i < R * E; i++) L->fc1[i] = 0.5f * t_uniform(&r);
-        for (int64_t i = 0; L->fc2 && i < F * R; i++) L->fc2[i] = 0.5f * t_uniform(&r);
-    }
-    const bool ok = P.layers && pi_pred_save(&P, m, dst) == PI_OK;
-    for (int64_t u = 0; P.layers && u < U; u++) {
-        free(P.layers[u].fc1);
-        free(P.layers[u].fc2);
-    }
-    free(P.layers);
-    pi_lm_free(m);
-    return ok;
-}
-
 /* A copy of a mixture's bundle file with activation counts per expert
    (blk.N.ffn_act_count [n_ff * n_expert], descending in each expert): expert
    x of every layer counted in proportion to n_expert - x. */
@@ -421,7 +393,7 @@ int main(void) {
        experts their tokens chose */
     char moe[512];
     if (t_fixture(moe, sizeof moe, "relu/moe-relu-stories.gguf")) {
-        CHECKF(moe_with_predictors(moe, plain), "%s", pi_last_error());
+        CHECKF(t_moe_with_predictors(moe, plain), "%s", pi_last_error());
         CHECKF(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK, "%s", pi_last_error());
         check_file(bundle, "moe relu f32");
         check_api(bundle, "moe relu f32");

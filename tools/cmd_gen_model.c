@@ -181,6 +181,27 @@ static void check_tokens(int64_t V, long n_tok, int64_t win, bool walk, int32_t 
     }
 }
 
+/* The --check pass: toks decoded in windows of win positions from an empty
+   cache, batch tokens per call, with the observer installed; after each
+   call `after` (may be NULL) takes what the observer recorded. 0, or 1 when
+   a decode failed, 2 when `after` did. */
+static int check_decode(pi_state *s, pi_ffn_observer obs, void *ctx, const int32_t *toks, long n_tok, int64_t win,
+                        int64_t batch, bool (*after)(void *), void *after_ctx) {
+    int rc = 0;
+    pi_state_set_observer(s, obs, ctx);
+    for (int64_t i = 0; i < n_tok && !rc; i += win) {
+        pi_state_reset(s);
+        for (int64_t b = i; b < i + win && b < n_tok && !rc; b += batch) {
+            int64_t n = n_tok - b < batch ? n_tok - b : batch;
+            if (b + n > i + win) n = i + win - b;
+            if (pi_state_decode(s, toks + b, n)) rc = 1;
+            else if (after && !after(after_ctx)) rc = 2;
+        }
+    }
+    pi_state_set_observer(s, NULL, NULL);
+    return rc;
+}
+
 static int run_check(const char *cmd, const char *path, const pi_genmodel_params *p, long n_tok) {
     pi_genmodel_plant info;
     if (pi_genmodel_plant_info(p, &info)) {
@@ -212,16 +233,7 @@ static int run_check(const char *cmd, const char *path, const pi_genmodel_params
        with persistence, each window walks the vocabulary from a random
        token as generation does (past the special tokens) */
     check_tokens(m->hp.n_vocab, n_tok, win, p->persist > 0.0, toks);
-    pi_state_set_observer(s, check_observe, &c);
-    for (int64_t i = 0; i < n_tok; i += win) {
-        pi_state_reset(s);
-        for (int64_t b = i; b < i + win && b < n_tok; b += PI_MAX_BATCH) {
-            int64_t n = n_tok - b < PI_MAX_BATCH ? n_tok - b : PI_MAX_BATCH;
-            if (b + n > i + win) n = i + win - b;
-            if (pi_state_decode(s, toks + b, n)) goto fail;
-        }
-    }
-    pi_state_set_observer(s, NULL, NULL);
+    if (check_decode(s, check_observe, &c, toks, n_tok, win, PI_MAX_BATCH, NULL, NULL)) goto fail;
 
     printf("check: %ld random tokens through %s (%.1f s)\n", n_tok, path, pi_time_s() - t0);
     printf("planted: k %lld directions, reserved coordinates [0, %lld), %lld neurons clipped at p = %.3f\n",
@@ -379,6 +391,22 @@ static pi_weight expert_view(const pi_weight *w, int64_t x) {
 
 /* Run the recorded entries through their experts' predictors; count
    predicted, active and both per unit. Returns false when out of memory. */
+typedef struct {
+    moe_rec *c;
+    const pi_lm *m;
+    pi_pool *pool;
+    float *gx, *H, *Z;
+    uint8_t *gm;
+} moe_flush_ctx;
+
+static bool moe_flush(moe_rec *c, const pi_lm *m, pi_pool *pool, float *gx, float *H, float *Z, uint8_t *gm);
+
+/* check_decode's after-call hook: moe_flush. */
+static bool moe_flush_after(void *ctx) {
+    moe_flush_ctx *f = ctx;
+    return moe_flush(f->c, f->m, f->pool, f->gx, f->H, f->Z, f->gm);
+}
+
 static bool moe_flush(moe_rec *c, const pi_lm *m, pi_pool *pool, float *gx, float *H, float *Z, uint8_t *gm) {
     const int64_t E = c->E, F = c->F;
     for (int64_t il = 0; il < c->L; il++) {
@@ -495,17 +523,10 @@ static int run_check_moe(const char *cmd, const char *path, const pi_genmodel_pa
        token, as generation does */
     const bool walk = p->persist > 0.0 || p->expert_persist > 0.0;
     check_tokens(m->hp.n_vocab, n_tok, win, walk, toks);
-    pi_state_set_observer(s, moe_observe, &c);
-    for (int64_t i = 0; i < n_tok; i += win) {
-        pi_state_reset(s);
-        for (int64_t b = i; b < i + win && b < n_tok; b += batch) {
-            int64_t n = n_tok - b < batch ? n_tok - b : batch;
-            if (b + n > i + win) n = i + win - b;
-            if (pi_state_decode(s, toks + b, n)) goto fail;
-            if (c.x && !moe_flush(&c, m, s->pool, gx, H, Z, gm)) goto nomem;
-        }
-    }
-    pi_state_set_observer(s, NULL, NULL);
+    moe_flush_ctx fl = {&c, m, s->pool, gx, H, Z, gm};
+    const int drc = check_decode(s, moe_observe, &c, toks, n_tok, win, batch, c.x ? moe_flush_after : NULL, &fl);
+    if (drc == 1) goto fail;
+    if (drc == 2) goto nomem;
     for (int64_t l = 0; l < L; l++) moe_close(&c, l);
 
     printf("check: %ld random tokens through %s (%.1f s)\n", n_tok, path, pi_time_s() - t0);

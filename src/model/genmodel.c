@@ -1426,6 +1426,19 @@ static bool is_ffn_matrix(const gtensor *t) {
     return false;
 }
 
+/* Layer il's gate and up matrices, and where its bundles' down part comes
+   from: a mixture's ffn_down_exps (transposed), a dense planted layer's
+   ffn_down_t. Indices into ts. */
+static void ffn_roles(const gtensor *ts, int nt, int64_t il, bool moe, int *gate, int *up, int *down) {
+    *gate = *up = *down = -1;
+    for (int q = 0; q < nt; q++) {
+        if (ts[q].layer != il || !is_ffn_matrix(&ts[q])) continue;
+        if (strstr(ts[q].name, "ffn_gate")) *gate = q;
+        else if (strstr(ts[q].name, "ffn_up")) *up = q;
+        else if (strstr(ts[q].name, moe ? "ffn_down_exps" : "ffn_down_t")) *down = q;
+    }
+}
+
 typedef struct {
     const gen_job *gate, *up;
     const pi_bundle_layout *bl;
@@ -1484,13 +1497,8 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
     /* the layout: gate and up rows as generated, the down part as convert
        makes it from the plain file (a dense planted model's ffn_down_t; a
        mixture's ffn_down_exps transposed) */
-    int gate_i = -1, up_i = -1, down_i = -1;
-    for (int i = 0; i < nt; i++) {
-        if (ts[i].layer != 0 || !is_ffn_matrix(&ts[i])) continue;
-        if (strstr(ts[i].name, "ffn_gate")) gate_i = i;
-        else if (strstr(ts[i].name, "ffn_up")) up_i = i;
-        else if (strstr(ts[i].name, p->n_expert ? "ffn_down_exps" : "ffn_down_t")) down_i = i;
-    }
+    int gate_i, up_i, down_i;
+    ffn_roles(ts, nt, 0, p->n_expert > 0, &gate_i, &up_i, &down_i);
     const pi_weight dw = {NULL, ts[down_i].type, {ts[down_i].ne0, ts[down_i].ne1, 1, 1}, 0, {0, NULL}};
     const pi_type dt = p->n_expert ? pi_weight_down_t_type(&dw) : ts[down_i].type;
     pi_bundle_layout bl;
@@ -1586,14 +1594,8 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
         if (is_ffn_matrix(t)) {
             if (t->layer == last_layer) continue;
             last_layer = t->layer;
-            /* the layer's FFN matrices: find them by role */
-            int g = -1, u = -1, d = -1;
-            for (int q = 0; q < nt; q++) {
-                if (ts[q].layer != t->layer || !is_ffn_matrix(&ts[q])) continue;
-                if (strstr(ts[q].name, "ffn_gate")) g = q;
-                else if (strstr(ts[q].name, "ffn_up")) u = q;
-                else if (strstr(ts[q].name, p->n_expert ? "ffn_down_exps" : "ffn_down_t")) d = q;
-            }
+            int g, u, d;
+            ffn_roles(ts, nt, t->layer, p->n_expert > 0, &g, &u, &d);
             if (!p->n_expert) /* ffn_down's row streams, for reading it by columns */
                 for (int64_t c = 0; c < E; c++) pl.down_seed[c] = row_seed(ts[ts[d].src].stream, c);
             const gen_job gj = {ts, &ts[g], &pl, NULL, 0, 0, NULL, scratch, scratch_per};

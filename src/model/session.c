@@ -416,6 +416,12 @@ int64_t pi_moe_route(pi_state *s, const pi_layer *l, const float *xin, int64_t *
     return K;
 }
 
+void pi_moe_mix(const float *w, int64_t K, const float *outs, int64_t E, float *out) {
+    memset(out, 0, (size_t)E * sizeof *out);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t i = 0; i < E; i++) out[i] += w[k] * outs[k * E + i];
+}
+
 static void moe_token(pi_state *s, const pi_layer *l, int64_t b) {
     const int64_t E = s->m->hp.n_embd;
     const float *xin = s->xb + b * s->xb_dim;

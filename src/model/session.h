@@ -119,6 +119,11 @@ void pi_state_matmul(pi_state *s, const pi_weight *w, int64_t row0, int64_t rows
    Returns how many (both arrays hold PI_MOE_MAX_USED). */
 int64_t pi_moe_route(pi_state *s, const pi_layer *l, const float *xin, int64_t *chosen, float *w);
 
+/* out (E) = sum over k < K of w[k] times row k of outs (K, E), added in
+   routing order from zero: the arithmetic of the dense mixture, so that a
+   path that computes the experts in another order mixes them the same. */
+void pi_moe_mix(const float *w, int64_t K, const float *outs, int64_t E, float *out);
+
 /* out = x / rms(x) * w over n elements (the model's RMS norm). */
 void pi_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
 

@@ -419,12 +419,7 @@ static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) 
         if ((err = stream_unit(o, s, pi_ffn_unit(hp, il, x), rows, nt))) return err;
         for (int64_t j = 0; j < nt; j++) stream_result(o, j, E, eo + slot[j] * E);
     }
-    for (int64_t b = 0; b < nb; b++) {
-        float *mix = s->xb2 + b * E;
-        memset(mix, 0, (size_t)E * sizeof *mix);
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t d = 0; d < E; d++) mix[d] += w[b][k] * eo[(b * K + k) * E + d];
-    }
+    for (int64_t b = 0; b < nb; b++) pi_moe_mix(w[b], K, eo + b * K * E, E, s->xb2 + b * E);
     pi_state_input_changed(s);
     return PI_OK;
 }
@@ -482,14 +477,11 @@ static const pi_la_target *guess_next(pi_offload *o, pi_state *s, int64_t il, pi
    router is guessed to rank first. The guessed expert, when chosen, runs
    first. */
 static pi_status moe_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64_t il) {
-    const pi_hparams *hp = &s->m->hp;
-    const pi_layer *l = &s->m->layers[il];
-    const int64_t E = hp->n_embd;
+    const int64_t E = s->m->hp.n_embd;
     int64_t chosen[PI_MOE_MAX_USED], ord[PI_MOE_MAX_USED];
     float w[PI_MOE_MAX_USED];
-    const int64_t K = pi_moe_route(s, l, s->xb, chosen, w);
+    const int64_t K = pi_sparse_route(f, s, il, chosen, w);
     pi_sparse_stats *st = &f->stats[il];
-    st->bytes += l->ffn_gate_inp.row_bytes * (uint64_t)hp->n_expert;
     for (int64_t k = 0; k < K; k++) ord[k] = k;
     if (o->la_guess >= 0) { /* a guess made by the layer before */
         o->st.router_guesses++;
@@ -516,10 +508,7 @@ static pi_status moe_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         if (err) return err;
     }
     st->tokens = tokens + 1; /* the experts' lists are one token's */
-    float *mix = s->xb2;
-    memset(mix, 0, (size_t)E * sizeof *mix);
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t i = 0; i < E; i++) mix[i] += w[k] * eo[k * E + i];
+    pi_moe_mix(w, K, eo, E, s->xb2);
     return PI_OK;
 }
 

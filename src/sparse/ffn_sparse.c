@@ -316,6 +316,12 @@ static void sparse_expert(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x, 
     sparse_finish(f, s, il, n, out);
 }
 
+int64_t pi_sparse_route(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t *chosen, float *w) {
+    const pi_layer *l = &f->m->layers[il];
+    f->stats[il].bytes += l->ffn_gate_inp.row_bytes * (uint64_t)f->m->hp.n_expert;
+    return pi_moe_route(s, l, s->xb, chosen, w);
+}
+
 /* The FFN of one token (row 0 of xb) into row 0 of xb2: the layer's neurons,
    or for a mixture of experts the routed experts' outputs, each computed
    sparsely, mixed by their router weights. */
@@ -326,13 +332,11 @@ static pi_status ffn_sparse_token(void *impl, pi_state *s, int64_t il) {
         sparse_expert(f, s, il, 0, s->xb2);
         return PI_OK;
     }
-    const pi_layer *l = &f->m->layers[il];
     const int64_t E = hp->n_embd;
     pi_sparse_stats *st = &f->stats[il];
     int64_t chosen[PI_MOE_MAX_USED];
     float w[PI_MOE_MAX_USED];
-    const int64_t K = pi_moe_route(s, l, s->xb, chosen, w);
-    st->bytes += l->ffn_gate_inp.row_bytes * (uint64_t)hp->n_expert;
+    const int64_t K = pi_sparse_route(f, s, il, chosen, w);
     const uint64_t tokens = st->tokens;
     memset(s->moe_out, 0, (size_t)E * sizeof(float));
     for (int64_t k = 0; k < K; k++) {

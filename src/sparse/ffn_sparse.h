@@ -121,6 +121,10 @@ void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid
    many were active. */
 int64_t pi_sparse_count_list(pi_sparse_ffn *f, int64_t il, int64_t n);
 
+/* A mixture's routing of row 0 of xb at layer il (pi_moe_route), the
+   router's bytes charged to the layer's statistics. */
+int64_t pi_sparse_route(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t *chosen, float *w);
+
 static inline void pi_sparse_set_rows(pi_sparse_ffn *f, int64_t k, const uint8_t *g, const uint8_t *u,
                                       const uint8_t *d) {
     f->row[3 * k] = g;

@@ -901,7 +901,9 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
         if (!is_pred_tensor(t->name)) st = pi_gguf_write_data(w, t->data, (size_t)t->nbytes);
     }
     /* GGUF is little-endian, as are the hosts we build for: floats as they are */
-    float *pad = NULL;
+    float *pad = NULL; /* a padded expert's rows: room for the largest stored rank */
+    int64_t R_max = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) R_max = stored_rank(P, il) > R_max ? stored_rank(P, il) : R_max;
     for (int64_t il = 0; !st && il < hp->n_layer; il++) {
         const int64_t R = stored_rank(P, il);
         for (int part = 0; part < 2 && !st; part++)
@@ -912,8 +914,6 @@ pi_status pi_pred_save(const pi_predictor *P, const pi_lm *m, const char *path) 
                               : pi_gguf_write_data(w, L->fc1, (size_t)(R * E) * sizeof(float));
                     continue;
                 }
-                int64_t R_max = 0;
-                for (int64_t jl = 0; jl < hp->n_layer; jl++) R_max = stored_rank(P, jl) > R_max ? stored_rank(P, jl) : R_max;
                 if (!pad && !(pad = malloc((size_t)(R_max * (E > F ? E : F)) * sizeof *pad))) {
                     st = pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
                     break;
