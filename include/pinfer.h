@@ -158,6 +158,10 @@ typedef struct pi_model_params {
                                logit histograms (pinfer profile of the model with predictors, then convert
                                --reorder); 0: under a budget the planner's choice where the file has the
                                histograms, else the file's thresholds */
+    int n_seq_max;          /* with mem_budget: sessions that may be open at once (0: 1). The budget holds a KV
+                               cache of n_ctx positions and scratch for each (taken before the split is chosen;
+                               from a plan file's neuron cache); they share the hot neurons, the neuron cache and
+                               the I/O queue, and evaluate one at a time */
 } pi_model_params;
 
 /* Defaults: every field 0 / NULL / false, ffn PI_FFN_AUTO. */
@@ -341,7 +345,8 @@ PI_API pi_session_params pi_session_default_params(void);
 
 /* A conversation with m: its KV cache, scratch buffers and thread pool,
    sized once (decoding allocates nothing). A model opened under a memory
-   budget serves one session at a time (PI_ERR_INVALID for a second). */
+   budget serves n_seq_max sessions at a time (PI_ERR_INVALID for one more);
+   their offload statistics are the model's, summed over them. */
 PI_API pi_status pi_session_create(pi_model *m, const pi_session_params *params, pi_session **out);
 PI_API void pi_session_free(pi_session *s);
 

@@ -107,6 +107,59 @@ static pi_status run_api(pi_session *s, int64_t V, const int32_t *toks, float *o
     return PI_OK;
 }
 
+/* Three sessions under one budget (n_seq_max), their tokens interleaved one
+   at a time, each equal to the in-memory run; the budget holds their KV
+   caches and a fourth session is refused. */
+static void check_sessions(const char *bundle, const pi_budget_info *need, int64_t V, const int32_t *toks,
+                           const float *ref, const char *what) {
+    enum { NS = 3 };
+    pi_model_params mp = pi_model_default_params();
+    mp.n_threads = 2;
+    mp.n_ctx = 64;
+    mp.no_plan = true;
+    mp.n_seq_max = NS;
+    const uint64_t each = need->kv + need->scratch;
+    pi_model *fl = NULL;
+    mp.mem_budget = need->minimum + (NS - 1) * each - 1;
+    CHECK(pi_model_open(bundle, &mp, &fl) == PI_ERR_NOMEM && !fl);
+    mp.mem_budget = need->minimum + (NS - 1) * each + (4u << 20);
+    CHECKF(pi_model_open(bundle, &mp, &fl) == PI_OK, "%s", pi_last_error());
+    if (!fl) return;
+    const size_t rows = (size_t)(N_DECODE + 1) * (size_t)V;
+    pi_session *s[NS + 1] = {0};
+    float *got[NS] = {0};
+    for (int k = 0; k < NS; k++) {
+        CHECKF(pi_session_create(fl, NULL, &s[k]) == PI_OK, "%s", pi_last_error());
+        got[k] = malloc(rows * sizeof *got[k]);
+    }
+    CHECK(pi_session_create(fl, NULL, &s[NS]) == PI_ERR_INVALID && strstr(pi_last_error(), "3 sessions"));
+    bool ok = true;
+    for (int k = 0; k < NS; k++) ok = ok && s[k] && got[k];
+    /* session k starts k tokens late, so that each step finds the shared cache left by another */
+    for (int step = 0; ok && step < N_DECODE + 1 + NS; step++)
+        for (int k = 0; ok && k < NS; k++) {
+            const int t = step - k;
+            if (t < 0 || t > N_DECODE) continue;
+            ok = (t == 0 ? pi_session_eval(s[k], toks, N_PROMPT) : pi_session_decode(s[k], toks[N_PROMPT + t - 1])) ==
+                 PI_OK;
+            if (ok) memcpy(got[k] + (size_t)t * (size_t)V, pi_session_logits(s[k]), (size_t)V * sizeof(float));
+        }
+    CHECKF(ok, "%s: %d sessions under one budget: %s", what, NS, pi_last_error());
+    for (int k = 0; ok && k < NS; k++) {
+        int64_t d = count_diff(got[k], ref, rows);
+        CHECKF(d == 0, "%s: session %d of %d interleaved under one budget: %lld of %zu logits differ", what, k, NS,
+               (long long)d, rows);
+    }
+    pi_memory_report r;
+    CHECK(pi_model_memory(fl, &r) == PI_OK && r.limit == mp.mem_budget && r.used <= r.limit &&
+          r.kv == NS * need->kv && r.used == r.fixed + r.kv + r.scratch + r.io + r.hot + r.cache);
+    for (int k = 0; k < NS; k++) {
+        pi_session_free(s[k]);
+        free(got[k]);
+    }
+    pi_model_close(fl);
+}
+
 static void check_api(const char *bundle, const char *what) {
     pi_budget_info need;
     CHECKF(pi_budget_query(bundle, 64, &need) == PI_OK, "%s", pi_last_error());
@@ -135,7 +188,7 @@ static void check_api(const char *bundle, const char *what) {
     big.n_ctx = 65;
     CHECK(pi_session_create(fl, &big, &b) == PI_ERR_INVALID && strstr(pi_last_error(), "64 positions"));
     CHECK(pi_session_create(mem, NULL, &a) == PI_OK && pi_session_create(fl, NULL, &b) == PI_OK);
-    CHECK(pi_session_create(fl, NULL, &b2) == PI_ERR_INVALID && strstr(pi_last_error(), "one session"));
+    CHECK(pi_session_create(fl, NULL, &b2) == PI_ERR_INVALID && strstr(pi_last_error(), "1 session"));
     if (a && b && ref && got) {
         CHECK(run_api(a, V, toks, ref) == PI_OK && run_api(b, V, toks, got) == PI_OK);
         int64_t d = count_diff(got, ref, rows);
@@ -153,6 +206,7 @@ static void check_api(const char *bundle, const char *what) {
     pi_session_free(b2);
     pi_session_free(a);
     pi_model_close(fl);
+    if (ref && got) check_sessions(bundle, &need, V, toks, ref, what);
     pi_model_close(mem);
     free(ref);
     free(got);

@@ -22,7 +22,10 @@
 #include "sparse/offload.h"
 #include "tokenizer/tokenizer.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+
+#define PI_MAX_SESSIONS 64 /* sessions sharing a model under a memory budget */
 
 typedef struct pi_model_life {
     atomic_int refs;       /* the model (while open) and each of its sessions */
@@ -34,7 +37,10 @@ struct pi_model {
     pi_tokenizer *tok;
     pi_offload *off;       /* under a memory budget, else NULL */
     pi_model_life *life;
-    atomic_int off_users;  /* sessions using off: 0 or 1 */
+    atomic_int off_users;  /* sessions using off: at most n_seq_max */
+    pthread_mutex_t off_lock; /* held while a session evaluates through off: they take turns */
+    int n_seq_max;         /* sessions that may share off (1 without a budget too) */
+    uint64_t extra_kv, extra_scratch; /* under a budget: the KV caches and scratch of sessions 2..n_seq_max */
     pi_ffn_mode ffn;       /* sessions' default (never AUTO) */
     int64_t hot;
     int64_t n_ctx;

@@ -75,9 +75,24 @@ static pi_status check_params(const pi_model_params *p) {
                         PI_IO_MAX_QUEUE_DEPTH);
     if (p->recall != 0.0f && !(p->recall > 0.0f && p->recall <= 1.0f))
         return pi_error(PI_ERR_INVALID, "pi_model_open: recall %g is outside (0, 1]", (double)p->recall);
+    if (p->n_seq_max < 0 || p->n_seq_max > PI_MAX_SESSIONS)
+        return pi_error(PI_ERR_INVALID, "pi_model_open: n_seq_max %d is outside [0, %d]", p->n_seq_max, PI_MAX_SESSIONS);
     if (p->ffn == PI_FFN_ORACLE && p->mem_budget)
         return pi_error(PI_ERR_INVALID, "the oracle FFN computes every gate and needs the FFN in memory: it cannot "
                         "run under a memory budget");
+    return PI_OK;
+}
+
+/* Take the further sessions' `extra` bytes from the budget, or from a plan
+   file's neuron cache (cache != NULL), refusing what cannot hold them. */
+static pi_status take_sessions(pi_model_params *p, uint64_t extra, uint64_t *cache) {
+    if (!extra) return PI_OK;
+    uint64_t *from = cache ? cache : &p->mem_budget;
+    if (*from <= extra)
+        return pi_error(PI_ERR_NOMEM, "%d sessions need %s more for their KV caches and scratch than one, more than "
+                        "the %s %s: raise the budget, lower the context or the number of sessions", p->n_seq_max,
+                        PI_BYTES(extra), cache ? "plan's neuron cache of" : "memory budget of", PI_BYTES(*from));
+    *from -= extra;
     return PI_OK;
 }
 
@@ -183,6 +198,7 @@ void pi_model_close(pi_model *m) {
     free(m->name);
     free(m->path);
     free(m->hw_path);
+    pthread_mutex_destroy(&m->off_lock);
     if (m->life) {
         atomic_store(&m->life->alive, false);
         if (atomic_fetch_sub(&m->life->refs, 1) == 1) free(m->life);
@@ -204,12 +220,29 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
     atomic_init(&m->life->refs, 1);
     atomic_init(&m->life->alive, true);
     atomic_init(&m->off_users, 0);
+    pthread_mutex_init(&m->off_lock, NULL);
+
+    /* Sessions beyond the first under a budget: their KV caches and scratch
+       come off the top before the split is chosen (a plan file's split was
+       made for one session: they come out of its neuron cache). */
+    uint64_t extra = 0;
+    const int n_seq = p.n_seq_max > 1 ? p.n_seq_max : 1;
+    if (p.mem_budget && n_seq > 1) {
+        pi_budget_info q;
+        if ((st = pi_budget_query(path, p.n_ctx, &q))) goto fail;
+        m->extra_kv = (uint64_t)(n_seq - 1) * q.kv;
+        m->extra_scratch = (uint64_t)(n_seq - 1) * q.scratch;
+        extra = m->extra_kv + m->extra_scratch;
+    }
+    m->n_seq_max = n_seq;
 
     /* the plan: from a file, or made now for a budget */
     if (p.plan_path) {
         if ((st = load_plan(path, &p, &m->plan))) goto fail;
         m->planned = true;
     } else if (p.mem_budget && !p.no_plan && !p.cache_bytes) {
+        if ((st = take_sessions(&p, extra, NULL))) goto fail;
+        extra = 0;
         /* The file's own problems (no bundles, a budget below its minimum)
            end here with their message; without the machine's figures the
            default split still runs. */
@@ -223,12 +256,14 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         st = PI_OK;
     }
     if (m->planned) {
-        p.mem_budget = m->plan.mem_budget;
+        if ((st = take_sessions(&p, extra, &m->plan.cache_bytes))) goto fail;
+        p.mem_budget = m->plan.mem_budget - extra;
         if (!p.n_ctx) p.n_ctx = m->plan.n_ctx;
         if (!p.n_threads) p.n_threads = m->plan.threads;
         if (!p.queue_depth) p.queue_depth = m->plan.queue_depth;
     }
 
+    if (p.mem_budget && !m->planned && extra && (st = take_sessions(&p, extra, NULL))) goto fail;
     if (p.mem_budget) st = open_offloaded(path, &p, p.n_ctx, m);
     else st = pi_lm_load(path, p.use_mmap ? PI_MAP_FILE : PI_MAP_LOAD, &m->lm);
     if (st) goto fail;
@@ -348,11 +383,13 @@ pi_status pi_model_memory(const pi_model *m, pi_memory_report *out) {
     if (!o) return PI_OK;
     out->queue_depth = m->queue_depth;
     const pi_budget *b = &o->budget;
-    out->limit = b->limit;
-    out->used = pi_budget_used(b);
+    /* further sessions' KV caches and scratch were taken off the top */
+    const uint64_t extra = m->extra_kv + m->extra_scratch;
+    out->limit = b->limit ? b->limit + extra : 0;
+    out->used = pi_budget_used(b) + extra;
     out->fixed = b->used[PI_MEM_FIXED];
-    out->kv = b->used[PI_MEM_KV];
-    out->scratch = b->used[PI_MEM_SCRATCH];
+    out->kv = b->used[PI_MEM_KV] + m->extra_kv;
+    out->scratch = b->used[PI_MEM_SCRATCH] + m->extra_scratch;
     out->io = b->used[PI_MEM_IO];
     out->hot = b->used[PI_MEM_HOT];
     out->cache = b->used[PI_MEM_COLD];

@@ -35,7 +35,7 @@ pi_state *pi_session_state(pi_session *s) { return s && atomic_load(&s->life->al
 
 void pi_session_free(pi_session *s) {
     if (!s) return;
-    if (s->uses_off && atomic_load(&s->life->alive)) atomic_store(&s->m->off_users, 0);
+    if (s->uses_off && atomic_load(&s->life->alive)) atomic_fetch_sub(&s->m->off_users, 1);
     pi_state_free(s->st);
     if (atomic_fetch_sub(&s->life->refs, 1) == 1) free(s->life);
     free(s);
@@ -76,12 +76,15 @@ pi_status pi_session_create(pi_model *m, const pi_session_params *params, pi_ses
     s->last_token = -1;
     atomic_fetch_add(&s->life->refs, 1);
     if (m->off) {
-        int expected = 0;
-        if (!atomic_compare_exchange_strong(&m->off_users, &expected, 1)) {
-            pi_session_free(s);
-            return pi_error(PI_ERR_INVALID, "pi_session_create: a model under a memory budget serves one session at "
-                            "a time (its neuron cache and I/O queue are the budget's); free the other first");
-        }
+        int users = atomic_load(&m->off_users);
+        do {
+            if (users >= m->n_seq_max) {
+                pi_session_free(s);
+                return pi_error(PI_ERR_INVALID, "pi_session_create: a model under a memory budget serves %d "
+                                "session%s at a time (the budget holds their KV caches; open the model with a larger "
+                                "n_seq_max); free another first", m->n_seq_max, m->n_seq_max == 1 ? "" : "s");
+            }
+        } while (!atomic_compare_exchange_weak(&m->off_users, &users, users + 1));
         s->uses_off = true;
     }
     pi_status st = pi_state_create(m->lm, n_ctx, p.n_threads ? p.n_threads : m->n_threads, &s->st);
@@ -102,10 +105,13 @@ static pi_status eval(pi_session *s, const int32_t *tokens, size_t n, float *log
     if (n && !tokens) return pi_error(PI_ERR_INVALID, "%s: tokens is NULL", fn);
     if (n > (size_t)1 << 40) return pi_error(PI_ERR_INVALID, "%s: %zu tokens", fn, n);
     if (n == 0) return PI_OK;
+    /* sessions under one budget share its neuron cache and I/O queue: one evaluates at a time */
+    if (s->uses_off) pthread_mutex_lock(&s->m->off_lock);
     const uint64_t t0 = pi_time_ns();
     pi_status st = logits ? pi_state_decode_all(s->st, tokens, (int64_t)n, logits)
                           : pi_state_decode(s->st, tokens, (int64_t)n);
     const uint64_t dt = pi_time_ns() - t0;
+    if (s->uses_off) pthread_mutex_unlock(&s->m->off_lock);
     if (st) {
         if (st != PI_ERR_INVALID) s->have_logits = false; /* a failure mid-way: the logits are stale */
         return pi_error_prefix(st, "%s", fn);
