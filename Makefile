@@ -60,6 +60,16 @@ ifeq ($(HAVE_CJSON),1)
   TOOL_LDLIBS := -lcjson
 endif
 
+# libmicrohttpd (libmicrohttpd-dev) is the HTTP server of `pinfer serve`,
+# with cJSON for its JSON; only the tools link it. Without either (the
+# static aarch64 cross build) `serve` says what to install.
+HAVE_MHD := $(shell printf '$(HASH)include <microhttpd.h>\nint main(void) { return MHD_is_feature_supported(MHD_FEATURE_THREADS); }\n' | \
+  $(CC) -x c - -o /dev/null $(if $(filter neon,$(MODE)),-static) -lmicrohttpd >/dev/null 2>&1 && echo 1)
+ifeq ($(HAVE_MHD)$(HAVE_CJSON),11)
+  TOOL_CFLAGS += -DPI_HAVE_SERVE
+  TOOL_LDLIBS += -lmicrohttpd
+endif
+
 ifeq ($(MODE),release)
   OPT := -O2 -g
 else ifeq ($(MODE),asan)
@@ -128,6 +138,8 @@ $(BUILD)/%.o: %.c Makefile
 	$(CC) $(ALL_CFLAGS) $(ISA) -MMD -MP -c $< -o $@
 
 $(TOOL_OBJ) $(TEST_BIN:%=%.o): ALL_CFLAGS += $(TOOL_CFLAGS)
+# the page is assembled into the binary (.incbin)
+$(BUILD)/tools/serve_page.o: tools/serve_page.html
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

@@ -9,17 +9,31 @@ need=()      # "command package" pairs that the target cannot do without
 optional=()  # pairs whose absence only skips a part
 
 case $target in
-build | demo | asan) need=("cc gcc" "make make" "/usr/include/cjson/cJSON.h libcjson-dev")
+build | demo) need=("cc gcc" "make make" "/usr/include/cjson/cJSON.h libcjson-dev" "/usr/include/microhttpd.h libmicrohttpd-dev")
       optional=("/usr/include/liburing.h liburing-dev") ;;
-test) need=("cc gcc" "make make" "/usr/include/cjson/cJSON.h libcjson-dev")
+asan) need=("cc gcc" "make make" "/usr/include/cjson/cJSON.h libcjson-dev" "/usr/include/microhttpd.h libmicrohttpd-dev")
+      optional=("/usr/include/liburing.h liburing-dev" "node nodejs" "npm npm" "chromium chromium") ;;
+test) need=("cc gcc" "make make" "/usr/include/cjson/cJSON.h libcjson-dev" "/usr/include/microhttpd.h libmicrohttpd-dev")
       optional=("/usr/include/liburing.h liburing-dev" "aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user"
-                "pkg-config pkgconf" "g++ g++") ;;
+                "pkg-config pkgconf" "g++ g++" "node nodejs" "npm npm" "chromium chromium") ;;
 neon) need=("aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64 qemu-user") ;;
 fuzz) need=("clang clang" "/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a libclang-rt-14-dev") ;;
 *) echo "deps.sh: unknown target '$target'" >&2; exit 2 ;;
 esac
 
 have() { case $1 in /*) [ -e "$1" ] ;; *) command -v "$1" >/dev/null 2>&1 ;; esac; }
+
+# The server's tests drive it with npm packages (tests/serve/package.json,
+# pinned by its package-lock.json): installed from the npm registry once.
+npm_packages() {
+    case $target in test | asan) ;; *) return 0 ;; esac
+    [ -e tests/serve/node_modules/.package-lock.json ] && return 0
+    command -v npm >/dev/null 2>&1 || return 0
+    echo "deps: installing the server tests' npm packages (npm ci in tests/serve)"
+    npm ci --prefix tests/serve --no-audit --no-fund --loglevel=error >/tmp/pinfer-npm.log 2>&1 ||
+        echo "deps: npm ci failed (log: /tmp/pinfer-npm.log); the server's client tests are skipped" >&2
+}
+trap npm_packages EXIT
 
 missing=(); missing_opt=()
 for p in "${need[@]}"; do set -- $p; have "$1" || missing+=("$2"); done

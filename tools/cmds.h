@@ -20,5 +20,6 @@ int cmd_profile(int argc, char **argv);
 int cmd_train_predictor(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif
