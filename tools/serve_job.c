@@ -114,6 +114,13 @@ static cJSON *parse_object(const char *body, size_t len, srv_error *err) {
         BAD("the body is not valid JSON (at byte %zu of %zu)", at, len);
         return NULL;
     }
+    size_t at = (size_t)(end - body);
+    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\n' || body[at] == '\r')) at++;
+    if (at < len) {
+        cJSON_Delete(root);
+        BAD("the body has data after its JSON value (at byte %zu of %zu)", at, len);
+        return NULL;
+    }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         BAD("the body must be a JSON object");

@@ -233,6 +233,13 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         m->extra_kv = (uint64_t)(n_seq - 1) * q.kv;
         m->extra_scratch = (uint64_t)(n_seq - 1) * q.scratch;
         extra = m->extra_kv + m->extra_scratch;
+        if (p.mem_budget < q.minimum + extra) {
+            st = pi_error(PI_ERR_NOMEM, "--mem-budget %s is below this model's minimum of %s for %d sessions at "
+                          "context %lld (-c) each: %s for one, and %s of KV cache and scratch for each further one",
+                          PI_BYTES(p.mem_budget), PI_BYTES(q.minimum + extra), n_seq, (long long)q.n_ctx,
+                          PI_BYTES(q.minimum), PI_BYTES(extra / (uint64_t)(n_seq - 1)));
+            goto fail;
+        }
     }
     m->n_seq_max = n_seq;
 

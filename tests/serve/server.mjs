@@ -1,7 +1,7 @@
 // server.mjs — start `pinfer serve` for a test and stop it.
 //
-// The binary is $PI_TEST_PINFER (build/release/pinfer by default), run under
-// $PI_TEST_RUNNER when set. The server listens on a free loopback port
+// The binary is $PI_TEST_PINFER (build/release/pinfer by default), run
+// natively (test_serve skips under an emulator). The server listens on a free loopback port
 // (--port 0) and announces it on stderr: "serve: listening on http://HOST:PORT".
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
