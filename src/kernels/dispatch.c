@@ -109,6 +109,23 @@ int pi_vec_dot_type(pi_type wtype) {
     case PI_TYPE_BF16: return PI_TYPE_F32;
     case PI_TYPE_Q8_0:
     case PI_TYPE_Q4_0: return PI_TYPE_Q8_0;
+    case PI_TYPE_Q4_K:
+    case PI_TYPE_Q5_K:
+    case PI_TYPE_Q6_K: return PI_TYPE_Q8_K;
     default: return -1;
+    }
+}
+
+size_t pi_vec_dot_bytes(pi_type wtype, int64_t n) {
+    const int a = pi_vec_dot_type(wtype);
+    return a < 0 ? 0 : pi_row_size((pi_type)a, n);
+}
+
+void pi_quantize_act(const pi_kernels *k, pi_type wtype, const float *x, void *y, int64_t n) {
+    switch (pi_vec_dot_type(wtype)) {
+    case PI_TYPE_Q8_0: k->quantize_q8_0(x, y, n); break;
+    case PI_TYPE_Q8_K: k->quantize_q8_K(x, y, n); break;
+    case PI_TYPE_F32: memcpy(y, x, (size_t)n * sizeof *x); break;
+    default: break;
     }
 }

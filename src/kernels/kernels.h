@@ -4,6 +4,7 @@
  * For each weight type the activation ("vec_dot type") is:
  *   F32, F16, BF16 weights  -> F32 activations
  *   Q8_0, Q4_0 weights      -> Q8_0 activations (quantize once per vector)
+ *   Q4_K, Q5_K, Q6_K        -> Q8_K activations (likewise; rows are multiples of 256)
  *
  * A pi_kernels table holds one implementation of every kernel for one ISA
  * ("ref", "avx2", "avx512", "amx", "neon"). `ref` is the scalar specification
@@ -65,9 +66,14 @@ typedef void (*pi_matmul_fn)(int64_t n, const void *W, size_t row_stride, int64_
    table's version produces the same bytes as the reference. */
 typedef void (*pi_quantize_q8_0_fn)(const float *x, pi_block_q8_0 *y, int64_t n);
 
+/* Quantize n floats (n a multiple of 256) to Q8_K activation blocks
+   (ggml's quantize_row_q8_K: the same bytes in every table). */
+typedef void (*pi_quantize_q8_K_fn)(const float *x, pi_block_q8_K *y, int64_t n);
+
 typedef struct pi_kernels {
     const char *name;
     pi_quantize_q8_0_fn quantize_q8_0;
+    pi_quantize_q8_K_fn quantize_q8_K;
     pi_vec_dot_fn vec_dot[PI_TYPE_COUNT]; /* indexed by weight type; NULL if unsupported */
     pi_vec_dot_rows_fn vec_dot_rows[PI_TYPE_COUNT]; /* non-NULL wherever vec_dot is */
     pi_axpy_fn axpy[PI_TYPE_COUNT];
@@ -94,8 +100,16 @@ const pi_kernels *pi_kernels_by_name(const char *name);
 /* Names of every table this build contains, NULL-terminated. */
 const char *const *pi_kernels_names(void);
 
-/* The activation type a weight type's kernels take (F32 or Q8_0); -1 if none. */
+/* The activation type a weight type's kernels take (F32, Q8_0 or Q8_K); -1 if none. */
 int pi_vec_dot_type(pi_type wtype);
+
+/* Bytes the activation of a row of n elements of weight type wtype takes
+   (0 when it has none or n does not fit its blocks). */
+size_t pi_vec_dot_bytes(pi_type wtype, int64_t n);
+
+/* x[0..n) in the activation form wtype's kernels take, written to y
+   (pi_vec_dot_bytes(wtype, n) bytes; a copy for F32 activations). */
+void pi_quantize_act(const pi_kernels *k, pi_type wtype, const float *x, void *y, int64_t n);
 
 /* The per-ISA tables (defined in ref.c, x86_avx2.c, x86_avx512.c, arm_neon.c;
    "amx" also in x86_avx512.c, its tile kernels in x86_amx.c); the SIMD ones

@@ -10,6 +10,24 @@
  *   Q8_0: 32 weights = f16 scale d, int8 qs[32];          x = d * qs[i]
  *   Q4_0: 32 weights = f16 scale d, uint8 qs[16];         x = d * (nibble - 8)
  *         weight j (0..15) is the low nibble of qs[j], weight j+16 its high nibble.
+ *
+ * K-quants: super-blocks of 256 weights (PI_QK_K).
+ *   Q4_K: f16 d, f16 dmin, scales[12], qs[128]. Eight sub-blocks of 32, each
+ *         with a 6-bit scale sc and 6-bit min m packed in scales[] (sub-block
+ *         j < 4: sc = scales[j] & 63, m = scales[j+4] & 63; j >= 4: sc =
+ *         (scales[j+4] & 15) | (scales[j-4] >> 6) << 4, m = (scales[j+4] >> 4)
+ *         | (scales[j] >> 6) << 4); x = d*sc * q - dmin*m. Sub-blocks 2i and
+ *         2i+1 are the low and high nibbles of qs[32i .. 32i+32).
+ *   Q5_K: as Q4_K plus qh[32]: bit 2i of qh[l] is the fifth bit (16) of weight
+ *         l of sub-block 2i, bit 2i+1 that of sub-block 2i+1.
+ *   Q6_K: ql[128], qh[64], int8 scales[16], f16 d. Sixteen sub-blocks of 16
+ *         with scale d*scales[k]; x = d*scales[k] * (q - 32), q 6 bits: each
+ *         half of 128 weights takes 64 bytes of ql (low nibbles: weights 0-31
+ *         and 32-63 of the half from ql[0..32) and ql[32..64); high nibbles:
+ *         64-95, 96-127) and 32 of qh (bits 0-1, 2-3, 4-5, 6-7 of qh[l]: the
+ *         top two bits of weights l, l+32, l+64, l+96).
+ *   Q8_K: f32 d, int8 qs[256], int16 bsums[16] (sums of qs in groups of 16):
+ *         the activations K-quant weights take; x = d * qs[i].
  */
 #ifndef PI_KERNELS_TYPES_H
 #define PI_KERNELS_TYPES_H
@@ -36,6 +54,40 @@ typedef struct {
     uint8_t qs[PI_QK4_0 / 2];
 } pi_block_q4_0;
 static_assert(sizeof(pi_block_q4_0) == 2 + PI_QK4_0 / 2, "pi_block_q4_0 must match ggml block_q4_0");
+
+#define PI_QK_K 256
+#define PI_K_SCALE_SIZE 12
+
+typedef struct {
+    pi_f16 d, dmin;
+    uint8_t scales[PI_K_SCALE_SIZE];
+    uint8_t qs[PI_QK_K / 2];
+} pi_block_q4_K;
+static_assert(sizeof(pi_block_q4_K) == 4 + PI_K_SCALE_SIZE + PI_QK_K / 2, "pi_block_q4_K must match ggml block_q4_K");
+
+typedef struct {
+    pi_f16 d, dmin;
+    uint8_t scales[PI_K_SCALE_SIZE];
+    uint8_t qh[PI_QK_K / 8];
+    uint8_t qs[PI_QK_K / 2];
+} pi_block_q5_K;
+static_assert(sizeof(pi_block_q5_K) == 4 + PI_K_SCALE_SIZE + PI_QK_K / 8 + PI_QK_K / 2,
+              "pi_block_q5_K must match ggml block_q5_K");
+
+typedef struct {
+    uint8_t ql[PI_QK_K / 2];
+    uint8_t qh[PI_QK_K / 4];
+    int8_t scales[PI_QK_K / 16];
+    pi_f16 d;
+} pi_block_q6_K;
+static_assert(sizeof(pi_block_q6_K) == 2 + PI_QK_K / 16 + 3 * PI_QK_K / 4, "pi_block_q6_K must match ggml block_q6_K");
+
+typedef struct {
+    float d;
+    int8_t qs[PI_QK_K];
+    int16_t bsums[PI_QK_K / 16];
+} pi_block_q8_K;
+static_assert(sizeof(pi_block_q8_K) == 4 + PI_QK_K + PI_QK_K / 16 * 2, "pi_block_q8_K must match ggml block_q8_K");
 
 typedef enum pi_type {
     PI_TYPE_F32 = 0,

@@ -57,7 +57,10 @@ static void session_buffers(pi_state *s, const pi_lm *m, int64_t n_ctx, allocato
     int64_t widest = E > hp->n_ff ? E : hp->n_ff;
     if (QD > widest) widest = QD;
     s->xb_dim = E > QD ? E : QD;
-    s->xq_blocks = widest / 32 + 1;
+    /* rounded up to whole blocks of either quantized activation type */
+    const int64_t wide_k = (widest + PI_QK_K - 1) / PI_QK_K * PI_QK_K;
+    const size_t q8_0 = pi_row_size(PI_TYPE_Q8_0, wide_k), q8_k = pi_row_size(PI_TYPE_Q8_K, wide_k);
+    s->xq_row = q8_0 > q8_k ? q8_0 : q8_k;
     size_t kv_bytes = (size_t)hp->n_layer * (size_t)n_ctx * (size_t)KV * f;
     st->kv = 2 * kv_bytes;
     s->k_cache = xalloc(kv_bytes, st);
@@ -71,7 +74,7 @@ static void session_buffers(pi_state *s, const pi_lm *m, int64_t n_ctx, allocato
     s->hb2 = xalloc(B * (size_t)hp->n_ff * f, st);
     s->logits = xalloc((size_t)hp->n_vocab * f, st);
     s->rope_inv_freq = xalloc((size_t)(hp->n_rot / 2) * f, st);
-    s->xq = xalloc(B * (size_t)s->xq_blocks * sizeof(pi_block_q8_0), st);
+    s->xq = xalloc(B * s->xq_row, st);
     s->router = xalloc((size_t)(hp->n_expert + 1) * f, st);
     s->moe_out = xalloc(2 * (size_t)E * f, st);
     s->reduce_scratch = xalloc((size_t)PI_DOWN_T_CHUNKS * (size_t)E * f, st);
@@ -252,21 +255,23 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
 }
 
 /* Y[b][0..rows) = W[row0 .. row0+rows) X[b] for the nb rows of X (x_stride
-   floats apart). Quantized weights take the Q8_0 form of X, made once per
-   distinct input. */
+   floats apart). Quantized weights take the Q8_0 or Q8_K form of X, made
+   once per distinct input and activation type. */
 void pi_state_matmul(pi_state *s, const pi_weight *w, int64_t row0, int64_t rows, const float *X, int64_t x_stride,
                    int64_t nb, float *Y, int64_t y_stride) {
     const uint8_t *xin = (const uint8_t *)X;
     size_t xin_stride = (size_t)x_stride * sizeof(float);
-    if (pi_vec_dot_type(w->type) == PI_TYPE_Q8_0) {
-        if (s->xq_src != X || s->xq_nb != nb) {
+    const int act = pi_vec_dot_type(w->type);
+    if (act != PI_TYPE_F32) {
+        if (s->xq_src != X || s->xq_nb != nb || s->xq_type != act) {
             for (int64_t b = 0; b < nb; b++)
-                s->k->quantize_q8_0(X + b * x_stride, s->xq + b * s->xq_blocks, w->ne[0]);
+                pi_quantize_act(s->k, w->type, X + b * x_stride, s->xq + (size_t)b * s->xq_row, w->ne[0]);
             s->xq_src = X;
             s->xq_nb = nb;
+            s->xq_type = act;
         }
-        xin = (const uint8_t *)s->xq;
-        xin_stride = (size_t)s->xq_blocks * sizeof(pi_block_q8_0);
+        xin = s->xq;
+        xin_stride = s->xq_row;
     }
     matmul_job j = {s->k, w, (const uint8_t *)w->data + (size_t)row0 * w->row_bytes, xin, xin_stride, Y, y_stride, nb};
     if (nb == 1) pi_pool_for(s->pool, rows, MATVEC_GRAIN, matmul_rows, &j);

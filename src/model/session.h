@@ -43,10 +43,11 @@ typedef struct pi_state {
     float *logits;         /* (n_vocab) of the last token */
     float *rope_inv_freq;  /* (n_rot / 2) */
     int64_t xb_dim;        /* max(n_embd, n_head * head_dim) */
-    pi_block_q8_0 *xq;     /* (PI_MAX_BATCH, xq_blocks): Q8_0 copies of the current matmul inputs */
-    int64_t xq_blocks;     /* blocks per row of xq */
+    uint8_t *xq;           /* (PI_MAX_BATCH, xq_row): the current matmul inputs in their activation type */
+    size_t xq_row;         /* bytes per row of xq: the widest input in the widest activation type */
     const float *xq_src;   /* which float rows xq holds, so each input is quantized once */
     int64_t xq_nb;
+    int xq_type;           /* and in which activation type (Q8_0 or Q8_K) */
     pi_ffn_observer observer;
     void *observer_ctx;
     int64_t cur_layer, cur_pos0; /* where the forward pass is, for the observer */

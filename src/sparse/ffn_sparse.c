@@ -28,13 +28,20 @@ int64_t pi_sparse_predictor_rank(const pi_lm *m) {
 }
 
 /* The buffer sizes, in the order they are allocated. */
+/* A row of n activations in the widest quantized activation type. */
+static size_t xq_row_bytes(int64_t n) {
+    const int64_t nk = (n + PI_QK_K - 1) / PI_QK_K * PI_QK_K;
+    const size_t a = pi_row_size(PI_TYPE_Q8_0, nk), b = pi_row_size(PI_TYPE_Q8_K, nk);
+    return a > b ? a : b;
+}
+
 static void buffer_sizes(const pi_lm *m, size_t sz[6]) {
     const int64_t F = m->hp.n_ff, R = pi_sparse_predictor_rank(m);
     sz[0] = (size_t)F * sizeof(int32_t);
     sz[1] = (size_t)(F > R ? F : R) * sizeof(float);
     sz[2] = (size_t)F * sizeof(float);
     sz[3] = (size_t)m->hp.n_layer * sizeof(pi_sparse_stats);
-    sz[4] = (size_t)(m->hp.n_embd / 32 + 1) * sizeof(pi_block_q8_0);
+    sz[4] = 2 * xq_row_bytes(m->hp.n_embd);
     sz[5] = 3 * (size_t)F * sizeof(const uint8_t *);
 }
 
@@ -99,6 +106,7 @@ pi_status pi_sparse_ffn_create(const pi_lm *m, pi_ffn_mode mode, int64_t hot, pi
     f->pred = zalloc(sz[2]);
     f->stats = zalloc(sz[3]);
     f->xq = zalloc(sz[4]);
+    f->xq_row = sz[4] / 2;
     f->row = zalloc(sz[5]);
     if (!f->idx || !f->val || !f->pred || !f->stats || !f->xq || !f->row) {
         pi_sparse_ffn_free(f);
@@ -246,13 +254,19 @@ void pi_sparse_hot_cluster(pi_sparse_ffn *f, pi_state *s, const pi_weight *gate,
 }
 
 pi_sparse_job pi_sparse_input(pi_sparse_ffn *f, pi_state *s, int64_t first) {
-    const void *xq = s->xb;
-    bool qg = pi_vec_dot_type(f->types.gate) == PI_TYPE_Q8_0, qu = pi_vec_dot_type(f->types.up) == PI_TYPE_Q8_0;
-    if (qg || qu) {
-        s->k->quantize_q8_0(s->xb, f->xq, f->m->hp.n_embd);
-        xq = f->xq;
+    const int64_t E = f->m->hp.n_embd;
+    const int ag = pi_vec_dot_type(f->types.gate), au = pi_vec_dot_type(f->types.up);
+    const void *xg = s->xb, *xu = s->xb;
+    if (ag != PI_TYPE_F32) {
+        pi_quantize_act(s->k, f->types.gate, s->xb, f->xq, E);
+        xg = f->xq;
     }
-    return (pi_sparse_job){s, f, qg ? xq : s->xb, qu ? xq : s->xb, NULL, NULL, first};
+    if (au != PI_TYPE_F32 && au == ag) xu = xg;
+    else if (au != PI_TYPE_F32) {
+        pi_quantize_act(s->k, f->types.up, s->xb, f->xq + f->xq_row, E);
+        xu = f->xq + f->xq_row;
+    }
+    return (pi_sparse_job){s, f, xg, xu, NULL, NULL, first};
 }
 
 /* ---- the in-memory implementation ---- */

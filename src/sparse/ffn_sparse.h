@@ -36,7 +36,8 @@ typedef struct pi_sparse_ffn {
     const uint8_t **row;      /* (3 * n_ff) gate, up and down_t rows of each list entry */
     pi_ffn_types types;       /* of the layer being computed */
     pi_sparse_stats *stats;   /* (n_layer) */
-    pi_block_q8_0 *xq;        /* (n_embd / 32 + 1) Q8_0 form of the FFN input */
+    uint8_t *xq;              /* (2, xq_row) the FFN input in the gate's and the up's activation types */
+    size_t xq_row;
 } pi_sparse_ffn;
 
 extern const pi_ffn_ops pi_sparse_ffn_ops;
