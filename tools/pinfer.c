@@ -23,6 +23,7 @@ static const command k_commands[] = {
     {"run", cmd_run, "run -m FILE -p PROMPT    complete a prompt (-n N tokens; sampling options)"},
     {"chat", cmd_chat, "chat -m FILE            interactive chat using the model's chat template"},
     {"perplexity", cmd_perplexity, "perplexity -m FILE --text FILE   perplexity over a text in windows of -c"},
+    {"quantize", cmd_quantize, "quantize IN OUT TYPE     weights in another type by llama-quantize's recipes (q4_k_m, q6_k, ...)"},
     {"serve", cmd_serve, "serve -m FILE           an OpenAI-compatible HTTP server with a chat page (--port, -np, --api-key)"},
     {"bench", cmd_bench, "bench -m FILE           prompt and decode tok/s vs the bandwidth bound (--peer llama-bench)"},
     {"tokenize", cmd_tokenize, "tokenize -m FILE TEXT   a text's token ids and pieces (--ids, --no-bos, --special, -f FILE)"},

@@ -30,6 +30,7 @@
 #define PI_KEY_GENERAL_ARCHITECTURE "general.architecture" /* str: PI_ARCH_LLAMA for models */
 #define PI_KEY_GENERAL_NAME "general.name"                 /* str */
 #define PI_KEY_GENERAL_ALIGNMENT "general.alignment"       /* u32: data alignment (gguf_write.c) */
+#define PI_KEY_GENERAL_FILE_TYPE "general.file_type"       /* u32: llama.cpp's llama_ftype of the file's weights */
 
 #define PI_ARCH_LLAMA "llama" /* the architecture pinfer runs */
 

@@ -17,6 +17,8 @@
 #include "gguf/bundle.h"
 #include "gguf/names.h"
 
+#include "base/pool.h"
+
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,6 +61,8 @@ typedef struct {
     uint8_t *buf;          /* scratch: one bundle, one float row of n_ff, or n_ff I32 */
     uint8_t *down_t;       /* one layer's transposed down matrix, when the input has none */
     size_t down_t_cap;
+    int64_t file_type;     /* >= 0: general.file_type to write */
+    int n_threads;         /* requantizing rows */
 } rewriter;
 
 /* The tensors of a layer that a rewrite treats specially. */
@@ -263,6 +267,8 @@ static void make_plan(rewriter *r) {
                 r->has_bundle[layer] = true;
                 new_bundle(r, (int)layer);
                 continue;
+            } else if (!r->bundle && !r->perm && ffn) {
+                /* nothing reordered: the FFN as it is (or requantized) */
             } else if (!r->bundle && (k == K_GATE || k == K_UP || k == K_DOWN_T)) {
                 p->how = T_ROWS;
             } else if (!r->bundle && k == K_DOWN) {
@@ -290,7 +296,8 @@ static void make_plan(rewriter *r) {
         new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, XF, 1, PI_TN_FFN_ACT_COUNT, (int)il);
 }
 
-/* Mark output.weight and token_embd.weight for requantizing as asked. */
+/* Mark tensors for requantizing as asked: by type_of, then output.weight and
+   token_embd.weight. */
 static pi_status plan_retype(rewriter *r, const pi_rewrite_params *p) {
     const bool tied = !pi_gguf_find_tensor(r->m->gguf, PI_TN_OUTPUT);
     if (p->retype_output && tied)
@@ -300,8 +307,10 @@ static pi_status plan_retype(rewriter *r, const pi_rewrite_params *p) {
         plan_t *pl = &r->plan[i];
         const bool out = p->retype_output && !strcmp(pl->name, PI_TN_OUTPUT);
         const bool embd = p->retype_embd && !strcmp(pl->name, PI_TN_TOKEN_EMBD);
-        if (!out && !embd) continue;
-        const pi_type to = out ? p->output_type : p->embd_type;
+        int want = -1;
+        if (p->type_of && pl->how == T_COPY && pl->src) want = p->type_of(p->type_ctx, pl->name, pl->type, pl->n_dims, pl->ne);
+        if (!out && !embd && (want < 0 || want == (int)pl->type)) continue;
+        const pi_type to = out ? p->output_type : embd ? p->embd_type : (pi_type)want;
         const pi_type_info *ti = pi_type_get((uint32_t)to);
         if (!ti || !ti->compute)
             return pi_error(PI_ERR_INVALID, "%s: type %s has no kernels", pl->name, pi_type_name(to));
@@ -356,6 +365,7 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
             continue;
         if (r->plain && (pi_gguf_str_has_prefix(k, PI_KEY_PREDICTOR_PREFIX) || pi_gguf_str_eq(k, PI_KEY_SPARSE_THRESHOLD)))
             continue;
+        if (r->file_type >= 0 && pi_gguf_str_eq(k, PI_KEY_GENERAL_FILE_TYPE)) continue;
         if (r->recall > 0.0 &&
             (pi_gguf_str_eq(k, PI_KEY_PREDICTOR_THRESHOLDS) || pi_gguf_str_eq(k, PI_KEY_SPARSE_THRESHOLD) ||
              pi_gguf_str_eq(k, PI_KEY_PREDICTOR_RECALL_TARGET) || pi_gguf_str_eq(k, PI_KEY_PREDICTOR_VAL_RECALL) ||
@@ -365,6 +375,7 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
         rc = pi_gguf_set_kv(w, kv);
     }
     if (!rc && r->recall > 0.0) rc = write_thresholds(r, w);
+    if (!rc && r->file_type >= 0) rc = pi_gguf_set_u32(w, PI_KEY_GENERAL_FILE_TYPE, (uint32_t)r->file_type);
     if (!rc && r->bundle) {
         if (!(rc = pi_gguf_set_u32(w, PI_KEY_GENERAL_ALIGNMENT, PI_BUNDLE_FILE_ALIGN)))
             rc = pi_bundle_layout_set(w, &r->bl);
@@ -378,6 +389,52 @@ static pi_status write_keys(rewriter *r, pi_gguf_writer *w) {
         if (!rc) rc = pi_stats_set_units(r->st, w); /* nor do the experts' shares of the tokens */
         if (!rc) rc = pi_stats_set_hist(r->st, w); /* nor do the logit histograms */
     }
+    return rc;
+}
+
+/* Requantizing: rows through F32 into the new type, a batch of rows at a
+   time spread over the threads (each row on its own: the bytes do not depend
+   on the thread count). */
+typedef struct {
+    pi_type from, to;
+    int64_t n, row0;
+    const uint8_t *in;
+    uint8_t *out;
+    float *x;              /* (threads, n) */
+    size_t in_rb, out_rb;
+} retype_job;
+
+static void retype_rows(void *ctx, int64_t j0, int64_t j1, int tid) {
+    retype_job *j = ctx;
+    float *x = j->x + (size_t)tid * (size_t)j->n;
+    for (int64_t k = j0; k < j1; k++) {
+        pi_dequantize_row(j->from, j->in + (size_t)(j->row0 + k) * j->in_rb, x, j->n);
+        pi_quantize_row(j->to, x, j->out + (size_t)k * j->out_rb, j->n);
+    }
+}
+
+static pi_status retype(rewriter *r, pi_gguf_writer *w, const plan_t *p, const uint8_t *data) {
+    const int64_t n = p->ne[0], rows = p->ne[1] * p->ne[2] * p->ne[3];
+    retype_job j = {(pi_type)p->src->type, p->type, n, 0, data, NULL, NULL, pi_row_size((pi_type)p->src->type, n),
+                    pi_row_size(p->type, n)};
+    int64_t batch = (int64_t)((8u << 20) / (j.out_rb ? j.out_rb : 1));
+    if (batch < 1) batch = 1;
+    if (batch > rows) batch = rows;
+    pi_pool *pool = NULL;
+    pi_status rc = r->n_threads > 1 ? pi_pool_create(r->n_threads, &pool) : PI_OK;
+    j.x = malloc((size_t)r->n_threads * (size_t)n * sizeof *j.x);
+    j.out = malloc((size_t)batch * j.out_rb);
+    if (!rc && (!j.x || !j.out)) rc = pi_error(PI_ERR_NOMEM, "out of memory");
+    for (int64_t j0 = 0; j0 < rows && !rc; j0 += batch) {
+        const int64_t nb = rows - j0 < batch ? rows - j0 : batch;
+        j.row0 = j0;
+        if (pool) pi_pool_for(pool, nb, 1, retype_rows, &j);
+        else retype_rows(&j, 0, nb, 0);
+        rc = pi_gguf_write_data(w, j.out, (size_t)nb * j.out_rb);
+    }
+    pi_pool_free(pool);
+    free(j.x);
+    free(j.out);
     return rc;
 }
 
@@ -434,22 +491,7 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
             for (int64_t k = 0; k < F; k++) out[x * F + k] = (int32_t)c[x * F + old_of(r, (int)(p->layer * X + x), k)];
         return pi_gguf_write_data(w, out, (size_t)(F * X) * 4);
     }
-    case T_RETYPE: {
-        const pi_type from = (pi_type)p->src->type;
-        const int64_t n = p->ne[0], rows = p->ne[1] * p->ne[2] * p->ne[3];
-        const size_t in_rb = pi_row_size(from, n), out_rb = pi_row_size(p->type, n);
-        float *x = malloc((size_t)n * sizeof *x);
-        uint8_t *y = malloc(out_rb);
-        if (!x || !y) rc = pi_error(PI_ERR_NOMEM, "out of memory");
-        for (int64_t j = 0; j < rows && !rc; j++) {
-            pi_dequantize_row(from, data + (size_t)j * in_rb, x, n);
-            pi_quantize_row(p->type, x, y, n);
-            rc = pi_gguf_write_data(w, y, out_rb);
-        }
-        free(x);
-        free(y);
-        return rc;
-    }
+    case T_RETYPE: return retype(r, w, p, data);
     case T_BUNDLE: { /* the parts overwrite the same bytes each time: the padding stays zero */
         const pi_layer *l = &m->layers[p->layer];
         const pi_bundle_layout *b = &r->bl;
@@ -476,14 +518,15 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
 pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path) {
     const pi_stats *st = p->st;
     const bool bundle = p->bundle;
-    if (!st && !bundle && !p->retype_output && !p->retype_embd && !p->plain)
+    if (!st && !bundle && !p->retype_output && !p->retype_embd && !p->plain && !p->type_of)
         return pi_error(PI_ERR_INVALID, "reordering %s needs statistics", in_path);
     if (p->plain && (st || bundle))
         return pi_error(PI_ERR_INVALID, "a plain file is neither reordered nor bundled");
     if (p->recall > 0.0 && (!st || !st->hist))
         return pi_error(PI_ERR_INVALID, "thresholds for a recall target need statistics with the predictors' logit "
                         "histograms (pinfer profile of a model with predictors)");
-    rewriter r = {.in_path = in_path, .st = st, .bundle = bundle, .plain = p->plain, .recall = p->recall};
+    rewriter r = {.in_path = in_path, .st = st, .bundle = bundle, .plain = p->plain, .recall = p->recall,
+                  .file_type = p->type_of ? p->file_type : -1, .n_threads = p->n_threads > 0 ? p->n_threads : 1};
     pi_gguf_writer *w = NULL;
     pi_status rc = pi_lm_load(in_path, PI_MAP_FILE, &r.m);
     if (rc) return rc;

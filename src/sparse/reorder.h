@@ -67,9 +67,16 @@ typedef struct pi_rewrite_params {
        predictor thresholds for this recall (pi_stats_thresholds), written
        with the recall and precision they give as the predictor's figures */
     double recall;
+    /* every tensor copied from the input may be requantized (pinfer
+       quantize): type_of returns the type to write for it (its own type or
+       < 0: copied as it is). Applied before the output/embedding retypes. */
+    int (*type_of)(void *ctx, const char *name, pi_type type, uint32_t n_dims, const int64_t ne[4]);
+    void *type_ctx;
+    int64_t file_type;            /* with type_of: general.file_type to write (< 0: the input's) */
+    int n_threads;                /* requantizing: threads (0: 1) */
 } pi_rewrite_params;
 
-/* Needs st, bundle, plain or a retype (PI_ERR_INVALID otherwise, and for a target
+/* Needs st, bundle, plain, type_of or a retype (PI_ERR_INVALID otherwise, and for a target
    type without kernels or whose block does not divide the rows). */
 pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, const char *out_path);
 
