@@ -168,8 +168,8 @@ typedef struct pi_model_params {
 PI_API pi_model_params pi_model_default_params(void);
 
 /* Open a GGUF model (llama architecture: Llama, Mistral, Mixtral-style MoE;
-   F32/F16/BF16/Q8_0/Q4_0 weights; pinfer bundle files; PowerInfer PWRI
-   files) with its tokenizer. params NULL: defaults. Errors name the file and
+   F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K weights; pinfer bundle files;
+   PowerInfer PWRI files) with its tokenizer. params NULL: defaults. Errors name the file and
    the field at fault; PI_ERR_NOMEM for a budget below the model's minimum
    (the message gives the minimum and what it is made of). Thread-safe. */
 PI_API pi_status pi_model_open(const char *path, const pi_model_params *params, pi_model **out);

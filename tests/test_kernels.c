@@ -3,13 +3,17 @@
  *
  *   1. Scalar half-precision conversions: every f16/bf16 pattern round-trips,
  *      and f32 -> f16/bf16 rounds to nearest-even as a float64 model does.
- *   2. The reference (ref.c): quantize -> dequantize error bounds, and its dot
- *      products against a float64 dot of the dequantized values.
+ *   2. The reference (ref.c): quantize -> dequantize error bounds; the
+ *      K-quant dequantizers on hand-built blocks against values worked out
+ *      from the layouts in types.h; the Q8_K quantizer's rounding, signs,
+ *      bsums and zero blocks; its dot products against a float64 dot of the
+ *      dequantized values.
  *   3. Every table this host runs against ref, on random data: quantize_q8_0
- *      byte for byte; vec_dot, matvec and axpy within named tolerances, for
- *      every weight type, short/odd/long rows, several seeds, inputs at odd
- *      (but legal) alignments, matvec row ranges with padded rows and sentinel
- *      outputs, axpy with a sentinel past y[n].
+ *      and quantize_q8_K byte for byte; vec_dot, matvec and axpy within named
+ *      tolerances, for every weight type, short/odd/long rows, several seeds,
+ *      inputs at odd (but legal) alignments, matvec row ranges with padded
+ *      rows and sentinel outputs, axpy with a sentinel past y[n]; every table
+ *      has every slot ref has.
  *   4. matmul (the batched product) of every table against ref's vec_dot:
  *      every weight type, batches of 1..70 inputs (none a multiple of a tile
  *      size but 8 and 64), odd row ranges that leave partial row tiles, padded
@@ -25,6 +29,11 @@
  * Tolerances are relative to S = sum |w_i x_i| over the dequantized values: a
  * float sum of k terms is off by at most about k * 2^-24 * S however the terms
  * cancel, so S (not the result) is the scale that bounds correct kernels.
+ *
+ * K-quant weight rows (Q4_K, Q5_K, Q6_K) are random block bytes with sane f16
+ * scales, not quantized floats: every bit pattern of their scales, mins and
+ * quants is a valid block, so this exercises the kernels as well, and keeps
+ * these tests independent of the K-quant quantizers (quant_k.c).
  */
 #include "kernels/kernels.h"
 #include "test_util.h"
@@ -45,7 +54,11 @@
 #define TOL_Q_REL(nb) ((double)(3 * (nb) + 64) * 0x1p-24)
 
 /* ref's double accumulation vs an exact float64 model: one final rounding to
-   float (2^-24 of the result, hence of S) plus double-precision noise. */
+   float (2^-24 of the result, hence of S) plus double-precision noise. The
+   model's dequantized K-quant operands are themselves rounded to float (Q8_K's
+   d * q, and Q4_K / Q5_K's d * sc * q - dmin * m) while ref works from the
+   integers: up to 2^-24 of each |w_i x_i| per operand more, 3 * 2^-24 of S
+   in all. */
 #define TOL_REF_REL 0x1p-22
 
 /* axpy: ref rounds a*w then the sum (2 roundings), SIMD may fuse them (1):
@@ -54,9 +67,12 @@
 
 #define SENTINEL (-1234.5678f)
 
-static const pi_type k_types[] = {PI_TYPE_F32, PI_TYPE_F16, PI_TYPE_BF16, PI_TYPE_Q8_0, PI_TYPE_Q4_0};
+static const pi_type k_types[] = {PI_TYPE_F32,  PI_TYPE_F16,  PI_TYPE_BF16, PI_TYPE_Q8_0,
+                                  PI_TYPE_Q4_0, PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
 
-static bool is_quant(pi_type t) { return t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0; }
+static bool is_k(pi_type t) { return t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K || t == PI_TYPE_Q6_K; }
+
+static bool is_quant(pi_type t) { return t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0 || is_k(t); }
 
 /* ------------------------------------------------------------ data */
 
@@ -89,10 +105,55 @@ static tbuf tbuf_new(size_t size, size_t offset) {
 static void tbuf_free(tbuf *b) { free(b->base); }
 
 /* The legal misalignment for data of type t: quant blocks and halves are
-   2-byte aligned in files, floats 4. */
+   2-byte aligned in files, floats 4, and so are Q8_K activations (an f32
+   scale per block). */
 static size_t odd_offset(pi_type t, uint64_t seed) {
-    if (t == PI_TYPE_F32) return 4 + 8 * (seed & 1);
+    if (t == PI_TYPE_F32 || t == PI_TYPE_Q8_K) return 4 + 8 * (seed & 1);
     return 2 + 4 * (seed & 1);
+}
+
+/* Alignment unit of data of type t (spacing of padded rows and inputs). */
+static size_t align_of(pi_type t) { return t == PI_TYPE_F32 || t == PI_TYPE_Q8_K ? 4 : 2; }
+
+/* Random bytes. */
+static void fill_bytes(t_rng *r, uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(t_next(r) >> 56);
+}
+
+/* A random K-quant row of n elements at dst: random quants, scales and mins,
+   and per block f16 scales d (and dmin) over 4 decades (Q6_K's d of either
+   sign); with zero_blocks, every 11th block has d = dmin = 0 (all its weights
+   zero). */
+static void fill_k_row(t_rng *r, pi_type t, void *dst, int64_t n, bool zero_blocks) {
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        const bool zero = zero_blocks && b % 11 == 5;
+        const float d = zero ? 0.0f : powf(10.0f, 2.0f * t_uniform(r) - 3.0f);
+        const float dmin = zero ? 0.0f : d * 4.0f * (t_uniform(r) + 1.0f);
+        if (t == PI_TYPE_Q4_K) {
+            pi_block_q4_K *y = (pi_block_q4_K *)dst + b;
+            fill_bytes(r, (uint8_t *)y, sizeof *y);
+            y->d = pi_f32_to_f16(d), y->dmin = pi_f32_to_f16(dmin);
+        } else if (t == PI_TYPE_Q5_K) {
+            pi_block_q5_K *y = (pi_block_q5_K *)dst + b;
+            fill_bytes(r, (uint8_t *)y, sizeof *y);
+            y->d = pi_f32_to_f16(d), y->dmin = pi_f32_to_f16(dmin);
+        } else {
+            pi_block_q6_K *y = (pi_block_q6_K *)dst + b;
+            fill_bytes(r, (uint8_t *)y, sizeof *y);
+            y->d = pi_f32_to_f16(t_next(r) & 1 ? -d : d);
+        }
+    }
+}
+
+/* One random weight row of type t at dst (tmp: n floats of scratch): K-quants
+   as random blocks, other types quantized from fill_random's values. */
+static void make_row(t_rng *r, pi_type t, float *tmp, void *dst, int64_t n, bool zero_blocks) {
+    if (is_k(t)) {
+        fill_k_row(r, t, dst, n, zero_blocks);
+        return;
+    }
+    fill_random(r, tmp, n, zero_blocks);
+    pi_quantize_row(t, tmp, dst, n);
 }
 
 /* ------------------------------------------------------------ 1. conversions */
@@ -275,18 +336,205 @@ static void exact_dot(pi_type t, int64_t n, const void *w, const void *xa, doubl
     free(xd);
 }
 
+/* The scales and mins of the hand-built Q4_K / Q5_K block, and its 12 scale
+   bytes packed by hand from them per types.h: bytes 0-3 hold sc[0..3] in
+   their low 6 bits and the top 2 bits of sc[4..7] in their top 2; bytes 4-7
+   the same for the mins; bytes 8-11 the low 4 bits of sc[4..7] (low nibble)
+   and of m[4..7] (high nibble). E.g. sc[4] = 17 = 0b01'0001: 1 in the top
+   bits of byte 0 (0x41 with sc[0] = 1), 1 in the low nibble of byte 8. */
+static const int k_sc[8] = {1, 2, 3, 63, 17, 33, 48, 63}, k_m[8] = {0, 5, 62, 7, 20, 40, 63, 1};
+static const uint8_t k_scale_bytes[12] = {0x41, 0x82, 0xc3, 0xff, 0x40, 0x85, 0xfe, 0x07, 0x41, 0x81, 0xf0, 0x1f};
+
+/* Nibbles of the hand-built Q4_K block: byte l of group i (qs[32i + l]). */
+static int k_lo(int i, int l) { return (l + 5 * i) & 15; }
+static int k_hi(int i, int l) { return (l * 3 + i) & 15; }
+
+/* The K-quant dequantizers on hand-built blocks: every weight against the
+   value worked out from types.h's layout (d, dmin and the scales are chosen
+   so that every value is exact in float), plus a few worked by hand. */
+static void test_k_dequant(void) {
+    float y[PI_QK_K];
+    int bad;
+
+    /* Q4_K: d = 0.5, dmin = 0.25; weight p is in sub-block j = p / 32, group
+       i = p / 64 of qs, the low nibble in the group's first 32 weights, the
+       high nibble in its last 32. */
+    pi_block_q4_K b4;
+    b4.d = 0x3800, b4.dmin = 0x3400;
+    memcpy(b4.scales, k_scale_bytes, 12);
+    for (int i = 0; i < 4; i++)
+        for (int l = 0; l < 32; l++) b4.qs[32 * i + l] = (uint8_t)(k_lo(i, l) | k_hi(i, l) << 4);
+    pi_dequantize_row(PI_TYPE_Q4_K, &b4, y, PI_QK_K);
+    bad = 0;
+    for (int p = 0; p < PI_QK_K; p++) {
+        const int i = p / 64, r = p % 64, j = p / 32;
+        const int q = r < 32 ? k_lo(i, r) : k_hi(i, r - 32);
+        bad += y[p] != 0.5f * (float)(k_sc[j] * q) - 0.25f * (float)k_m[j];
+    }
+    CHECKF(bad == 0, "Q4_K: %d of 256 hand-built weights dequantize wrong", bad);
+    /* weight 130: sub-block 4 (sc 17, m 20: packed high bits), low nibble of
+       qs[66] = 12: 0.5*17*12 - 0.25*20; weight 165: sub-block 5 (33, 40),
+       high nibble of qs[69] = 1; 255: sub-block 7 (63, 1), high nibble 0 */
+    CHECK(y[3] == 1.5f && y[130] == 97.0f && y[165] == 6.5f && y[255] == -0.25f);
+
+    /* Q5_K: the same plus qh[l] = 37 l + 11; bit j of qh[l] adds 16 to
+       weight l of sub-block j */
+    pi_block_q5_K b5;
+    b5.d = b4.d, b5.dmin = b4.dmin;
+    memcpy(b5.scales, k_scale_bytes, 12);
+    memcpy(b5.qs, b4.qs, sizeof b5.qs);
+    for (int l = 0; l < 32; l++) b5.qh[l] = (uint8_t)(37 * l + 11);
+    pi_dequantize_row(PI_TYPE_Q5_K, &b5, y, PI_QK_K);
+    bad = 0;
+    for (int p = 0; p < PI_QK_K; p++) {
+        const int i = p / 64, r = p % 64, j = p / 32, l = p % 32;
+        const int q = (r < 32 ? k_lo(i, r) : k_hi(i, r - 32)) + 16 * ((b5.qh[l] >> j) & 1);
+        bad += y[p] != 0.5f * (float)(k_sc[j] * q) - 0.25f * (float)k_m[j];
+    }
+    CHECKF(bad == 0, "Q5_K: %d of 256 hand-built weights dequantize wrong", bad);
+    /* weight 130: qh[2] = 85 has bit 4, q = 28; 165: qh[5] = 196 lacks bit 5;
+       255: qh[31] = 134 has bit 7, q = 16 */
+    CHECK(y[3] == 1.5f && y[130] == 233.0f && y[165] == 6.5f && y[255] == 503.75f);
+
+    /* Q6_K: d = 0.5, signed scales (both extremes), ql[i] = 11 i + 7,
+       qh[i] = 29 i + 3. Weight p: half h = p / 128, in it c = (p % 128) / 32
+       and l = p % 32; its low 4 bits are a nibble of ql[64h + l + 32 (c & 1)]
+       (the high one for c >= 2), its top 2 bits 2c, 2c+1 of qh[32h + l]; its
+       scale is scales[p / 16]. */
+    static const int8_t sc6[16] = {1, -1, 2, -3, 127, -128, 5, -7, 64, -64, 0, 9, -10, 11, -12, 13};
+    pi_block_q6_K b6;
+    b6.d = 0x3800;
+    memcpy(b6.scales, sc6, 16);
+    for (int i = 0; i < 128; i++) b6.ql[i] = (uint8_t)(11 * i + 7);
+    for (int i = 0; i < 64; i++) b6.qh[i] = (uint8_t)(29 * i + 3);
+    pi_dequantize_row(PI_TYPE_Q6_K, &b6, y, PI_QK_K);
+    bad = 0;
+    for (int p = 0; p < PI_QK_K; p++) {
+        const int h = p / 128, c = (p % 128) / 32, l = p % 32;
+        const uint8_t lb = b6.ql[64 * h + l + 32 * (c & 1)];
+        const int q = (c >= 2 ? lb >> 4 : lb & 15) | ((b6.qh[32 * h + l] >> (2 * c)) & 3) << 4;
+        bad += y[p] != 0.5f * (float)(sc6[p / 16] * (q - 32));
+    }
+    CHECKF(bad == 0, "Q6_K: %d of 256 hand-built weights dequantize wrong", bad);
+    /* weight 0: ql[0] = 7, qh[0] bits 0-1 = 3: q = 55, 0.5*1*23; 80: high
+       nibble of ql[16] = 0xb7, bits 4-5 of qh[16] = 211: q = 27, scale -128;
+       127: high nibble of ql[63] = 0xbc, bits 6-7 of qh[31] = 134: q = 43,
+       scale -7; 200: high nibble of ql[72] = 0x1f, bits 4-5 of qh[40] = 139:
+       q = 1, scale -10 */
+    CHECK(y[0] == 11.5f && y[80] == 320.0f && y[127] == -38.5f && y[200] == 155.0f);
+
+    /* Q8_K: x = d * q */
+    pi_block_q8_K b8;
+    memset(&b8, 0, sizeof b8);
+    b8.d = -0.5f;
+    for (int j = 0; j < PI_QK_K; j++) b8.qs[j] = (int8_t)(j - 128);
+    pi_dequantize_row(PI_TYPE_Q8_K, &b8, y, PI_QK_K);
+    bad = 0;
+    for (int j = 0; j < PI_QK_K; j++) bad += y[j] != -0.5f * (float)(j - 128);
+    CHECKF(bad == 0 && y[0] == 64.0f, "Q8_K: %d of 256 weights dequantize wrong", bad);
+
+    /* a row of two blocks: the second block's values follow the first's */
+    pi_block_q4_K two[2] = {b4, b4};
+    two[1].d = 0x3c00; /* 1.0 */
+    float y2[2 * PI_QK_K];
+    pi_dequantize_row(PI_TYPE_Q4_K, two, y2, 2 * PI_QK_K);
+    CHECK(y2[130] == 97.0f && y2[PI_QK_K + 130] == 17.0f * 12.0f - 5.0f);
+}
+
+/* The Q8_K quantizer (ggml's quantize_row_q8_K): max is the element of
+   largest magnitude (first on ties), iscale = -127 / max, q = round half to
+   even, clamped to 127, d = 1 / iscale, bsums sums of 16. */
+static void test_q8_K_quantize(void) {
+    pi_block_q8_K y;
+    float x[PI_QK_K];
+    int bsum_bad = 0;
+
+    /* max = -127 (the first of the two largest magnitudes): iscale = 1, so
+       d = 1, x.5 values are ties and +127 stays 127 */
+    memset(x, 0, sizeof x);
+    const float t1[] = {-127.0f, 2.5f, 3.5f, -2.5f, 127.0f, 0.5f, -126.5f, 1.5f, -0.5f, 125.5f};
+    memcpy(x, t1, sizeof t1);
+    x[200] = 7.25f;
+    pi_quantize_row(PI_TYPE_Q8_K, x, &y, PI_QK_K);
+    CHECK(y.d == 1.0f);
+    CHECK(y.qs[0] == -127 && y.qs[1] == 2 && y.qs[2] == 4 && y.qs[3] == -2 && y.qs[4] == 127);
+    CHECK(y.qs[5] == 0 && y.qs[6] == -126 && y.qs[7] == 2 && y.qs[8] == 0 && y.qs[9] == 126);
+    CHECK(y.qs[200] == 7 && y.qs[10] == 0 && y.qs[255] == 0);
+    CHECK(y.bsums[0] == -127 + 2 + 4 - 2 + 127 + 0 - 126 + 2 + 0 + 126 && y.bsums[12] == 7 && y.bsums[1] == 0);
+
+    /* a positive max gives a negative scale: max 2 -> iscale -63.5, and
+       1.0 * -63.5 is a tie that goes to the even -64 */
+    for (int j = 0; j < PI_QK_K; j++) x[j] = 1.0f;
+    x[17] = 2.0f;
+    pi_quantize_row(PI_TYPE_Q8_K, x, &y, PI_QK_K);
+    CHECK(y.d == 1.0f / (-127.0f / 2.0f) && y.d < 0);
+    CHECK(y.qs[17] == -127 && y.qs[0] == -64 && y.qs[255] == -64);
+    CHECK(y.bsums[0] == -64 * 16 && y.bsums[1] == -64 * 15 - 127);
+
+    /* a zero block: every byte zero */
+    memset(x, 0, sizeof x);
+    memset(&y, 0x5a, sizeof y);
+    pi_quantize_row(PI_TYPE_Q8_K, x, &y, PI_QK_K);
+    pi_block_q8_K zero;
+    memset(&zero, 0, sizeof zero);
+    CHECK(!memcmp(&y, &zero, sizeof y));
+
+    /* a block so small that -127 / max overflows: q all 0, d a signed zero */
+    for (int j = 0; j < PI_QK_K; j++) x[j] = (float)(j % 7 - 3) * 1e-39f;
+    x[3] = 3e-38f;
+    memset(&y, 0x5a, sizeof y);
+    pi_quantize_row(PI_TYPE_Q8_K, x, &y, PI_QK_K);
+    bool all0 = true;
+    for (int j = 0; j < PI_QK_K; j++) all0 &= y.qs[j] == 0;
+    for (int k = 0; k < PI_QK_K / 16; k++) all0 &= y.bsums[k] == 0;
+    CHECK(all0 && y.d == 0.0f && signbit(y.d));
+
+    /* random rows: |x - d q| <= |d| / 2, the largest magnitude maps to -127,
+       bsums are the sums of qs */
+    t_rng r = {4242};
+    const int64_t n = PI_QK_K * 40;
+    float *xr = malloc(n * sizeof *xr), *yr = malloc(n * sizeof *yr);
+    pi_block_q8_K *q = malloc((size_t)(n / PI_QK_K) * sizeof *q);
+    fill_random(&r, xr, n, true);
+    for (int j = 0; j < PI_QK_K; j++) xr[PI_QK_K * 3 + j] = 0.0f; /* a zero block */
+    pi_quantize_row(PI_TYPE_Q8_K, xr, q, n);
+    pi_dequantize_row(PI_TYPE_Q8_K, q, yr, n);
+    int bad = 0, bad_max = 0;
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        float amax = 0.0f;
+        int at = 0;
+        for (int j = 0; j < PI_QK_K; j++)
+            if (fabsf(xr[b * PI_QK_K + j]) > amax) amax = fabsf(xr[b * PI_QK_K + j]), at = j;
+        const double d = fabs((double)q[b].d);
+        for (int j = 0; j < PI_QK_K; j++)
+            bad += fabs((double)xr[b * PI_QK_K + j] - yr[b * PI_QK_K + j]) > d * 0.5 * (1 + 1e-5) + amax * 1e-6;
+        bad_max += amax > 0 && q[b].qs[at] != -127;
+        for (int k = 0; k < PI_QK_K / 16; k++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += q[b].qs[16 * k + j];
+            bsum_bad += q[b].bsums[k] != sum;
+        }
+    }
+    CHECK(q[3].d == 0.0f);
+    CHECKF(bad == 0, "Q8_K: %d elements off by more than d/2", bad);
+    CHECKF(bad_max == 0, "Q8_K: %d blocks whose largest magnitude is not -127", bad_max);
+    CHECKF(bsum_bad == 0, "Q8_K: %d bsums differ from the sums of qs", bsum_bad);
+    free(xr);
+    free(yr);
+    free(q);
+}
+
 static void test_ref_dot(void) {
-    const int64_t lens[] = {32, 96, 1024, 4096, 14336};
+    const int64_t lens[] = {32, 96, 1024, 4096, 14336}, klens[] = {256, 512, 1024, 4096, 14336};
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         const pi_type t = k_types[ti];
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-            const int64_t n = lens[li];
+            const int64_t n = is_k(t) ? klens[li] : lens[li];
             t_rng r = {1000 + li};
             float *w = malloc(n * sizeof *w), *x = malloc(n * sizeof *x);
-            fill_random(&r, w, n, false);
-            fill_random(&r, x, n, false);
             void *wq = malloc(pi_row_size(t, n)), *xa = malloc(n * sizeof(float));
-            pi_quantize_row(t, w, wq, n);
+            make_row(&r, t, w, wq, n, false);
+            fill_random(&r, x, n, false);
             pi_quantize_row((pi_type)pi_vec_dot_type(t), x, xa, n);
             double dot, S;
             exact_dot(t, n, wq, xa, &dot, &S);
@@ -330,6 +578,34 @@ static void test_quantize_bytes(const pi_kernels *k) {
         tbuf_free(&want);
         tbuf_free(&got);
     }
+    /* quantize_q8_K against pi_quantize_row(Q8_K): random blocks, a tiny one
+       (f32 scale, no f16 limit), one whose -127 / max overflows, one of ties
+       (max -127: d = 1), a zero one */
+    const int64_t nk = PI_QK_K * 6;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        t_rng r = {seed * 91};
+        tbuf xb = tbuf_new(nk * sizeof(float), odd_offset(PI_TYPE_F32, seed));
+        float *x = (float *)xb.p;
+        fill_random(&r, x, nk, true);
+        for (int j = 0; j < PI_QK_K; j++) {
+            x[PI_QK_K * 1 + j] *= 1e-30f;
+            x[PI_QK_K * 2 + j] *= 1e-39f;
+            x[PI_QK_K * 3 + j] = (float)(j % 200 - 100) + 0.5f;
+            x[PI_QK_K * 4 + j] = 0.0f;
+        }
+        x[PI_QK_K * 3] = -127.0f;
+        const size_t qsz = pi_row_size(PI_TYPE_Q8_K, nk);
+        tbuf want = tbuf_new(qsz, 0), got = tbuf_new(qsz + 4, odd_offset(PI_TYPE_Q8_K, seed));
+        memset(want.p, 0xaa, qsz);
+        memset(got.p, 0x55, qsz);
+        pi_quantize_row(PI_TYPE_Q8_K, x, want.p, nk);
+        k->quantize_q8_K(x, (pi_block_q8_K *)got.p, nk);
+        CHECKF(!memcmp(want.p, got.p, qsz), "%s quantize_q8_K bytes differ from ref (seed %llu)", k->name,
+               (unsigned long long)seed);
+        tbuf_free(&xb);
+        tbuf_free(&want);
+        tbuf_free(&got);
+    }
 }
 
 /* One weight type, one row length, one seed: vec_dot, matvec and axpy of
@@ -349,10 +625,7 @@ static void test_one(const pi_kernels *k, pi_type t, int64_t n, uint64_t seed) {
     tbuf W = tbuf_new(stride * rows, odd_offset(t, seed));
     float *tmp = malloc((size_t)n * sizeof *tmp);
     memset(W.p, 0x7f, stride * rows); /* padding bytes: junk the kernels must not read as weights */
-    for (int64_t row = 0; row < rows; row++) {
-        fill_random(&r, tmp, n, seed % 2);
-        pi_quantize_row(t, tmp, W.p + row * stride, n);
-    }
+    for (int64_t row = 0; row < rows; row++) make_row(&r, t, tmp, W.p + row * stride, n, seed % 2);
     /* activation of the vec_dot type, also misaligned */
     fill_random(&r, tmp, n, seed % 2);
     const size_t asz = at == PI_TYPE_F32 ? (size_t)n * sizeof(float) : pi_row_size(at, n);
@@ -430,18 +703,26 @@ static void test_variant(const pi_kernels *k) {
        row longer than the SIMD activation chunk (512 blocks) */
     const int64_t flens[] = {1, 5, 7, 8, 15, 16, 17, 31, 33, 63, 1000, 4096, 14336};
     const int64_t qlens[] = {32, 64, 96, 160, 192, 224, 1056, 4096, 14336, 32 * 600};
+    /* K-quants: one super-block, 2, 3 and 5 (remainders of 2- and 4-block
+       groups), long rows, and one past 512 blocks of 32 */
+    const int64_t klens[] = {256, 512, 768, 1280, 4096, 14336, 256 * 70};
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         const pi_type t = k_types[ti];
         CHECKF(k->vec_dot[t] && k->matvec[t] && k->axpy[t], "%s lacks kernels for %s", k->name, pi_type_name(t));
         if (!k->vec_dot[t] || !k->matvec[t] || !k->axpy[t]) continue;
-        const int64_t *lens = is_quant(t) ? qlens : flens;
-        const size_t nlen = is_quant(t) ? sizeof qlens / sizeof qlens[0] : sizeof flens / sizeof flens[0];
+        const int64_t *lens = is_k(t) ? klens : is_quant(t) ? qlens : flens;
+        const size_t nlen = is_k(t)       ? sizeof klens / sizeof klens[0]
+                            : is_quant(t) ? sizeof qlens / sizeof qlens[0]
+                                          : sizeof flens / sizeof flens[0];
         for (size_t li = 0; li < nlen; li++)
             for (uint64_t seed = 1; seed <= 4; seed++) test_one(k, t, lens[li], seed);
     }
     /* the longest row a kernel accepts, once per quant type */
     test_one(k, PI_TYPE_Q4_0, PI_MAX_ROW, 7);
     test_one(k, PI_TYPE_Q8_0, PI_MAX_ROW, 8);
+    test_one(k, PI_TYPE_Q4_K, PI_MAX_ROW, 9);
+    test_one(k, PI_TYPE_Q5_K, PI_MAX_ROW, 10);
+    test_one(k, PI_TYPE_Q6_K, PI_MAX_ROW, 11);
 }
 
 /* ------------------------------------------------------------ 4. matmul */
@@ -453,7 +734,7 @@ static void test_matmul_case(const pi_kernels *const *ks, int nk, pi_type t, int
     const bool q = is_quant(t);
     const pi_type at = (pi_type)pi_vec_dot_type(t);
     const size_t rb = pi_row_size(t, n);
-    const size_t stride = rb + (t == PI_TYPE_F32 ? 4 : 2) * (1 + seed % 3);
+    const size_t stride = rb + align_of(t) * (1 + seed % 3);
     /* 7, 21 or 38 rows from an odd first row: partial tiles of 4 and of 16 */
     static const int64_t counts[] = {7, 21, 38};
     const int64_t r0 = 1 + 2 * (int64_t)(seed % 2), r1 = r0 + counts[seed % 3], rows = r1 + 2;
@@ -464,13 +745,12 @@ static void test_matmul_case(const pi_kernels *const *ks, int nk, pi_type t, int
     float *tmp = malloc((size_t)n * sizeof *tmp);
     float *wd = malloc((size_t)rows * n * sizeof *wd), *xd = malloc((size_t)nb * n * sizeof *xd);
     for (int64_t row = 0; row < rows; row++) {
-        fill_random(&r, tmp, n, seed % 2);
-        pi_quantize_row(t, tmp, W.p + row * stride, n);
+        make_row(&r, t, tmp, W.p + row * stride, n, seed % 2);
         pi_dequantize_row(t, W.p + row * stride, wd + row * n, n);
     }
     /* inputs spaced wider than they are; the gaps hold junk */
     const size_t asz = at == PI_TYPE_F32 ? (size_t)n * sizeof(float) : pi_row_size(at, n);
-    const size_t xs = asz + (at == PI_TYPE_F32 ? 4 : 2) * (1 + (seed + 1) % 3);
+    const size_t xs = asz + align_of(at) * (1 + (seed + 1) % 3);
     tbuf X = tbuf_new(xs * nb, odd_offset(at, seed + 1));
     memset(X.p, 0x7f, xs * nb);
     for (int64_t b = 0; b < nb; b++) {
@@ -536,11 +816,14 @@ static void test_matmul_case(const pi_kernels *const *ks, int nk, pi_type t, int
 static void test_matmul(const pi_kernels *const *ks, int nk) {
     static const int64_t nbs[] = {1, 2, 3, 5, 8, 17, 64, 70};
     static const int64_t qlens[] = {32, 4096, 14336}, flens[] = {5, 100, 32, 4096, 14336};
+    static const int64_t klens[] = {256, 512, 4096};
     uint64_t seed = 1;
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         const pi_type t = k_types[ti];
-        const int64_t *lens = is_quant(t) ? qlens : flens;
-        const size_t nlen = is_quant(t) ? sizeof qlens / sizeof qlens[0] : sizeof flens / sizeof flens[0];
+        const int64_t *lens = is_k(t) ? klens : is_quant(t) ? qlens : flens;
+        const size_t nlen = is_k(t)       ? sizeof klens / sizeof klens[0]
+                            : is_quant(t) ? sizeof qlens / sizeof qlens[0]
+                                          : sizeof flens / sizeof flens[0];
         for (size_t li = 0; li < nlen; li++)
             for (size_t bi = 0; bi < sizeof nbs / sizeof nbs[0]; bi++) {
                 /* more than 64 inputs (several passes of a tiled kernel) once per length */
@@ -567,23 +850,21 @@ static bool same_bits(float a, float b) {
    vec_dot tolerance, and write out[0..count) only. Quant rows are also
    copied to an odd address (a byte buffer at offset 1): the SIMD tables load
    quant rows bytewise, so they must give the same bits there too (ref reads
-   the f16 scales through the block structs, which needs 2-byte alignment). */
+   the f16 scales through the block structs, which needs 2-byte alignment, so
+   a SIMD table's slot that is ref's own function is not tried there). */
 static void test_rows_case(const pi_kernels *const *ks, int nk, pi_type t, int64_t n, uint64_t seed) {
     enum { NROWS = 23 };
     static const int64_t counts[] = {0, 1, 3, 4, 5, 17, 64};
     const bool q = is_quant(t);
     const pi_type at = (pi_type)pi_vec_dot_type(t);
     const size_t rb = pi_row_size(t, n);
-    const size_t stride = rb + (t == PI_TYPE_F32 ? 4 : 2) * (1 + seed % 3);
+    const size_t stride = rb + align_of(t) * (1 + seed % 3);
     t_rng r = {seed * 0x7f4a + (uint64_t)n * 13 + t};
 
     tbuf W = tbuf_new(stride * NROWS, odd_offset(t, seed));
     memset(W.p, 0x7f, stride * NROWS);
     float *tmp = malloc((size_t)n * sizeof *tmp);
-    for (int64_t row = 0; row < NROWS; row++) {
-        fill_random(&r, tmp, n, seed % 2);
-        pi_quantize_row(t, tmp, W.p + row * stride, n);
-    }
+    for (int64_t row = 0; row < NROWS; row++) make_row(&r, t, tmp, W.p + row * stride, n, seed % 2);
     /* the same rows at odd addresses (quant types only) */
     tbuf Wodd = tbuf_new(stride * NROWS, 1);
     memcpy(Wodd.p, W.p, stride * NROWS);
@@ -607,7 +888,8 @@ static void test_rows_case(const pi_kernels *const *ks, int nk, pi_type t, int64
     for (int ki = 0; ki < nk; ki++) {
         const pi_kernels *k = ks[ki];
         if (!k->vec_dot_rows[t] || !k->vec_dot[t]) continue; /* reported by test_variant */
-        const bool odd_ok = q && k != &pi_kernels_ref;
+        const bool odd_ok = q && k->vec_dot_rows[t] != pi_kernels_ref.vec_dot_rows[t] &&
+                            k->vec_dot[t] != pi_kernels_ref.vec_dot[t];
         for (int pass = 0; pass < (odd_ok ? 2 : 1); pass++) {
             const uint8_t *base = pass ? Wodd.p : W.p;
             for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
@@ -657,11 +939,14 @@ static void test_vec_dot_rows(const pi_kernels *const *ks, int nk) {
        blocks), with a partial group past it; float rows: short tails too */
     static const int64_t qlens[] = {32, 96, 4096, 14336, 32 * 514};
     static const int64_t flens[] = {17, 32, 96, 4096, 14336};
+    static const int64_t klens[] = {256, 512, 4096, 14336, 256 * 66};
     uint64_t seed = 1;
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         const pi_type t = k_types[ti];
-        const int64_t *lens = is_quant(t) ? qlens : flens;
-        const size_t nlen = is_quant(t) ? sizeof qlens / sizeof qlens[0] : sizeof flens / sizeof flens[0];
+        const int64_t *lens = is_k(t) ? klens : is_quant(t) ? qlens : flens;
+        const size_t nlen = is_k(t)       ? sizeof klens / sizeof klens[0]
+                            : is_quant(t) ? sizeof qlens / sizeof qlens[0]
+                                          : sizeof flens / sizeof flens[0];
         for (size_t li = 0; li < nlen; li++) test_rows_case(ks, nk, t, lens[li], seed++);
     }
 }
@@ -708,16 +993,37 @@ static void test_dispatch(void) {
 #endif
     CHECK(pi_vec_dot_type(PI_TYPE_F32) == PI_TYPE_F32 && pi_vec_dot_type(PI_TYPE_F16) == PI_TYPE_F32);
     CHECK(pi_vec_dot_type(PI_TYPE_BF16) == PI_TYPE_F32 && pi_vec_dot_type(PI_TYPE_Q8_0) == PI_TYPE_Q8_0);
-    CHECK(pi_vec_dot_type(PI_TYPE_Q4_0) == PI_TYPE_Q8_0 && pi_vec_dot_type(PI_TYPE_Q4_K) == -1);
-    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++)
+    CHECK(pi_vec_dot_type(PI_TYPE_Q4_0) == PI_TYPE_Q8_0 && pi_vec_dot_type(PI_TYPE_Q4_K) == PI_TYPE_Q8_K);
+    CHECK(pi_vec_dot_type(PI_TYPE_Q5_K) == PI_TYPE_Q8_K && pi_vec_dot_type(PI_TYPE_Q6_K) == PI_TYPE_Q8_K);
+    CHECK(pi_vec_dot_type(PI_TYPE_Q2_K) == -1 && pi_vec_dot_type(PI_TYPE_Q8_K) == -1);
+    CHECK(pi_vec_dot_bytes(PI_TYPE_Q4_K, 512) == 2 * sizeof(pi_block_q8_K) && pi_vec_dot_bytes(PI_TYPE_Q6_K, 32) == 0);
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         CHECK(pi_kernels_ref.vec_dot[k_types[ti]] && pi_kernels_ref.matvec[k_types[ti]] &&
               pi_kernels_ref.matmul[k_types[ti]]);
-    CHECK(pi_kernels_ref.vec_dot[PI_TYPE_Q4_K] == NULL);
+        CHECKF(pi_type_get(k_types[ti])->compute, "%s is not marked compute", pi_type_name(k_types[ti]));
+    }
+    CHECK(!pi_type_get(PI_TYPE_Q8_K)->compute && pi_type_get(PI_TYPE_Q8_K)->blck == PI_QK_K);
+    CHECK(pi_kernels_ref.vec_dot[PI_TYPE_Q2_K] == NULL && pi_kernels_ref.vec_dot[PI_TYPE_Q8_K] == NULL);
+    /* every table this build has holds every slot ref holds (the SIMD ones may
+       point at ref's functions), and both activation quantizers */
+    for (const char *const *nm = pi_kernels_names(); *nm; nm++) {
+        const pi_kernels *k = pi_kernels_by_name(*nm);
+        if (!k) continue;
+        CHECKF(k->quantize_q8_0 && k->quantize_q8_K, "%s lacks an activation quantizer", k->name);
+        int missing = 0;
+        for (int t = 0; t < PI_TYPE_COUNT; t++)
+            missing += (!pi_kernels_ref.vec_dot[t] != !k->vec_dot[t]) + (!pi_kernels_ref.vec_dot_rows[t] != !k->vec_dot_rows[t]) +
+                       (!pi_kernels_ref.axpy[t] != !k->axpy[t]) + (!pi_kernels_ref.matvec[t] != !k->matvec[t]) +
+                       (!pi_kernels_ref.matmul[t] != !k->matmul[t]);
+        CHECKF(missing == 0, "%s: %d kernel slots differ from ref's in presence", k->name, missing);
+    }
 }
 
 int main(void) {
     test_conversions();
     test_quantize_bounds();
+    test_k_dequant();
+    test_q8_K_quantize();
     test_ref_dot();
     test_dispatch();
     const pi_kernels *ks[16];

@@ -27,7 +27,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: pinfer bench-kernels [options]\n"
-            "  --types LIST      weight types (default f32,f16,bf16,q8_0,q4_0)\n"
+            "  --types LIST      weight types (default f32,f16,bf16,q8_0,q4_0,q4_K,q5_K,q6_K)\n"
             "  --variants LIST   kernel sets (default: every one this CPU runs)\n"
             "  -t, --threads LIST  thread counts (default 1,<cores>)\n"
             "  --rows N --cols N matrix shape (default 14336 x 4096)\n"
@@ -39,7 +39,7 @@ static void usage(FILE *f) {
 int cmd_bench_kernels(int argc, char **argv) {
     const char *cmd = "bench-kernels";
     char *types[MAX_ITEMS], *variants[MAX_ITEMS], *threads_s[MAX_ITEMS];
-    char types_buf[256] = "f32,f16,bf16,q8_0,q4_0", variants_buf[256] = "", threads_buf[64] = "";
+    char types_buf[256] = "f32,f16,bf16,q8_0,q4_0,q4_K,q5_K,q6_K", variants_buf[256] = "", threads_buf[64] = "";
     int n_types, n_variants = 0, n_threads_list;
     long rows = 14336, cols = 4096, ws_mib = 768, reps = 5, bw_mib = 1024;
     for (int i = 1; i < argc; i++) {
@@ -67,7 +67,13 @@ int cmd_bench_kernels(int argc, char **argv) {
     for (int i = 0; i < n_types; i++) {
         int t = pi_type_from_name(types[i]);
         if (t < 0 || !pi_type_get((uint32_t)t)->compute) {
-            fprintf(stderr, "pinfer: %s: no kernels for type '%s' (f32, f16, bf16, q8_0, q4_0)\n", cmd, types[i]);
+            fprintf(stderr, "pinfer: %s: no kernels for type '%s' (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)\n", cmd,
+                    types[i]);
+            return 2;
+        }
+        if (cols % pi_type_get((uint32_t)t)->blck) {
+            fprintf(stderr, "pinfer: %s: --cols %ld is not a multiple of %s's block of %lld\n", cmd, cols,
+                    pi_type_get((uint32_t)t)->name, (long long)pi_type_get((uint32_t)t)->blck);
             return 2;
         }
         type_ids[i] = (pi_type)t;

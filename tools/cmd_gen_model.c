@@ -49,7 +49,8 @@ static void usage(FILE *f) {
             "                       about 26 GB in q4_0), mixtral-l4 (its first 4 layers, 3.5 GB),\n"
             "                       moe-tiny (dim 256, 4 layers, 8 experts top 2, ffn 512); every preset\n"
             "                       is SiLU with plain random weights unless --act/--active plant sparsity\n"
-            "  --type T             attention/FFN matrices: q4_0 (default), q8_0, f16, bf16, f32\n"
+            "  --type T             attention/FFN matrices: q4_0 (default), q8_0, f16, bf16, f32, q4_K,\n"
+            "                       q5_K, q6_K (K-quants: n_embd and n_ff multiples of 256)\n"
             "  --embd-type T        token embedding (default q4_0)\n"
             "  --output-type T      output head (default q8_0)\n"
             "  --dim N --n-head N --n-head-kv N --ffn N --layers N --ctx N --vocab-size N\n"
@@ -91,7 +92,8 @@ static void usage(FILE *f) {
 static bool parse_type(const char *opt, const char *v, pi_type *out) {
     int t = pi_type_from_name(v);
     if (t < 0 || !pi_type_get((uint32_t)t)->compute) {
-        fprintf(stderr, "pinfer: gen-model: %s '%s' is not one of f32, f16, bf16, q8_0, q4_0\n", opt, v);
+        fprintf(stderr, "pinfer: gen-model: %s '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K\n", opt,
+                v);
         return false;
     }
     *out = (pi_type)t;
@@ -149,16 +151,16 @@ static void mm_rows(void *ctx, int64_t r0, int64_t r1, int tid) {
 }
 
 /* Y = W X for nb float inputs of length w->ne[0] (X rows x_stride floats
-   apart), with the kernels decode uses (Q8_0 inputs for quantized W). */
+   apart), with the kernels decode uses (Q8_0 or Q8_K inputs for quantized W). */
 static bool check_matmul(pi_pool *pool, const pi_weight *w, const float *X, int64_t nb, float *Y) {
     const pi_kernels *k = pi_kernels_get();
     const int64_t n = w->ne[0];
     mm_job j = {k, w, X, (size_t)n * sizeof(float), nb, Y};
     void *xq = NULL;
-    if (pi_vec_dot_type(w->type) == PI_TYPE_Q8_0) {
-        size_t rb = (size_t)(n / 32) * sizeof(pi_block_q8_0);
+    if (pi_vec_dot_type(w->type) != PI_TYPE_F32) {
+        const size_t rb = pi_vec_dot_bytes(w->type, n);
         if (!(xq = malloc(rb * (size_t)nb))) return false;
-        for (int64_t b = 0; b < nb; b++) k->quantize_q8_0(X + b * n, (pi_block_q8_0 *)((uint8_t *)xq + rb * (size_t)b), n);
+        for (int64_t b = 0; b < nb; b++) pi_quantize_act(k, w->type, X + b * n, (uint8_t *)xq + rb * (size_t)b, n);
         j.X = xq;
         j.x_stride = rb;
     }

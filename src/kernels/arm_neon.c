@@ -22,6 +22,7 @@
  * Only their correctness has been checked (under qemu), not their speed.
  */
 #include "simd_common.h"
+#include "ref_k.h"
 
 #include <arm_neon.h>
 
@@ -488,6 +489,7 @@ static void pi_matmul_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, in
 const pi_kernels pi_kernels_neon = {
     .name = "neon",
     .quantize_q8_0 = pi_quantize_q8_0_neon,
+    .quantize_q8_K = pi_quantize_q8_K_ref, /* ref's until this table has its own K-quant kernels */
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_neon,
@@ -495,6 +497,9 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_neon,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_neon,
+            [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_ref,
         },
     .vec_dot_rows =
         {
@@ -503,6 +508,9 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_neon,
             [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_neon,
+            [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_ref,
         },
     .axpy =
         {
@@ -511,6 +519,9 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_axpy_bf16_neon,
             [PI_TYPE_Q8_0] = pi_axpy_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_axpy_q4_0_neon,
+            [PI_TYPE_Q4_K] = pi_axpy_q4_K_ref,
+            [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,
+            [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,
         },
     .matvec =
         {
@@ -519,6 +530,9 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_matvec_bf16_neon,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_neon,
+            [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_ref,
         },
     .matmul =
         {
@@ -527,5 +541,8 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_matmul_bf16_neon,
             [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_neon,
+            [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_ref,
         },
 };

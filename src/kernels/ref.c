@@ -4,22 +4,35 @@
  * What the SIMD tables must reproduce:
  *   - pi_quantize_row / pi_dequantize_row for F32, F16, BF16, Q8_0, Q4_0 (ggml's
  *     reference semantics, see quantize_block_q8_0 / quantize_block_q4_0 below);
+ *     dequantize for Q4_K, Q5_K, Q6_K (layouts in types.h; their quantizers are
+ *     in quant_k.c) and both directions for Q8_K;
  *   - quantize_q8_0 for activations: every table produces these exact bytes, so
  *     it uses only operations that SIMD units perform identically (max of |x|,
  *     one IEEE division, one reciprocal, one product, round-half-to-even);
+ *   - quantize_q8_K for the K-quants' activations: ggml's bytes (see
+ *     quantize_block_q8_K), which every table reproduces exactly;
  *   - vec_dot / vec_dot_rows / matvec / matmul: Q types sum d_w * d_x * (integer dot of the block) over
- *     blocks, F16/BF16 weights are widened to f32 and multiplied with the f32
+ *     blocks; K-quants sum, per super-block of 256, d_w * d_x * (sum over its
+ *     sub-blocks of scale * integer dot) and, for Q4_K / Q5_K, subtract
+ *     dmin * d_x * (sum over sub-blocks of min * the activation's bsums);
+ *     F16/BF16 weights are widened to f32 and multiplied with the f32
  *     activation. This file accumulates in double so that it is as close to the
  *     exact value as is cheap; SIMD versions accumulate in float, which the tests
  *     bound relative to sum |w_i x_i|;
  *   - axpy: y[i] += a * w[i], with w[i] = d * q for Q types, computed as
- *     (a * d) * q in float (SIMD versions may fuse the multiply-add).
+ *     (a * d) * q in float (SIMD versions may fuse the multiply-add); for the
+ *     K-quants w[i] is the weight exactly as pi_dequantize_row gives it (its
+ *     products are exact in float, so a fused multiply-add computes the same
+ *     w[i]), then y[i] += a * w[i].
  *
  * Non-finite inputs give unspecified (but memory-safe) results. Blocks are read
  * through their 2-byte-aligned structs, so rows may start at any even address
- * (as tensors in a GGUF file do); f32 data must be 4-byte aligned.
+ * (as tensors in a GGUF file do); f32 data and Q8_K blocks (an f32 scale) must
+ * be 4-byte aligned.
  */
 #include "kernels.h"
+#include "ref_k.h"
+#include "quant_k.h"
 
 #include <float.h>
 #include <math.h>
@@ -68,6 +81,127 @@ static void quantize_block_q4_0(const float *x, pi_block_q4_0 *y) {
     }
 }
 
+/* Q8_K, one block of 256 (ggml's activation quantizer for the K-quants):
+   max is the element of largest magnitude (the first one on ties, sign kept),
+   iscale = -127 / max, q = min(127, round-half-even(iscale * x)), d = 1 / iscale
+   (so max itself maps to -127), bsums[k] = the sum of q[16k .. 16k+16). An
+   all-zero block gives d = 0 and zeros. When |max| is so small (below about
+   3.7e-37) that -127 / max overflows to infinity, every q is 0 and d = 1 / iscale
+   a signed zero: what ggml's float-to-int rounding yields for infinite or NaN
+   products there. */
+static void quantize_block_q8_K(const float *x, pi_block_q8_K *y) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < PI_QK_K; j++) {
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    if (amax == 0.0f) {
+        memset(y, 0, sizeof *y);
+        return;
+    }
+    const float iscale = -127.0f / max;
+    if (isinf(iscale)) {
+        memset(y, 0, sizeof *y);
+        y->d = 1.0f / iscale;
+        return;
+    }
+    for (int j = 0; j < PI_QK_K; j++) {
+        /* |iscale * x| exceeds 127 by at most a rounding, so clamping before
+           rounding (to [-128, 127], which also keeps the conversion defined for
+           NaN inputs) gives what rounding then taking min(127, .) gives. */
+        const float v = fminf(fmaxf(iscale * x[j], -128.0f), 127.0f);
+        y->qs[j] = (int8_t)nearbyintf(v);
+    }
+    for (int k = 0; k < PI_QK_K / 16; k++) {
+        int sum = 0;
+        for (int j = 0; j < 16; j++) sum += y->qs[16 * k + j];
+        y->bsums[k] = (int16_t)sum;
+    }
+    y->d = 1.0f / iscale;
+}
+
+/* ---- K-quant weights: unpacking (layouts in types.h) ---- */
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block. */
+static inline void k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* The 256 weights of a Q4_K block as integers 0..15, in order: the 64
+   weights of sub-blocks 2i and 2i+1 are the low and then the high nibbles
+   of qs[32i .. 32i+32). */
+static void unpack_q4_K(const pi_block_q4_K *restrict b, uint8_t *restrict q) {
+    for (int i = 0; i < 4; i++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * i + l] = b->qs[32 * i + l] & 15;
+            q[64 * i + 32 + l] = b->qs[32 * i + l] >> 4;
+        }
+}
+
+/* The same for Q5_K, 0..31: weight l of sub-block j takes bit j of qh[l]
+   as its fifth bit. */
+static void unpack_q5_K(const pi_block_q5_K *restrict b, uint8_t *restrict q) {
+    for (int i = 0; i < 4; i++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * i + l] = (uint8_t)((b->qs[32 * i + l] & 15) | ((b->qh[l] >> (2 * i)) & 1) << 4);
+            q[64 * i + 32 + l] = (uint8_t)((b->qs[32 * i + l] >> 4) | ((b->qh[l] >> (2 * i + 1)) & 1) << 4);
+        }
+}
+
+/* The 256 weights of a Q6_K block as q - 32 (-32..31), in order, so that
+   weights 16k .. 16k+16 have scale scales[k]. Each half of 128 weights: its
+   ql bytes 0..31 give weights l (low nibble) and l+64 (high), bytes 32..63
+   weights l+32 and l+96; bits 2c, 2c+1 of its qh byte l are the top bits of
+   weight l + 32c. */
+static void unpack_q6_K(const pi_block_q6_K *restrict b, int8_t *restrict q) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *restrict ql = b->ql + 64 * h, *restrict qh = b->qh + 32 * h;
+        int8_t *restrict o = q + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            o[l] = (int8_t)(((ql[l] & 15) | (qh[l] & 3) << 4) - 32);
+            o[l + 32] = (int8_t)(((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32);
+            o[l + 64] = (int8_t)(((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32);
+            o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (qh[l] >> 6) << 4) - 32);
+        }
+    }
+}
+
+/* Dequantized weights of one Q4_K / Q5_K block (q from unpack_q4_K/_q5_K):
+   per sub-block d1 = d * sc and m1 = dmin * m, both exact in float (an f16
+   times a 6-bit integer), and w = d1 * q - m1, where d1 * q is exact too
+   (at most 22 significant bits): one rounding, the same with or without a
+   fused multiply-add. */
+static void dequant_k4(pi_f16 d16, pi_f16 dmin16, const uint8_t *scales, const uint8_t q[PI_QK_K], float *y) {
+    const float d = pi_f16_to_f32(d16), dmin = pi_f16_to_f32(dmin16);
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k_scale_min(scales, j, &sc, &m);
+        const float d1 = d * (float)sc, m1 = dmin * (float)m;
+        for (int l = 0; l < 32; l++) y[32 * j + l] = d1 * (float)q[32 * j + l] - m1;
+    }
+}
+
+/* Dequantized weights of one Q6_K block: w = (d * scales[k]) * (q - 32), all
+   exact in float (an f16 times an int8 has at most 18 significant bits, times
+   q - 32 at most 23). */
+static void dequant_q6_K(const pi_block_q6_K *b, float *y) {
+    int8_t q[PI_QK_K];
+    unpack_q6_K(b, q);
+    const float d = pi_f16_to_f32(b->d);
+    for (int k = 0; k < PI_QK_K / 16; k++) {
+        const float ds = d * (float)b->scales[k];
+        for (int l = 0; l < 16; l++) y[16 * k + l] = ds * (float)q[16 * k + l];
+    }
+}
+
 void pi_quantize_row(pi_type t, const float *x, void *vy, int64_t n) {
     switch (t) {
     case PI_TYPE_F32: memcpy(vy, x, (size_t)n * sizeof(float)); break;
@@ -91,6 +225,14 @@ void pi_quantize_row(pi_type t, const float *x, void *vy, int64_t n) {
         for (int64_t b = 0; b < n / PI_QK4_0; b++) quantize_block_q4_0(x + b * PI_QK4_0, &y[b]);
         break;
     }
+    case PI_TYPE_Q8_K: {
+        pi_block_q8_K *y = vy;
+        for (int64_t b = 0; b < n / PI_QK_K; b++) quantize_block_q8_K(x + b * PI_QK_K, &y[b]);
+        break;
+    }
+    case PI_TYPE_Q4_K: pi_quantize_row_q4_K(x, vy, n); break;
+    case PI_TYPE_Q5_K: pi_quantize_row_q5_K(x, vy, n); break;
+    case PI_TYPE_Q6_K: pi_quantize_row_q6_K(x, vy, n); break;
     default: break;
     }
 }
@@ -128,12 +270,45 @@ void pi_dequantize_row(pi_type t, const void *vx, float *y, int64_t n) {
         }
         break;
     }
+    case PI_TYPE_Q4_K: {
+        const pi_block_q4_K *x = vx;
+        uint8_t q[PI_QK_K];
+        for (int64_t b = 0; b < n / PI_QK_K; b++) {
+            unpack_q4_K(&x[b], q);
+            dequant_k4(x[b].d, x[b].dmin, x[b].scales, q, y + b * PI_QK_K);
+        }
+        break;
+    }
+    case PI_TYPE_Q5_K: {
+        const pi_block_q5_K *x = vx;
+        uint8_t q[PI_QK_K];
+        for (int64_t b = 0; b < n / PI_QK_K; b++) {
+            unpack_q5_K(&x[b], q);
+            dequant_k4(x[b].d, x[b].dmin, x[b].scales, q, y + b * PI_QK_K);
+        }
+        break;
+    }
+    case PI_TYPE_Q6_K: {
+        const pi_block_q6_K *x = vx;
+        for (int64_t b = 0; b < n / PI_QK_K; b++) dequant_q6_K(&x[b], y + b * PI_QK_K);
+        break;
+    }
+    case PI_TYPE_Q8_K: {
+        const pi_block_q8_K *x = vx;
+        for (int64_t b = 0; b < n / PI_QK_K; b++)
+            for (int j = 0; j < PI_QK_K; j++) y[b * PI_QK_K + j] = x[b].d * (float)x[b].qs[j];
+        break;
+    }
     default: break;
     }
 }
 
 static void pi_quantize_q8_0_ref(const float *x, pi_block_q8_0 *y, int64_t n) {
     for (int64_t b = 0; b < n / PI_QK8_0; b++) quantize_block_q8_0(x + b * PI_QK8_0, &y[b]);
+}
+
+void pi_quantize_q8_K_ref(const float *x, pi_block_q8_K *y, int64_t n) {
+    for (int64_t b = 0; b < n / PI_QK_K; b++) quantize_block_q8_K(x + b * PI_QK_K, &y[b]);
 }
 
 /* ---- dot products (double accumulation: products of two floats are exact) ---- */
@@ -187,6 +362,70 @@ static float pi_vec_dot_q4_0_q8_0_ref(int64_t n, const void *vw, const void *vx)
     return (float)s;
 }
 
+/* K-quants, per super-block: the integer sum over sub-blocks of scale *
+   (integer dot), times d_w * d_x; Q4_K / Q5_K subtract dmin * d_x times the
+   integer sum over sub-blocks of min * (the activation's two bsums that
+   cover it). The integer sums fit in int32 (at most 8 * 63 * 32 * 31 * 127
+   for Q5_K, 16 * 128 * 16 * 32 * 127 for Q6_K). */
+
+/* Shared by Q4_K and Q5_K once their weights are unpacked to q[256]. */
+static double dot_k4_block(pi_f16 d16, pi_f16 dmin16, const uint8_t *scales, const uint8_t q[PI_QK_K],
+                           const pi_block_q8_K *x) {
+    int32_t isum = 0, imin = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k_scale_min(scales, j, &sc, &m);
+        int32_t idot = 0;
+        for (int l = 0; l < 32; l++) idot += (int32_t)q[32 * j + l] * x->qs[32 * j + l];
+        isum += sc * idot;
+        imin += m * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+    }
+    const double dx = x->d;
+    return (double)pi_f16_to_f32(d16) * dx * isum - (double)pi_f16_to_f32(dmin16) * dx * imin;
+}
+
+float pi_vec_dot_q4_K_q8_K_ref(int64_t n, const void *vw, const void *vx) {
+    const pi_block_q4_K *w = vw;
+    const pi_block_q8_K *x = vx;
+    uint8_t q[PI_QK_K];
+    double s = 0.0;
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        unpack_q4_K(&w[b], q);
+        s += dot_k4_block(w[b].d, w[b].dmin, w[b].scales, q, &x[b]);
+    }
+    return (float)s;
+}
+
+float pi_vec_dot_q5_K_q8_K_ref(int64_t n, const void *vw, const void *vx) {
+    const pi_block_q5_K *w = vw;
+    const pi_block_q8_K *x = vx;
+    uint8_t q[PI_QK_K];
+    double s = 0.0;
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        unpack_q5_K(&w[b], q);
+        s += dot_k4_block(w[b].d, w[b].dmin, w[b].scales, q, &x[b]);
+    }
+    return (float)s;
+}
+
+float pi_vec_dot_q6_K_q8_K_ref(int64_t n, const void *vw, const void *vx) {
+    const pi_block_q6_K *w = vw;
+    const pi_block_q8_K *x = vx;
+    int8_t q[PI_QK_K];
+    double s = 0.0;
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        unpack_q6_K(&w[b], q);
+        int32_t isum = 0;
+        for (int k = 0; k < PI_QK_K / 16; k++) {
+            int32_t idot = 0;
+            for (int l = 0; l < 16; l++) idot += (int32_t)q[16 * k + l] * x[b].qs[16 * k + l];
+            isum += w[b].scales[k] * idot;
+        }
+        s += (double)pi_f16_to_f32(w[b].d) * x[b].d * isum;
+    }
+    return (float)s;
+}
+
 /* ---- axpy ---- */
 
 static void pi_axpy_f32_ref(int64_t n, float a, const void *vw, float *y) {
@@ -225,19 +464,59 @@ static void pi_axpy_q4_0_ref(int64_t n, float a, const void *vw, float *y) {
     }
 }
 
-/* ---- matvec: one vec_dot per row ---- */
+/* K-quants: y += a * w with w exactly the dequantized weight. */
+
+void pi_axpy_q4_K_ref(int64_t n, float a, const void *vw, float *y) {
+    const pi_block_q4_K *w = vw;
+    uint8_t q[PI_QK_K];
+    float wd[PI_QK_K];
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        unpack_q4_K(&w[b], q);
+        dequant_k4(w[b].d, w[b].dmin, w[b].scales, q, wd);
+        float *yb = y + b * PI_QK_K;
+        for (int j = 0; j < PI_QK_K; j++) yb[j] += a * wd[j];
+    }
+}
+
+void pi_axpy_q5_K_ref(int64_t n, float a, const void *vw, float *y) {
+    const pi_block_q5_K *w = vw;
+    uint8_t q[PI_QK_K];
+    float wd[PI_QK_K];
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        unpack_q5_K(&w[b], q);
+        dequant_k4(w[b].d, w[b].dmin, w[b].scales, q, wd);
+        float *yb = y + b * PI_QK_K;
+        for (int j = 0; j < PI_QK_K; j++) yb[j] += a * wd[j];
+    }
+}
+
+void pi_axpy_q6_K_ref(int64_t n, float a, const void *vw, float *y) {
+    const pi_block_q6_K *w = vw;
+    float wd[PI_QK_K];
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        dequant_q6_K(&w[b], wd);
+        float *yb = y + b * PI_QK_K;
+        for (int j = 0; j < PI_QK_K; j++) yb[j] += a * wd[j];
+    }
+}
+
+/* ---- matvec: one vec_dot per row (the macros define the function; its
+   uses say whether it is static) ---- */
 
 #define REF_MATVEC(name, dot)                                                                      \
-    static void name(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1,          \
-                     const void *x, float *y) {                                                    \
+    void name(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1,                 \
+              const void *x, float *y) {                                                           \
         for (int64_t r = r0; r < r1; r++) y[r] = dot(n, (const uint8_t *)W + (size_t)r * row_stride, x); \
     }
 
-REF_MATVEC(pi_matvec_f32_ref, pi_vec_dot_f32_ref)
-REF_MATVEC(pi_matvec_f16_ref, pi_vec_dot_f16_ref)
-REF_MATVEC(pi_matvec_bf16_ref, pi_vec_dot_bf16_ref)
-REF_MATVEC(pi_matvec_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
-REF_MATVEC(pi_matvec_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+static REF_MATVEC(pi_matvec_f32_ref, pi_vec_dot_f32_ref)
+static REF_MATVEC(pi_matvec_f16_ref, pi_vec_dot_f16_ref)
+static REF_MATVEC(pi_matvec_bf16_ref, pi_vec_dot_bf16_ref)
+static REF_MATVEC(pi_matvec_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
+static REF_MATVEC(pi_matvec_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+REF_MATVEC(pi_matvec_q4_K_q8_K_ref, pi_vec_dot_q4_K_q8_K_ref)
+REF_MATVEC(pi_matvec_q5_K_q8_K_ref, pi_vec_dot_q5_K_q8_K_ref)
+REF_MATVEC(pi_matvec_q6_K_q8_K_ref, pi_vec_dot_q6_K_q8_K_ref)
 
 /* ---- vec_dot_rows: one vec_dot per listed row ---- */
 
@@ -247,26 +526,41 @@ PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_bf16_ref, pi_vec_dot_bf16_ref)
 PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
 PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
 
+/* the K-quant ones have external linkage (ref_k.h), so not the static
+   PI_VEC_DOT_ROWS_LOOP */
+#define REF_ROWS(name, dot)                                                                 \
+    void name(int64_t n, const void *const *rows, int64_t count, const void *x, float *out) { \
+        for (int64_t r = 0; r < count; r++) out[r] = dot(n, rows[r], x);                      \
+    }
+
+REF_ROWS(pi_vec_dot_rows_q4_K_q8_K_ref, pi_vec_dot_q4_K_q8_K_ref)
+REF_ROWS(pi_vec_dot_rows_q5_K_q8_K_ref, pi_vec_dot_q5_K_q8_K_ref)
+REF_ROWS(pi_vec_dot_rows_q6_K_q8_K_ref, pi_vec_dot_q6_K_q8_K_ref)
+
 /* ---- matmul: one vec_dot per (input, row) ---- */
 
 #define REF_MATMUL(name, dot)                                                                             \
-    static void name(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1, const void *X,  \
-                     size_t x_stride, int64_t nb, float *Y, int64_t y_stride) {                           \
+    void name(int64_t n, const void *W, size_t row_stride, int64_t r0, int64_t r1, const void *X,         \
+              size_t x_stride, int64_t nb, float *Y, int64_t y_stride) {                                  \
         for (int64_t b = 0; b < nb; b++)                                                                  \
             for (int64_t r = r0; r < r1; r++)                                                             \
                 Y[b * y_stride + r] = dot(n, (const uint8_t *)W + (size_t)r * row_stride,                 \
                                           (const uint8_t *)X + (size_t)b * x_stride);                     \
     }
 
-REF_MATMUL(pi_matmul_f32_ref, pi_vec_dot_f32_ref)
-REF_MATMUL(pi_matmul_f16_ref, pi_vec_dot_f16_ref)
-REF_MATMUL(pi_matmul_bf16_ref, pi_vec_dot_bf16_ref)
-REF_MATMUL(pi_matmul_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
-REF_MATMUL(pi_matmul_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+static REF_MATMUL(pi_matmul_f32_ref, pi_vec_dot_f32_ref)
+static REF_MATMUL(pi_matmul_f16_ref, pi_vec_dot_f16_ref)
+static REF_MATMUL(pi_matmul_bf16_ref, pi_vec_dot_bf16_ref)
+static REF_MATMUL(pi_matmul_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
+static REF_MATMUL(pi_matmul_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+REF_MATMUL(pi_matmul_q4_K_q8_K_ref, pi_vec_dot_q4_K_q8_K_ref)
+REF_MATMUL(pi_matmul_q5_K_q8_K_ref, pi_vec_dot_q5_K_q8_K_ref)
+REF_MATMUL(pi_matmul_q6_K_q8_K_ref, pi_vec_dot_q6_K_q8_K_ref)
 
 const pi_kernels pi_kernels_ref = {
     .name = "ref",
     .quantize_q8_0 = pi_quantize_q8_0_ref,
+    .quantize_q8_K = pi_quantize_q8_K_ref,
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_ref,
@@ -274,6 +568,9 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_ref,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_ref,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_ref,
+            [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_ref,
         },
     .vec_dot_rows =
         {
@@ -282,6 +579,9 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_ref,
             [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_ref,
             [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_ref,
+            [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_ref,
         },
     .axpy =
         {
@@ -290,6 +590,9 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_BF16] = pi_axpy_bf16_ref,
             [PI_TYPE_Q8_0] = pi_axpy_q8_0_ref,
             [PI_TYPE_Q4_0] = pi_axpy_q4_0_ref,
+            [PI_TYPE_Q4_K] = pi_axpy_q4_K_ref,
+            [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,
+            [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,
         },
     .matvec =
         {
@@ -298,6 +601,9 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_BF16] = pi_matvec_bf16_ref,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_ref,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_ref,
+            [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_ref,
         },
     .matmul =
         {
@@ -306,5 +612,8 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_BF16] = pi_matmul_bf16_ref,
             [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_ref,
             [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_ref,
+            [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_ref,
         },
 };

@@ -1,6 +1,7 @@
 /*
  * types.c — the type table (GGML ids, block sizes, bytes per block) and the
- * scalar half-precision conversions. Quantize/dequantize live in ref.c.
+ * scalar half-precision conversions. Quantize/dequantize live in ref.c (the
+ * K-quant weight quantizers in quant_k.c).
  */
 #include "types.h"
 
@@ -18,10 +19,10 @@ static const pi_type_info k_types[PI_TYPE_COUNT] = {
     [PI_TYPE_Q8_1] = {"q8_1", 32, 36, false},
     [PI_TYPE_Q2_K] = {"q2_K", 256, 84, false},
     [PI_TYPE_Q3_K] = {"q3_K", 256, 110, false},
-    [PI_TYPE_Q4_K] = {"q4_K", 256, 144, false},
-    [PI_TYPE_Q5_K] = {"q5_K", 256, 176, false},
-    [PI_TYPE_Q6_K] = {"q6_K", 256, 210, false},
-    [PI_TYPE_Q8_K] = {"q8_K", 256, 292, false},
+    [PI_TYPE_Q4_K] = {"q4_K", 256, 144, true},
+    [PI_TYPE_Q5_K] = {"q5_K", 256, 176, true},
+    [PI_TYPE_Q6_K] = {"q6_K", 256, 210, true},
+    [PI_TYPE_Q8_K] = {"q8_K", 256, 292, false}, /* activations only: no weight kernels */
     [PI_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, false},
     [PI_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, false},
     [PI_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, false},

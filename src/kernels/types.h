@@ -4,7 +4,9 @@
  * Type ids are GGML's (they are stored in GGUF tensor infos). Every id GGML has
  * defined is known here with its block size and bytes per block, so any real
  * GGUF file can be inspected and its tensor sizes checked; only the types with
- * `compute` set have quantize/dequantize and kernels.
+ * `compute` set have quantize/dequantize and kernels: F32, F16, BF16, Q8_0,
+ * Q4_0, Q4_K, Q5_K, Q6_K. Q8_K is an activation type only (quantize and
+ * dequantize exist, weight kernels do not), so its `compute` is false.
  *
  * Block layouts match ggml byte for byte:
  *   Q8_0: 32 weights = f16 scale d, int8 qs[32];          x = d * qs[i]
@@ -128,7 +130,7 @@ typedef struct pi_type_info {
     const char *name;  /* GGML's name, e.g. "q4_0" */
     int64_t blck;      /* elements per block */
     size_t size;       /* bytes per block */
-    bool compute;      /* quantize/dequantize and kernels exist */
+    bool compute;      /* a weight type: quantize/dequantize and kernels exist */
 } pi_type_info;
 
 /* Traits of a type id, or NULL when the id is not a GGML type. */
@@ -151,8 +153,10 @@ float pi_bf16_to_f32(pi_bf16 h);
 pi_bf16 pi_f32_to_bf16(float f);
 
 /* Reference conversion of one row of n elements (n a multiple of the block
-   size) for the compute types: F32, F16, BF16, Q8_0, Q4_0. These are the
-   specification; they return without writing for other types. */
+   size) for the compute types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K;
+   the K-quant weight quantizers are ggml's reference ones, in quant_k.c) and
+   for the Q8_K activations. These are the specification; they return without
+   writing for other types. */
 void pi_quantize_row(pi_type t, const float *x, void *y, int64_t n);
 void pi_dequantize_row(pi_type t, const void *x, float *y, int64_t n);
 

@@ -35,6 +35,7 @@
  * chunk (PI_MM_CHUNK) like the AVX-512 ones.
  */
 #include "simd_common.h"
+#include "ref_k.h"
 
 #include <immintrin.h>
 
@@ -723,6 +724,7 @@ static void pi_matmul_q8_0_q8_0_avx2(int64_t n, const void *W, size_t stride, in
 const pi_kernels pi_kernels_avx2 = {
     .name = "avx2",
     .quantize_q8_0 = pi_quantize_q8_0_avx2,
+    .quantize_q8_K = pi_quantize_q8_K_ref, /* ref's until this table has its own K-quant kernels */
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_avx2,
@@ -730,6 +732,9 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_avx2,
+            [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_ref,
         },
     .vec_dot_rows =
         {
@@ -738,6 +743,9 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_avx2,
+            [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_ref,
         },
     .axpy =
         {
@@ -746,6 +754,9 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_axpy_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_axpy_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_axpy_q4_0_avx2,
+            [PI_TYPE_Q4_K] = pi_axpy_q4_K_ref,
+            [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,
+            [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,
         },
     .matvec =
         {
@@ -754,6 +765,9 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_matvec_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_avx2,
+            [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_ref,
         },
     .matmul =
         {
@@ -762,5 +776,8 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_matmul_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_avx2,
+            [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_ref,
+            [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_ref,
+            [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_ref,
         },
 };

@@ -46,6 +46,7 @@
  * batches of PI_AMX_MIN_NB inputs or more go to the AMX tiles (x86_amx.c).
  */
 #include "simd_common.h"
+#include "ref_k.h"
 #include "x86_amx.h"
 
 #include <immintrin.h>
@@ -825,6 +826,7 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
     {                                                                                                          \
         .name = NAME,                                                                                          \
         .quantize_q8_0 = pi_quantize_q8_0_avx512,                                                             \
+        .quantize_q8_K = pi_quantize_q8_K_ref, /* ref's until this table has its own K-quant kernels */       \
         .vec_dot =                                                                                             \
             {                                                                                                  \
                 [PI_TYPE_F32] = pi_vec_dot_f32_avx512,                                                         \
@@ -832,6 +834,9 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
                 [PI_TYPE_BF16] = pi_vec_dot_bf16_avx512,                                                       \
                 [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_avx512,                                                  \
                 [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_avx512,                                                  \
+                [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_ref,                                                     \
+                [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_ref,                                                     \
+                [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_ref,                                                     \
             },                                                                                                 \
         .vec_dot_rows =                                                                                        \
             {                                                                                                  \
@@ -840,6 +845,9 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
                 [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_avx512,                                                  \
                 [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_avx512,                                             \
                 [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_avx512,                                             \
+                [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_ref,                                                \
+                [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_ref,                                                \
+                [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_ref,                                                \
             },                                                                                                 \
         .axpy =                                                                                                \
             {                                                                                                  \
@@ -848,6 +856,9 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
                 [PI_TYPE_BF16] = pi_axpy_bf16_avx512,                                                          \
                 [PI_TYPE_Q8_0] = pi_axpy_q8_0_avx512,                                                          \
                 [PI_TYPE_Q4_0] = pi_axpy_q4_0_avx512,                                                          \
+                [PI_TYPE_Q4_K] = pi_axpy_q4_K_ref,                                                             \
+                [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,                                                             \
+                [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,                                                             \
             },                                                                                                 \
         .matvec =                                                                                              \
             {                                                                                                  \
@@ -856,6 +867,9 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
                 [PI_TYPE_BF16] = pi_matvec_bf16_avx512,                                                        \
                 [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_avx512,                                                   \
                 [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_avx512,                                                   \
+                [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_ref,                                                      \
+                [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_ref,                                                      \
+                [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_ref,                                                      \
             },                                                                                                 \
         .matmul =                                                                                              \
             {                                                                                                  \
@@ -864,6 +878,9 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
                 [PI_TYPE_BF16] = pi_matmul_bf16_avx512,                                                        \
                 [PI_TYPE_Q8_0] = MATMUL_Q8_0,                                                                  \
                 [PI_TYPE_Q4_0] = MATMUL_Q4_0,                                                                  \
+                [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_ref,                                                      \
+                [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_ref,                                                      \
+                [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_ref,                                                      \
             },                                                                                                 \
     }
 

@@ -89,8 +89,12 @@ static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int
     }
     const pi_type_info *ti = pi_type_get(t->type);
     if (!ti || !ti->compute)
-        return pi_error(PI_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s; supported: f32, f16, bf16, q8_0, q4_0",
-                        L->path, name, pi_type_name(t->type));
+        return pi_error(PI_ERR_UNSUPPORTED,
+                        "%s: tensor '%s' has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K", L->path,
+                        name, pi_type_name(t->type));
+    if (t->ne[0] % ti->blck) /* the GGUF reader checks this too; the kernels rely on it */
+        return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has rows of %lld elements, not a multiple of %s's block of %lld",
+                        L->path, name, (long long)t->ne[0], ti->name, (long long)ti->blck);
     if (t->ne[0] > PI_MAX_ROW)
         return pi_error(PI_ERR_UNSUPPORTED, "%s: tensor '%s' rows of %lld elements exceed the limit %d", L->path, name,
                         (long long)t->ne[0], PI_MAX_ROW);

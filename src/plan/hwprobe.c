@@ -144,8 +144,10 @@ pi_status pi_probe_mats_create(pi_type t, int64_t rows, int64_t cols, size_t min
     const pi_type_info *ti = pi_type_get((uint32_t)t);
     if (!ti || !ti->compute || pi_vec_dot_type(t) < 0)
         return pi_error(PI_ERR_INVALID, "probe: no kernels for type %s", pi_type_name((uint32_t)t));
-    if (rows < 1 || cols < 32 || cols % 32 || cols > PI_MAX_ROW)
-        return pi_error(PI_ERR_INVALID, "probe: bad matrix shape %lld x %lld", (long long)rows, (long long)cols);
+    if (rows < 1 || cols < 32 || cols % 32 || cols % ti->blck || cols > PI_MAX_ROW)
+        return pi_error(PI_ERR_INVALID, "probe: bad matrix shape %lld x %lld for %s", (long long)rows, (long long)cols,
+                        ti->name);
+    const int act = pi_vec_dot_type(t);
     m->type = t;
     m->rows = rows;
     m->cols = cols;
@@ -157,9 +159,9 @@ pi_status pi_probe_mats_create(pi_type t, int64_t rows, int64_t cols, size_t min
     int64_t total = rows * (int64_t)m->n_mat;
     m->data = pi_huge_alloc(m->alloc_bytes);
     m->xf = malloc((size_t)cols * sizeof *m->xf);
-    m->xq = malloc((size_t)cols / 32 * sizeof *m->xq);
+    m->xq = act != PI_TYPE_F32 ? malloc(pi_row_size((pi_type)act, cols)) : NULL;
     m->order = malloc((size_t)total * sizeof *m->order);
-    if (!m->data || !m->xf || !m->xq || !m->order) {
+    if (!m->data || !m->xf || (act != PI_TYPE_F32 && !m->xq) || !m->order) {
         size_t mib = m->alloc_bytes >> 20;
         pi_probe_mats_free(m);
         return pi_error(PI_ERR_NOMEM, "probe: cannot allocate %zu MiB of %s weights", mib, pi_type_name((uint32_t)t));
@@ -177,8 +179,8 @@ pi_status pi_probe_mats_create(pi_type t, int64_t rows, int64_t cols, size_t min
         memcpy(m->data + at, m->data, len);
     }
     for (int64_t c = 0; c < cols; c++) m->xf[c] = (float)((c * 7919) % 2001 - 1000) * 1e-3f;
-    pi_quantize_row(PI_TYPE_Q8_0, m->xf, m->xq, cols);
-    m->x = pi_vec_dot_type(t) == PI_TYPE_Q8_0 ? (const void *)m->xq : (const void *)m->xf;
+    if (m->xq) pi_quantize_row((pi_type)act, m->xf, m->xq, cols);
+    m->x = m->xq ? (const void *)m->xq : (const void *)m->xf;
     for (int64_t i = 0; i < total; i++) m->order[i] = i;
     for (int64_t i = total - 1; i > 0; i--) { /* Fisher-Yates */
         int64_t j = (int64_t)(splitmix(&s) % (uint64_t)(i + 1)), x = m->order[i];
@@ -409,7 +411,8 @@ static const int k_qds[PI_HW_N_QD] = {1, 8, 32, 64, 128};
 /* Measured in quick mode; the rest is interpolated (16K, 64K; QD 64). */
 static const bool k_quick_block[PI_HW_N_BLOCKS] = {true, true, false, true, false, true};
 static const bool k_quick_qd[PI_HW_N_QD] = {true, true, true, false, true};
-static const pi_type k_types[] = {PI_TYPE_F32, PI_TYPE_F16, PI_TYPE_BF16, PI_TYPE_Q8_0, PI_TYPE_Q4_0};
+static const pi_type k_types[] = {PI_TYPE_F32,  PI_TYPE_F16,  PI_TYPE_BF16, PI_TYPE_Q8_0,
+                                  PI_TYPE_Q4_0, PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
 
 #define KERN_COLS 4096
 

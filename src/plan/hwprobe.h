@@ -36,8 +36,8 @@ enum { PI_HW_MATVEC = 0, PI_HW_ROWDOT = 1, PI_HW_AXPY = 2, PI_HW_N_KERNELS = 3 }
 typedef struct pi_hw {
     int n_threads;                               /* measured for 1..n_threads */
     double mem_bw[PI_HW_MAX_THREADS + 1];        /* GB/s, index = threads */
-    /* weight bytes per second (GB/s) by type (pi_type index; only F32, F16, BF16, Q8_0, Q4_0
-       measured, others 0) and threads:
+    /* weight bytes per second (GB/s) by type (pi_type index; only F32, F16, BF16, Q8_0, Q4_0,
+       Q4_K, Q5_K, Q6_K measured, others 0) and threads:
        matvec: a contiguous 4096-wide matrix far larger than the LLC (the dense path);
        rowdot: vec_dot_rows over random rows of such a matrix, 64 rows per call (the sparse path's
                cold neurons);
@@ -159,12 +159,13 @@ typedef struct pi_probe_mats {
     uint8_t *data;           /* (n_mat * rows, row_bytes) */
     size_t alloc_bytes;
     float *xf;               /* (cols) */
-    pi_block_q8_0 *xq;       /* (cols / 32), the Q8_0 form of xf */
+    void *xq;                /* xf in the type's quantized activation form (Q8_0 or Q8_K), or NULL */
     const void *x;           /* xf or xq, per pi_vec_dot_type(type) */
     int64_t *order;          /* (n_mat * rows) every row index once, in random order */
 } pi_probe_mats;
 
-/* Allocate and fill. cols a multiple of 32, type with kernels. Errors:
+/* Allocate and fill. cols a multiple of the type's block size (32, 256 for
+   the K-quants), type with kernels. Errors:
    PI_ERR_INVALID, PI_ERR_NOMEM. *m is zeroed on error. */
 pi_status pi_probe_mats_create(pi_type t, int64_t rows, int64_t cols, size_t min_bytes, pi_probe_mats *m);
 void pi_probe_mats_free(pi_probe_mats *m); /* accepts a zeroed struct */
