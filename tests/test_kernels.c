@@ -24,7 +24,13 @@
  *      the vec_dot tolerances; lists of 0..64 rows drawn with repeats, row
  *      lengths past the SIMD activation chunk, rows at odd addresses (quant
  *      types, SIMD tables), sentinels around the outputs.
- *   6. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
+ *   6. axpy_rows (the gathered axpy) of every table: ref is ref's axpy row
+ *      by row, the SIMD tables give the bits of a scalar model with one
+ *      fused multiply-add per element and row and agree with ref within a
+ *      tolerance; zero coefficients skip their (possibly NULL) rows; a list
+ *      split into two calls gives the bits of one; lists of 0..64 rows with
+ *      repeats, rows at odd addresses, sentinels around y.
+ *   7. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
  *
  * Tolerances are relative to S = sum |w_i x_i| over the dequantized values: a
  * float sum of k terms is off by at most about k * 2^-24 * S however the terms
@@ -708,7 +714,8 @@ static void test_variant(const pi_kernels *k) {
     const int64_t klens[] = {256, 512, 768, 1280, 4096, 14336, 256 * 70};
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         const pi_type t = k_types[ti];
-        CHECKF(k->vec_dot[t] && k->matvec[t] && k->axpy[t], "%s lacks kernels for %s", k->name, pi_type_name(t));
+        CHECKF(k->vec_dot[t] && k->matvec[t] && k->axpy[t] && k->axpy_rows[t], "%s lacks kernels for %s", k->name,
+               pi_type_name(t));
         if (!k->vec_dot[t] || !k->matvec[t] || !k->axpy[t]) continue;
         const int64_t *lens = is_k(t) ? klens : is_quant(t) ? qlens : flens;
         const size_t nlen = is_k(t)       ? sizeof klens / sizeof klens[0]
@@ -951,7 +958,176 @@ static void test_vec_dot_rows(const pi_kernels *const *ks, int nk) {
     }
 }
 
-/* ------------------------------------------------------------ 6. dispatch */
+/* ------------------------------------------------------------ 6. axpy_rows */
+
+/* The SIMD tables' axpy_rows, element by element (axpy_rows.h): for each
+   listed row with a nonzero coefficient, in order, y[i] = fma(c, v, y[i]),
+   c = a (Q8_0 / Q4_0: a * d, rounded), v the weight (Q8_0 / Q4_0: the
+   integer quant). */
+static void axpy_rows_model(pi_type t, int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
+                            float *wd) {
+    for (int64_t k = 0; k < count; k++) {
+        if (a[k] == 0.0f) continue;
+        const uint8_t *p = rows[k];
+        if (t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0) {
+            const size_t bsz = t == PI_TYPE_Q8_0 ? sizeof(pi_block_q8_0) : sizeof(pi_block_q4_0);
+            for (int64_t b = 0; b < n / 32; b++) {
+                pi_f16 d;
+                uint8_t qs[32];
+                memcpy(&d, p + b * bsz, 2);
+                memcpy(qs, p + b * bsz + 2, bsz - 2);
+                const float c = a[k] * pi_f16_to_f32(d);
+                for (int j = 0; j < 32; j++) {
+                    const float v = t == PI_TYPE_Q8_0 ? (float)(int8_t)qs[j]
+                                                      : (float)((j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) - 8);
+                    y[b * 32 + j] = fmaf(c, v, y[b * 32 + j]);
+                }
+            }
+        } else {
+            pi_dequantize_row(t, p, wd, n); /* exact: widened floats, K-quant weights */
+            for (int64_t i = 0; i < n; i++) y[i] = fmaf(a[k], wd[i], y[i]);
+        }
+    }
+}
+
+/* axpy: per element, each row's step differs between ref (2 roundings) and
+   a fused kernel (1) by at most 2 ulps of |y| + |a w|, and the steps'
+   differences add up: bounded relative to |y0| + sum |a_k w_k|. */
+#define TOL_AXPY_ROWS_REL(count) ((double)((count) + 1) * 0x1p-22)
+
+/* One weight type and row length: a matrix of NROWS rows (at an odd legal
+   offset, rows padded so their starts vary in alignment) and their
+   dequantized values; then for every table, lists of each length in
+   `counts` drawn at random with repeats, with random coefficients of which
+   about a quarter are zero (+0 or -0, their row pointer NULL half the time:
+   such rows must not be read). Checked: ref equals ref's axpy row by row
+   bit for bit; a SIMD table equals the fused model bit for bit and ref
+   within tolerance; the same list in two calls split at a random point
+   gives the one call's bits; nothing outside y[0..n) is written. Quant rows
+   are also tried at odd addresses on the SIMD tables. */
+static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, int64_t n, uint64_t seed) {
+    enum { NROWS = 23 };
+    static const int64_t counts[] = {0, 1, 3, 4, 5, 8, 17, 64};
+    const bool q = is_quant(t);
+    const size_t rb = pi_row_size(t, n);
+    const size_t stride = rb + align_of(t) * (1 + seed % 3);
+    t_rng r = {seed * 0x3c6e + (uint64_t)n * 17 + t};
+
+    tbuf W = tbuf_new(stride * NROWS, odd_offset(t, seed));
+    memset(W.p, 0x7f, stride * NROWS);
+    float *tmp = malloc((size_t)n * sizeof *tmp);
+    float *wd = malloc((size_t)NROWS * n * sizeof *wd);
+    for (int64_t row = 0; row < NROWS; row++) {
+        make_row(&r, t, tmp, W.p + row * stride, n, seed % 2);
+        pi_dequantize_row(t, W.p + row * stride, wd + row * n, n);
+    }
+    tbuf Wodd = tbuf_new(stride * NROWS, 1);
+    memcpy(Wodd.p, W.p, stride * NROWS);
+
+    float *y0 = malloc((size_t)n * sizeof *y0), *yr = malloc((size_t)n * sizeof *yr);
+    float *ym = malloc((size_t)n * sizeof *ym), *yb = malloc((size_t)(n + 2) * sizeof *yb);
+    float *ys = malloc((size_t)(n + 2) * sizeof *ys);
+    double *S = malloc((size_t)n * sizeof *S);
+    const void *ptrs[64];
+    float a[64];
+    int idx[64];
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        const int64_t count = counts[ci];
+        for (int64_t k = 0; k < count; k++) {
+            idx[k] = (int)(t_next(&r) % NROWS);
+            const uint64_t u = t_next(&r);
+            a[k] = u % 4 == 0 ? (u & 16 ? -0.0f : 0.0f) : t_normal(&r) * 3.0f;
+        }
+        fill_random(&r, y0, n, false);
+        /* ref, and ref's axpy row by row */
+        memcpy(yr, y0, (size_t)n * sizeof *yr);
+        for (int64_t k = 0; k < count; k++) ptrs[k] = W.p + (size_t)idx[k] * stride;
+        pi_kernels_ref.axpy_rows[t](n, a, ptrs, count, yr);
+        memcpy(ym, y0, (size_t)n * sizeof *ym);
+        for (int64_t k = 0; k < count; k++)
+            if (a[k] != 0.0f) pi_kernels_ref.axpy[t](n, a[k], ptrs[k], ym);
+        int diff = 0;
+        for (int64_t i = 0; i < n; i++) diff += !same_bits(yr[i], ym[i]);
+        CHECKF(diff == 0, "ref axpy_rows %s n=%lld count=%lld: %d elements differ from ref's axpy per row",
+               pi_type_name(t), (long long)n, (long long)count, diff);
+        /* the fused model and the tolerance scale */
+        memcpy(ym, y0, (size_t)n * sizeof *ym);
+        axpy_rows_model(t, n, a, ptrs, count, ym, tmp);
+        for (int64_t i = 0; i < n; i++) {
+            S[i] = fabs((double)y0[i]);
+            for (int64_t k = 0; k < count; k++) S[i] += fabs((double)a[k] * wd[(size_t)idx[k] * n + i]);
+        }
+        for (int ki = 0; ki < nk; ki++) {
+            const pi_kernels *k = ks[ki];
+            if (!k->axpy_rows[t]) continue; /* reported by test_variant */
+            const bool is_ref = k->axpy_rows[t] == pi_kernels_ref.axpy_rows[t];
+            for (int pass = 0; pass < (q && !is_ref ? 2 : 1); pass++) {
+                const uint8_t *base = pass ? Wodd.p : W.p;
+                for (int64_t j = 0; j < count; j++)
+                    ptrs[j] = a[j] == 0.0f && (t_next(&r) & 1) ? NULL : base + (size_t)idx[j] * stride;
+                yb[0] = yb[n + 1] = SENTINEL;
+                memcpy(yb + 1, y0, (size_t)n * sizeof *yb);
+                k->axpy_rows[t](n, a, ptrs, count, yb + 1);
+                /* the same list in two calls */
+                const int64_t split = count ? (int64_t)(t_next(&r) % (uint64_t)(count + 1)) : 0;
+                ys[0] = ys[n + 1] = SENTINEL;
+                memcpy(ys + 1, y0, (size_t)n * sizeof *ys);
+                k->axpy_rows[t](n, a, ptrs, split, ys + 1);
+                k->axpy_rows[t](n, a + split, ptrs + split, count - split, ys + 1);
+                int bad = 0, model = 0, split_diff = 0;
+                double worst = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    const double err = fabs((double)yb[1 + i] - yr[i]) / (S[i] > 0 ? S[i] : 1.0);
+                    if (!(err <= TOL_AXPY_ROWS_REL(count))) bad++;
+                    if (err > worst) worst = err;
+                    model += !is_ref && !same_bits(yb[1 + i], ym[i]);
+                    split_diff += !same_bits(yb[1 + i], ys[1 + i]);
+                }
+                const char *where = pass ? " (odd addresses)" : "";
+                CHECKF(bad == 0, "%s axpy_rows %s n=%lld count=%lld%s: %d elements beyond tolerance (worst %.3g)",
+                       k->name, pi_type_name(t), (long long)n, (long long)count, where, bad, worst);
+                CHECKF(model == 0, "%s axpy_rows %s n=%lld count=%lld%s: %d elements differ from the fused model",
+                       k->name, pi_type_name(t), (long long)n, (long long)count, where, model);
+                CHECKF(split_diff == 0, "%s axpy_rows %s n=%lld count=%lld%s: split at %lld changes %d elements",
+                       k->name, pi_type_name(t), (long long)n, (long long)count, where, (long long)split,
+                       split_diff);
+                CHECKF(yb[0] == SENTINEL && yb[n + 1] == SENTINEL && ys[0] == SENTINEL && ys[n + 1] == SENTINEL,
+                       "%s axpy_rows %s n=%lld count=%lld wrote outside y[0..n)", k->name, pi_type_name(t),
+                       (long long)n, (long long)count);
+            }
+        }
+    }
+    free(tmp);
+    free(wd);
+    free(y0);
+    free(yr);
+    free(ym);
+    free(yb);
+    free(ys);
+    free(S);
+    tbuf_free(&W);
+    tbuf_free(&Wodd);
+}
+
+static void test_axpy_rows(const pi_kernels *const *ks, int nk) {
+    /* quant rows: 1 to 5 blocks (odd counts of the 2-block segments), long
+       rows; float rows: every tail of the 4-, 8-, 16-, 32- and 64-float
+       segments; K-quants: 1, 2, 3 and 16 super-blocks */
+    static const int64_t qlens[] = {32, 64, 96, 160, 4096};
+    static const int64_t flens[] = {1, 7, 32, 33, 100, 1000, 4096};
+    static const int64_t klens[] = {256, 512, 768, 4096};
+    uint64_t seed = 1;
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const pi_type t = k_types[ti];
+        const int64_t *lens = is_k(t) ? klens : is_quant(t) ? qlens : flens;
+        const size_t nlen = is_k(t)       ? sizeof klens / sizeof klens[0]
+                            : is_quant(t) ? sizeof qlens / sizeof qlens[0]
+                                          : sizeof flens / sizeof flens[0];
+        for (size_t li = 0; li < nlen; li++) test_axpy_rows_case(ks, nk, t, lens[li], seed++);
+    }
+}
+
+/* ------------------------------------------------------------ 7. dispatch */
 
 /* Runs pi_kernels_get() in a child with PI_KERNELS set to env (or unset) and
    returns whether it picked the table named want. */
@@ -999,7 +1175,7 @@ static void test_dispatch(void) {
     CHECK(pi_vec_dot_bytes(PI_TYPE_Q4_K, 512) == 2 * sizeof(pi_block_q8_K) && pi_vec_dot_bytes(PI_TYPE_Q6_K, 32) == 0);
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
         CHECK(pi_kernels_ref.vec_dot[k_types[ti]] && pi_kernels_ref.matvec[k_types[ti]] &&
-              pi_kernels_ref.matmul[k_types[ti]]);
+              pi_kernels_ref.matmul[k_types[ti]] && pi_kernels_ref.axpy_rows[k_types[ti]]);
         CHECKF(pi_type_get(k_types[ti])->compute, "%s is not marked compute", pi_type_name(k_types[ti]));
     }
     CHECK(!pi_type_get(PI_TYPE_Q8_K)->compute && pi_type_get(PI_TYPE_Q8_K)->blck == PI_QK_K);
@@ -1013,7 +1189,8 @@ static void test_dispatch(void) {
         int missing = 0;
         for (int t = 0; t < PI_TYPE_COUNT; t++)
             missing += (!pi_kernels_ref.vec_dot[t] != !k->vec_dot[t]) + (!pi_kernels_ref.vec_dot_rows[t] != !k->vec_dot_rows[t]) +
-                       (!pi_kernels_ref.axpy[t] != !k->axpy[t]) + (!pi_kernels_ref.matvec[t] != !k->matvec[t]) +
+                       (!pi_kernels_ref.axpy[t] != !k->axpy[t]) + (!pi_kernels_ref.axpy_rows[t] != !k->axpy_rows[t]) +
+                       (!pi_kernels_ref.matvec[t] != !k->matvec[t]) +
                        (!pi_kernels_ref.matmul[t] != !k->matmul[t]);
         CHECKF(missing == 0, "%s: %d kernel slots differ from ref's in presence", k->name, missing);
     }
@@ -1042,5 +1219,7 @@ int main(void) {
     test_matmul(ks, nk);
     fprintf(stderr, "testing vec_dot_rows of %d kernel sets\n", nk);
     test_vec_dot_rows(ks, nk);
+    fprintf(stderr, "testing axpy_rows of %d kernel sets\n", nk);
+    test_axpy_rows(ks, nk);
     return t_done("test_kernels");
 }

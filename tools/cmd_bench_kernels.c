@@ -8,14 +8,25 @@
  * 768 MiB), so the figure is what DRAM delivers to the kernel. Threads split
  * each matrix into contiguous row ranges, as the engine does. The measuring
  * code (pi_probe_mats, pi_probe_kernel) is `pinfer hwprobe`'s.
+ *
+ * Next to each matvec figure: the sparse FFN's down projection over the same
+ * weights, read as down_t matrices (one neuron per row). Every matrix's rows
+ * are dealt at random into tokens of --active of them each (10%: scattered
+ * rows, in neuron order), and each token's list goes through the engine's
+ * own chunk function (pi_sparse_down_chunk, axpy_rows on the down rows) in
+ * PI_DOWN_T_CHUNKS chunks reduced by the pool, as a decode step does; a pass
+ * reads every row once. "axpy" is the same with the per-row axpy kernel,
+ * the down path before axpy_rows.
  */
 #include "args.h"
 #include "cmds.h"
 
 #include "base/cpu.h"
 #include "base/pool.h"
+#include "base/timer.h"
 #include "kernels/kernels.h"
 #include "plan/hwprobe.h"
+#include "sparse/ffn_sparse.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +44,120 @@ static void usage(FILE *f) {
             "  --rows N --cols N matrix shape (default 14336 x 4096)\n"
             "  --ws-mib N        working set rotated over, MiB (default 768; keep it > 512)\n"
             "  --reps N          timed passes per point, median reported (default 5)\n"
-            "  --bw-mib N        buffer for the read-bandwidth measurement (default 1024)\n");
+            "  --bw-mib N        buffer for the read-bandwidth measurement (default 1024)\n"
+            "  --active F        share of each matrix's rows per token in the down projection (default 0.1)\n"
+            "  --no-down         matvec only\n");
+}
+
+/* The down projection's tokens over all of m's rows: token t's list is
+   entries [start[t], start[t + 1]) of rows3 (pointers at 3k + 2, the
+   layout of pi_sparse_ffn's row) and val. */
+typedef struct {
+    int64_t n_tok;
+    int64_t *start;
+    const uint8_t **rows3;
+    float *val;
+    float *out, *scratch; /* (cols), (PI_DOWN_T_CHUNKS * cols) */
+} down_set;
+
+static void down_set_free(down_set *d) {
+    free(d->start);
+    free(d->rows3);
+    free(d->val);
+    free(d->out);
+    free(d->scratch);
+    memset(d, 0, sizeof *d);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t mix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* Each matrix's rows in random order, cut into round(1 / active) tokens,
+   each token's rows sorted (the sparse FFN's lists are in neuron order). */
+static bool down_set_create(const pi_probe_mats *m, double active, down_set *d) {
+    memset(d, 0, sizeof *d);
+    const int64_t per = active >= 1.0 ? 1 : (int64_t)(1.0 / active + 0.5), total = m->rows * (int64_t)m->n_mat;
+    d->n_tok = per * (int64_t)m->n_mat;
+    d->start = malloc((size_t)(d->n_tok + 1) * sizeof *d->start);
+    d->rows3 = calloc((size_t)total * 3, sizeof *d->rows3);
+    d->val = malloc((size_t)total * sizeof *d->val);
+    d->out = malloc((size_t)m->cols * sizeof *d->out);
+    d->scratch = malloc((size_t)PI_DOWN_T_CHUNKS * (size_t)m->cols * sizeof *d->scratch);
+    int64_t *perm = malloc((size_t)m->rows * sizeof *perm);
+    if (!d->start || !d->rows3 || !d->val || !d->out || !d->scratch || !perm) {
+        free(perm);
+        down_set_free(d);
+        return false;
+    }
+    uint64_t seed = 0x5eed;
+    int64_t k = 0, t = 0;
+    for (size_t mi = 0; mi < m->n_mat; mi++) {
+        for (int64_t r = 0; r < m->rows; r++) perm[r] = r;
+        for (int64_t r = m->rows - 1; r > 0; r--) {
+            const int64_t j = (int64_t)(mix64(&seed) % (uint64_t)(r + 1)), x = perm[r];
+            perm[r] = perm[j];
+            perm[j] = x;
+        }
+        for (int64_t p = 0; p < per; p++, t++) {
+            const int64_t a = m->rows * p / per, b = m->rows * (p + 1) / per;
+            qsort(perm + a, (size_t)(b - a), sizeof *perm, cmp_i64);
+            d->start[t] = k;
+            for (int64_t r = a; r < b; r++, k++) {
+                d->rows3[3 * k + 2] = m->data + mi * m->mat_bytes + (size_t)perm[r] * m->row_bytes;
+                d->val[k] = (float)(mix64(&seed) >> 40) * 0x1p-24f * 0.01f + 1e-4f; /* nonzero, as active rows are */
+            }
+        }
+    }
+    d->start[t] = k;
+    free(perm);
+    return true;
+}
+
+/* The down path before axpy_rows: the per-row axpy over a chunk. */
+typedef struct {
+    const pi_sparse_ffn *f;
+    int64_t n_embd;
+    pi_axpy_fn axpy;
+} axpy_chunk_job;
+
+static void axpy_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
+    (void)tid;
+    const axpy_chunk_job *j = ctx;
+    for (int64_t k = k0; k < k1; k++)
+        if (j->f->val[k] != 0.0f) j->axpy(j->n_embd, j->f->val[k], j->f->row[3 * k + 2], acc);
+}
+
+/* Weight GB/s of the down projection over every token of d (median of reps
+   passes after a warm-up one): axpy_rows through pi_sparse_down_chunk, or
+   with per_row the per-row axpy. */
+static double down_gbs(pi_pool *pool, const pi_kernels *k, const pi_probe_mats *m, down_set *d, bool per_row,
+                       int reps) {
+    pi_sparse_ffn f;
+    memset(&f, 0, sizeof f); /* the chunk functions read only val and row */
+    pi_sparse_down dj = {&f, m->cols, k->axpy_rows[m->type]};
+    axpy_chunk_job aj = {&f, m->cols, k->axpy[m->type]};
+    double gbs[MAX_REPS];
+    for (int r = -1; r < reps; r++) {
+        const double t0 = pi_time_s();
+        for (int64_t t = 0; t < d->n_tok; t++) {
+            const int64_t n = d->start[t + 1] - d->start[t], chunk = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+            f.val = d->val + d->start[t];
+            f.row = d->rows3 + 3 * d->start[t];
+            if (per_row) pi_pool_reduce_f32(pool, n, chunk, axpy_chunk, &aj, d->out, m->cols, d->scratch);
+            else pi_pool_reduce_f32(pool, n, chunk, pi_sparse_down_chunk, &dj, d->out, m->cols, d->scratch);
+        }
+        if (r >= 0) gbs[r] = (double)m->alloc_bytes / (pi_time_s() - t0) * 1e-9;
+    }
+    return pi_median(gbs, reps);
 }
 
 int cmd_bench_kernels(int argc, char **argv) {
@@ -42,9 +166,12 @@ int cmd_bench_kernels(int argc, char **argv) {
     char types_buf[256] = "f32,f16,bf16,q8_0,q4_0,q4_K,q5_K,q6_K", variants_buf[256] = "", threads_buf[64] = "";
     int n_types, n_variants = 0, n_threads_list;
     long rows = 14336, cols = 4096, ws_mib = 768, reps = 5, bw_mib = 1024;
+    double active = 0.1;
+    bool down = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--no-down")) { down = false; continue; }
         if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
         if (!strcmp(a, "--types")) snprintf(types_buf, sizeof types_buf, "%s", v);
         else if (!strcmp(a, "--variants")) snprintf(variants_buf, sizeof variants_buf, "%s", v);
@@ -54,6 +181,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--ws-mib")) { if (!arg_int(cmd, a, v, 1, 1 << 16, &ws_mib)) return 2; }
         else if (!strcmp(a, "--reps")) { if (!arg_int(cmd, a, v, 1, MAX_REPS, &reps)) return 2; }
         else if (!strcmp(a, "--bw-mib")) { if (!arg_int(cmd, a, v, 64, 1 << 16, &bw_mib)) return 2; }
+        else if (!strcmp(a, "--active")) { if (!arg_share(cmd, a, v, &active)) return 2; }
         else {
             return arg_unknown(cmd, a);
         }
@@ -119,7 +247,13 @@ int cmd_bench_kernels(int argc, char **argv) {
         printf("memory read bandwidth, %ld thread%s: %.1f GB/s\n", thread_counts[ti], thread_counts[ti] > 1 ? "s" : "",
                bw[ti]);
     }
-    printf("\n%-6s %-8s %7s %10s %9s %11s\n", "type", "kernels", "threads", "GB/s", "% of bw", "ms/matrix");
+    if (down)
+        printf("down: down_t of the same matrices, %.0f%% of the rows per token, %d chunks; share: median of down / "
+               "matvec over rounds of both\n",
+               100.0 * active, PI_DOWN_T_CHUNKS);
+    printf("\n%-6s %-8s %7s %10s %9s %11s", "type", "kernels", "threads", "GB/s", "% of bw", "ms/matrix");
+    if (down) printf(" %10s %7s %10s", "down GB/s", "share", "axpy GB/s");
+    printf("\n");
 
     int status = 0;
     for (int ti = 0; ti < n_types && !status; ti++) {
@@ -127,6 +261,12 @@ int cmd_bench_kernels(int argc, char **argv) {
         pi_probe_mats m;
         if (pi_probe_mats_create(t, rows, cols, (size_t)ws_mib << 20, &m) != PI_OK) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+            return 1;
+        }
+        down_set ds = {0};
+        if (down && !down_set_create(&m, active, &ds)) {
+            fprintf(stderr, "pinfer: %s: out of memory for the down projection's lists\n", cmd);
+            pi_probe_mats_free(&m);
             return 1;
         }
         for (int vi = 0; vi < n_variants && !status; vi++) {
@@ -142,12 +282,36 @@ int cmd_bench_kernels(int argc, char **argv) {
                     status = 1;
                     break;
                 }
-                printf("%-6s %-8s %7ld %10.2f %8.0f%% %11.2f\n", pi_type_name(t), k->name, thread_counts[hi], med,
+                printf("%-6s %-8s %7ld %10.2f %8.0f%% %11.2f", pi_type_name(t), k->name, thread_counts[hi], med,
                        100.0 * med / bw[hi], (double)m.mat_bytes / (med * 1e9) * 1e3);
+                if (down && k->axpy_rows[t] && k->axpy[t]) {
+                    /* rounds of matvec, down and axpy back to back: the share is
+                       the median of the rounds' down / matvec, which holds up
+                       better than a ratio of medians when other work on the
+                       machine comes and goes */
+                    fflush(stdout);
+                    double dg[MAX_REPS], ag[MAX_REPS], share[MAX_REPS];
+                    for (int r = 0; r < reps && !status; r++) {
+                        double mv;
+                        if (pi_probe_kernel(pool, k, &m, PI_HW_MATVEC, 1, &mv) != PI_OK) {
+                            fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
+                            status = 1;
+                            break;
+                        }
+                        dg[r] = down_gbs(pool, k, &m, &ds, false, 1);
+                        ag[r] = down_gbs(pool, k, &m, &ds, true, 1);
+                        share[r] = dg[r] / mv;
+                    }
+                    if (!status)
+                        printf(" %10.2f %6.0f%% %10.2f", pi_median(dg, (int)reps), 100.0 * pi_median(share, (int)reps),
+                               pi_median(ag, (int)reps));
+                }
+                printf("\n");
                 fflush(stdout);
                 pi_pool_free(pool);
             }
         }
+        down_set_free(&ds);
         pi_probe_mats_free(&m);
     }
     return status;

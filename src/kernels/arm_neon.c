@@ -20,7 +20,16 @@
  * block is loaded and unpacked once for both inputs, an input's once for 4
  * rows. They walk the rows chunk by chunk (PI_MM_CHUNK) like the x86 ones.
  * Only their correctness has been checked (under qemu), not their speed.
+ *
+ * The K-quants (Q4_K, Q5_K, Q6_K weights, Q8_K activations) use the same
+ * row and tile patterns on half super-blocks: 128 weights unpacked to 8
+ * vectors of bytes (Q6_K's already minus 32) and dotted with SDOT; the
+ * sub-block dots are gathered into one vector by pairwise adds and scaled
+ * in int32, and the Q4_K / Q5_K mins meet the activation's bsums, so a
+ * block costs a row two float multiply-adds (Q6_K one). Their axpy builds
+ * ref's exact dequantized weights, and quantize_q8_K gives ref's bytes.
  */
+#include "axpy_rows.h"
 #include "simd_common.h"
 #include "ref_k.h"
 
@@ -486,10 +495,493 @@ static void pi_matmul_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, in
     quant_matmul(PI_TYPE_Q8_0, n, W, stride, r0, r1, X, xs, nb, Y, ys);
 }
 
+/* ------------------------------------------------ K-quants x Q8_K */
+
+/* GCC's scheduler before register allocation hoists the loads of all rows'
+   blocks to the top of these kernels' long unrolled bodies and then spills
+   the unpacked weights to the stack (hundreds of q-register spills per
+   K-quant matvec and matmul with GCC 12); without it they mostly stay in
+   registers. Only this section is compiled so. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+/* Q8_K activations, ref's bytes: the same operations in the same order per
+   element (max |x| is order-free; the first element of that magnitude keeps
+   its sign; one division; product, clamp with maxnm/minnm, which ignore a
+   NaN product like fmaxf/fminf; round half to even; one reciprocal). */
+static void pi_quantize_q8_K_neon(const float *x, pi_block_q8_K *y, int64_t n) {
+    const float32x4_t lo = vdupq_n_f32(-128.0f), hi = vdupq_n_f32(127.0f);
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        const float *xb = x + b * PI_QK_K;
+        pi_block_q8_K *yb = y + b;
+        /* m takes |x| where |x| > m, so NaNs (signaling ones too) are
+           skipped as in ref's comparison */
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int j = 0; j < PI_QK_K; j += 4) {
+            const float32x4_t a = vabsq_f32(vld1q_f32(xb + j));
+            m = vbslq_f32(vcgtq_f32(a, m), a, m);
+        }
+        const float amax = vmaxvq_f32(m);
+        if (amax == 0.0f) {
+            __builtin_memset(yb, 0, sizeof *yb);
+            continue;
+        }
+        /* amax is |x[j]| for some j: find the first such j, 4 at a time
+           (bounded all the same) */
+        const float32x4_t va = vdupq_n_f32(amax);
+        int j = 0;
+        while (j + 4 < PI_QK_K && !vmaxvq_u32(vceqq_f32(vabsq_f32(vld1q_f32(xb + j)), va))) j += 4;
+        while (j + 1 < PI_QK_K && fabsf(xb[j]) != amax) j++;
+        const float iscale = -127.0f / xb[j];
+        if (isinf(iscale)) {
+            __builtin_memset(yb, 0, sizeof *yb);
+            yb->d = 1.0f / iscale;
+            continue;
+        }
+        for (int k = 0; k < PI_QK_K; k += 16) {
+            int32x4_t q[4];
+            for (int i = 0; i < 4; i++) {
+                const float32x4_t v = vmulq_n_f32(vld1q_f32(xb + k + 4 * i), iscale);
+                q[i] = vcvtnq_s32_f32(vminnmq_f32(vmaxnmq_f32(v, lo), hi));
+            }
+            const int16x8_t s0 = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
+            const int16x8_t s1 = vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]));
+            const int8x16_t q8 = vcombine_s8(vmovn_s16(s0), vmovn_s16(s1));
+            vst1q_s8(yb->qs + k, q8);
+            yb->bsums[k / 16] = vaddlvq_s8(q8);
+        }
+        yb->d = 1.0f / iscale;
+    }
+}
+
+/* Byte offsets inside the weight blocks (rows may be only 2-byte aligned,
+   and the tests also run the row kernels on odd addresses, so blocks are
+   read as bytes, never through their structs). */
+#define Q4K_SCALES offsetof(pi_block_q4_K, scales)
+#define Q4K_QS offsetof(pi_block_q4_K, qs)
+#define Q5K_SCALES offsetof(pi_block_q5_K, scales)
+#define Q5K_QH offsetof(pi_block_q5_K, qh)
+#define Q5K_QS offsetof(pi_block_q5_K, qs)
+#define Q6K_QL offsetof(pi_block_q6_K, ql)
+#define Q6K_QH offsetof(pi_block_q6_K, qh)
+#define Q6K_SCALES offsetof(pi_block_q6_K, scales)
+#define Q6K_D offsetof(pi_block_q6_K, d)
+
+/* The 6-bit scales and mins of sub-blocks 0..7 of a Q4_K / Q5_K block from
+   its 12 scale bytes s (types.h), one byte each. With a, b, c the
+   little-endian words of bytes 0-3, 4-7, 8-11: scales 0-3 are the low 6
+   bits of a's bytes, mins 0-3 those of b's; scales 4-7 are c's low nibbles
+   with the top 2 bits of a's bytes above them (bits 4-5), mins 4-7 c's high
+   nibbles with the top 2 bits of b's bytes. */
+INLINE void k4_scales(const uint8_t *s, uint8x8_t *sc, uint8x8_t *mn) {
+    uint32_t a, b, c;
+    __builtin_memcpy(&a, s, 4);
+    __builtin_memcpy(&b, s + 4, 4);
+    __builtin_memcpy(&c, s + 8, 4);
+    const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    *sc = vcreate_u8((uint64_t)(a & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32);
+    *mn = vcreate_u8((uint64_t)(b & 0x3f3f3f3fu) | (uint64_t)mn_hi << 32);
+}
+
+/* The kernels work on half super-blocks (128 weights, 8 vectors), so that
+   a row's unpacked half, the activation's matching half and the
+   accumulators of 4 rows fit in the 32 vector registers. */
+
+/* Half h (0 or 1) of the weights of the Q4_K (q5 false, 0..15) or Q5_K
+   (0..31) block at p, 16 per vector in order: sub-block 4h + j is w[2j],
+   w[2j+1]. Sub-blocks 2i and 2i+1 are the low and the high nibbles of
+   qs[32i .. 32i+32); for Q5_K, bit j of qh[l] is the fifth bit (16) of
+   weight l of sub-block j, so with qh shifted right by 2i the pair's bits
+   are bits 0 and 1. */
+INLINE void k4_unpack_half(const bool q5, const uint8_t *p, const int h, int8x16_t *w) {
+    const uint8_t *qs = p + (q5 ? Q5K_QS : Q4K_QS) + 64 * h;
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), m16 = vdupq_n_u8(0x10);
+    uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;
+    if (q5) {
+        h0 = vld1q_u8(p + Q5K_QH);
+        h1 = vld1q_u8(p + Q5K_QH + 16);
+        if (h) {
+            h0 = vshrq_n_u8(h0, 4);
+            h1 = vshrq_n_u8(h1, 4);
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+        const uint8x16_t a = vld1q_u8(qs + 32 * i), b = vld1q_u8(qs + 32 * i + 16);
+        uint8x16_t u0 = vandq_u8(a, m4), u1 = vandq_u8(b, m4), u2 = vshrq_n_u8(a, 4), u3 = vshrq_n_u8(b, 4);
+        if (q5) {
+            u0 = vorrq_u8(u0, vandq_u8(vshlq_n_u8(h0, 4), m16));
+            u1 = vorrq_u8(u1, vandq_u8(vshlq_n_u8(h1, 4), m16));
+            u2 = vorrq_u8(u2, vandq_u8(vshlq_n_u8(h0, 3), m16));
+            u3 = vorrq_u8(u3, vandq_u8(vshlq_n_u8(h1, 3), m16));
+            h0 = vshrq_n_u8(h0, 2);
+            h1 = vshrq_n_u8(h1, 2);
+        }
+        w[4 * i] = vreinterpretq_s8_u8(u0);
+        w[4 * i + 1] = vreinterpretq_s8_u8(u1);
+        w[4 * i + 2] = vreinterpretq_s8_u8(u2);
+        w[4 * i + 3] = vreinterpretq_s8_u8(u3);
+    }
+}
+
+/* Half h of the weights of the Q6_K block at p as q - 32 (-32..31), 16 per
+   vector in order (w[j] is sub-block 8h + j, scale scales[8h + j]). With
+   ql0..ql3 the half's 64 ql bytes and qh0, qh1 its 32 qh bytes in vectors
+   of 16: weights 0-31 are the low nibbles of ql0, ql1 with qh bits 0-1
+   above them, 32-63 those of ql2, ql3 with bits 2-3, 64-95 the high nibbles
+   of ql0, ql1 with bits 4-5, 96-127 those of ql2, ql3 with bits 6-7 (each
+   pair of qh bits moved to bits 4-5). */
+INLINE void k6_unpack_half(const uint8_t *p, const int h, int8x16_t *w) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30);
+    const int8x16_t m32 = vdupq_n_s8(32);
+    const uint8_t *ql = p + Q6K_QL + 64 * h, *qh = p + Q6K_QH + 32 * h;
+    const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+    const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+    uint8x16_t u[8];
+    u[0] = vorrq_u8(vandq_u8(l0, m4), vandq_u8(vshlq_n_u8(h0, 4), m30));
+    u[1] = vorrq_u8(vandq_u8(l1, m4), vandq_u8(vshlq_n_u8(h1, 4), m30));
+    u[2] = vorrq_u8(vandq_u8(l2, m4), vandq_u8(vshlq_n_u8(h0, 2), m30));
+    u[3] = vorrq_u8(vandq_u8(l3, m4), vandq_u8(vshlq_n_u8(h1, 2), m30));
+    u[4] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30));
+    u[5] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30));
+    u[6] = vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(vshrq_n_u8(h0, 2), m30));
+    u[7] = vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(vshrq_n_u8(h1, 2), m30));
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) w[k] = vsubq_s8(vreinterpretq_s8_u8(u[k]), m32);
+}
+
+/* The scales (or mins) of sub-blocks 4h .. 4h+3 of a Q4_K / Q5_K block
+   (k4_scales' bytes), as int32 lanes. */
+INLINE int32x4_t k4_sc32(uint8x8_t sc, const int h) {
+    const uint16x8_t s16 = vmovl_u8(sc);
+    return vreinterpretq_s32_u32(h ? vmovl_high_u16(s16) : vmovl_u16(vget_low_u16(s16)));
+}
+
+/* Half of a Q4_K / Q5_K block's integer dot with a Q8_K block: w the
+   half's weights (k4_unpack_half), xq the matching 128 activation quants,
+   sc its 4 sub-blocks' scales; lane j is sub-block j's dot times its
+   scale (the per-sub-block dots are gathered into one vector by pairwise
+   adds, so scaling takes one multiply). */
+INLINE int32x4_t k4_half_idot(const int8x16_t *w, const int8_t *xq, int32x4_t sc) {
+    int32x4_t p[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+        p[j] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[2 * j], vld1q_s8(xq + 32 * j)), w[2 * j + 1],
+                         vld1q_s8(xq + 32 * j + 16));
+    return vmulq_s32(vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3])), sc);
+}
+
+/* Half of a Q6_K block's integer dot with a Q8_K block: w the half's
+   weights (k6_unpack_half), xq the matching 128 activation quants, sc the
+   half's 8 scales; lane l holds sub-blocks l and l + 4 of the half, each
+   dot times its scale. */
+INLINE int32x4_t k6_half_idot(const int8x16_t *w, const int8_t *xq, int8x8_t sc) {
+    int32x4_t p[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) p[k] = vdotq_s32(vdupq_n_s32(0), w[k], vld1q_s8(xq + 16 * k));
+    const int32x4_t d0 = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+    const int32x4_t d1 = vpaddq_s32(vpaddq_s32(p[4], p[5]), vpaddq_s32(p[6], p[7]));
+    const int16x8_t s = vmovl_s8(sc);
+    return vmlaq_s32(vmulq_s32(d0, vmovl_s16(vget_low_s16(s))), d1, vmovl_high_s16(s));
+}
+
+/* The integer min term of a Q4_K / Q5_K block: min m[j] times the sum of
+   the activation quants of sub-block j (bs: the Q8_K bsums added in pairs),
+   lane l holding sub-blocks l and l + 4. */
+INLINE int32x4_t k4_imin(uint8x8_t mn, int16x8_t bs) {
+    const int16x8_t m16 = vreinterpretq_s16_u16(vmovl_u8(mn));
+    return vmlal_high_s16(vmull_s16(vget_low_s16(m16), vget_low_s16(bs)), m16, bs);
+}
+
+/* The Q8_K bsums of one block added in pairs: lane j sums the quants of
+   sub-block j (32 activations; at most 32 * 128 in magnitude). */
+INLINE int16x8_t q8K_bsums32(const pi_block_q8_K *x) {
+    return vpaddq_s16(vld1q_s16(x->bsums), vld1q_s16(x->bsums + 8));
+}
+
+/* One weight super-block's contribution to a row's accumulator: ref's
+   d_w * d_x * isum - dmin * d_x * imin, per lane of the integer vectors. */
+INLINE float32x4_t k4_acc(float32x4_t acc, int32x4_t idot, int32x4_t imin, float d, float dmin, float dx) {
+    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(idot), d * dx);
+    return vfmaq_n_f32(acc, vcvtq_f32_s32(imin), -(dmin * dx));
+}
+
+/* sums[k] = dot over nb super-blocks of row w[k] (Q5_K if q5, else Q4_K)
+   with x, for R rows anywhere in memory: per block, the first halves of
+   the R rows, then the second halves. */
+INLINE void k4_rows(const bool q5, const int R, const uint8_t *const *w, const pi_block_q8_K *x, int64_t nb,
+                    float *sums) {
+    const size_t bsz = q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K);
+    float32x4_t acc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) acc[k] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8x8_t sc[4], mn[4];
+        int32x4_t isum[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) k4_scales(w[k] + b * bsz + (q5 ? Q5K_SCALES : Q4K_SCALES), &sc[k], &mn[k]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < R; k++) {
+                int8x16_t q[8];
+                k4_unpack_half(q5, w[k] + b * bsz, h, q);
+                const int32x4_t t = k4_half_idot(q, x[b].qs + 128 * h, k4_sc32(sc[k], h));
+                isum[k] = h ? vaddq_s32(isum[k], t) : t;
+            }
+        const int16x8_t bs = q8K_bsums32(&x[b]);
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w[k] + b * bsz;
+            acc[k] = k4_acc(acc[k], isum[k], k4_imin(mn[k], bs), f16_scalar(p), f16_scalar(p + 2), x[b].d);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) sums[k] = vaddvq_f32(acc[k]);
+}
+
+/* As k4_rows, for Q6_K rows. */
+INLINE void q6_K_rows(const int R, const uint8_t *const *w, const pi_block_q8_K *x, int64_t nb, float *sums) {
+    float32x4_t acc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) acc[k] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        int32x4_t isum[4];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w[k] + b * sizeof(pi_block_q6_K);
+                int8x16_t q[8];
+                k6_unpack_half(p, h, q);
+                const int8x8_t sc = vld1_s8((const int8_t *)p + Q6K_SCALES + 8 * h);
+                const int32x4_t t = k6_half_idot(q, x[b].qs + 128 * h, sc);
+                isum[k] = h ? vaddq_s32(isum[k], t) : t;
+            }
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++)
+            acc[k] = vfmaq_n_f32(acc[k], vcvtq_f32_s32(isum[k]),
+                                 f16_scalar(w[k] + b * sizeof(pi_block_q6_K) + Q6K_D) * x[b].d);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) sums[k] = vaddvq_f32(acc[k]);
+}
+
+INLINE void q4_K_rows(const int R, const uint8_t *const *w, const pi_block_q8_K *x, int64_t nb, float *sums) {
+    k4_rows(false, R, w, x, nb, sums);
+}
+INLINE void q5_K_rows(const int R, const uint8_t *const *w, const pi_block_q8_K *x, int64_t nb, float *sums) {
+    k4_rows(true, R, w, x, nb, sums);
+}
+
+/* vec_dot, vec_dot_rows and matvec of a K-quant row kernel (R = 1 for a
+   lone row, so vec_dot_rows gives vec_dot's bits). */
+#define NEON_K_KERNELS(tn, rows_fn)                                                                       \
+    static float pi_vec_dot_##tn##_q8_K_neon(int64_t n, const void *w, const void *x) {                   \
+        const uint8_t *wr[1] = {w};                                                                       \
+        float s;                                                                                          \
+        rows_fn(1, wr, x, n / PI_QK_K, &s);                                                               \
+        return s;                                                                                         \
+    }                                                                                                     \
+    static void pi_vec_dot_rows_##tn##_q8_K_neon(int64_t n, const void *const *rows, int64_t count,       \
+                                                 const void *x, float *out) {                             \
+        NEON_ROWS(rows_fn, n, rows, count, x, out, PI_QK_K);                                              \
+    }                                                                                                     \
+    static void pi_matvec_##tn##_q8_K_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, \
+                                           const void *x, float *y) {                                     \
+        NEON_MATVEC(rows_fn, n, W, stride, r0, r1, x, y, PI_QK_K);                                        \
+    }
+
+NEON_K_KERNELS(q4_K, q4_K_rows)
+NEON_K_KERNELS(q5_K, q5_K_rows)
+NEON_K_KERNELS(q6_K, q6_K_rows)
+
+/* s[k * T + t] = the dot over nb super-blocks of row k (R rows stride bytes
+   apart, of type ty: Q4_K, Q5_K or Q6_K) with input t (Q8_K, xs bytes
+   apart): each half of a row's block is unpacked once for all T inputs,
+   each input's block read by all R rows. */
+INLINE void k_tile(pi_type ty, const int R, const int T, const uint8_t *w, size_t stride, const pi_block_q8_K *x,
+                   size_t xs, int64_t nb, float *s) {
+    const bool q6 = ty == PI_TYPE_Q6_K, q5 = ty == PI_TYPE_Q5_K;
+    const size_t bsz = q6 ? sizeof(pi_block_q6_K) : q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K);
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) acc[k][t] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const pi_block_q8_K *xb[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) xb[t] = (const pi_block_q8_K *)((const uint8_t *)x + t * xs) + b;
+        uint8x8_t sc[4], mn[4];
+        if (!q6)
+#pragma GCC unroll 4
+            for (int k = 0; k < R; k++) k4_scales(w + k * stride + b * bsz + (q5 ? Q5K_SCALES : Q4K_SCALES), &sc[k], &mn[k]);
+        int32x4_t isum[4][2];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w + k * stride + b * bsz;
+                int8x16_t q[8];
+                int32x4_t tt[2];
+                if (q6) {
+                    k6_unpack_half(p, h, q);
+                    const int8x8_t sc6 = vld1_s8((const int8_t *)p + Q6K_SCALES + 8 * h);
+#pragma GCC unroll 2
+                    for (int t = 0; t < T; t++) tt[t] = k6_half_idot(q, xb[t]->qs + 128 * h, sc6);
+                } else {
+                    k4_unpack_half(q5, p, h, q);
+                    const int32x4_t sc32 = k4_sc32(sc[k], h);
+#pragma GCC unroll 2
+                    for (int t = 0; t < T; t++) tt[t] = k4_half_idot(q, xb[t]->qs + 128 * h, sc32);
+                }
+#pragma GCC unroll 2
+                for (int t = 0; t < T; t++) isum[k][t] = h ? vaddq_s32(isum[k][t], tt[t]) : tt[t];
+            }
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w + k * stride + b * bsz;
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++) {
+                if (q6)
+                    acc[k][t] = vfmaq_n_f32(acc[k][t], vcvtq_f32_s32(isum[k][t]), f16_scalar(p + Q6K_D) * xb[t]->d);
+                else
+                    acc[k][t] = k4_acc(acc[k][t], isum[k][t], k4_imin(mn[k], q8K_bsums32(xb[t])), f16_scalar(p),
+                                       f16_scalar(p + 2), xb[t]->d);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int t = 0; t < T; t++) s[k * T + t] = vaddvq_f32(acc[k][t]);
+}
+
+/* Chunk by chunk (PI_MM_CHUNK elements: 8 super-blocks), tiles of 4 rows x
+   2 inputs, as quant_matmul. */
+INLINE void k_matmul(pi_type ty, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                     size_t xs, int64_t nb, float *Y, int64_t ys) {
+    enum { CB = PI_MM_CHUNK / PI_QK_K };
+    const size_t bsz = ty == PI_TYPE_Q4_K   ? sizeof(pi_block_q4_K)
+                       : ty == PI_TYPE_Q5_K ? sizeof(pi_block_q5_K)
+                                            : sizeof(pi_block_q6_K);
+    const int64_t nblk = n / PI_QK_K;
+    for (int64_t c0 = 0; c0 == 0 || c0 < nblk; c0 += CB) {
+        const int64_t cb = nblk - c0 < CB ? nblk - c0 : CB;
+        const uint8_t *wc = (const uint8_t *)W + c0 * bsz;
+        for (int64_t b = 0; b < nb;) {
+            const int T = nb - b >= 2 ? 2 : 1;
+            const pi_block_q8_K *xc = (const pi_block_q8_K *)((const uint8_t *)X + (size_t)b * xs) + c0;
+            for (int64_t r = r0; r < r1;) {
+                const int R = r1 - r >= 4 ? 4 : 1;
+                const uint8_t *wr = wc + (size_t)r * stride;
+                float s[8];
+                if (R == 4 && T == 2) k_tile(ty, 4, 2, wr, stride, xc, xs, cb, s);
+                else if (R == 4) k_tile(ty, 4, 1, wr, stride, xc, xs, cb, s);
+                else if (T == 2) k_tile(ty, 1, 2, wr, stride, xc, xs, cb, s);
+                else k_tile(ty, 1, 1, wr, stride, xc, xs, cb, s);
+                for (int k = 0; k < R; k++)
+                    for (int t = 0; t < T; t++) pi_mm_put(Y + (b + t) * ys + r + k, s[k * T + t], c0 == 0);
+                r += R;
+            }
+            b += T;
+        }
+    }
+}
+
+static void pi_matmul_q4_K_q8_K_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                     const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
+    k_matmul(PI_TYPE_Q4_K, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+static void pi_matmul_q5_K_q8_K_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                     const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
+    k_matmul(PI_TYPE_Q5_K, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+static void pi_matmul_q6_K_q8_K_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
+                                     const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
+    k_matmul(PI_TYPE_Q6_K, n, W, stride, r0, r1, X, xs, nb, Y, ys);
+}
+
+/* y[0..16) += a * (d1 * u - m1) for 16 unsigned weights u: d1 * u is exact,
+   so the fused d1 * u - m1 is ref's dequantized weight, which then goes into
+   y with one fused multiply-add. */
+INLINE void k_axpy16_u(uint8x16_t u, float d1, float m1, float a, float *y) {
+    const uint16x8_t h0 = vmovl_u8(vget_low_u8(u)), h1 = vmovl_high_u8(u);
+    const uint32x4_t v[4] = {vmovl_u16(vget_low_u16(h0)), vmovl_high_u16(h0), vmovl_u16(vget_low_u16(h1)),
+                             vmovl_high_u16(h1)};
+    const float32x4_t nm = vdupq_n_f32(-m1);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const float32x4_t wv = vfmaq_n_f32(nm, vcvtq_f32_u32(v[i]), d1);
+        vst1q_f32(y + 4 * i, vfmaq_n_f32(vld1q_f32(y + 4 * i), wv, a));
+    }
+}
+
+/* y += a * w for a Q4_K (q5 false) or Q5_K row: per sub-block d1 = d * sc
+   and m1 = dmin * m, exact in float as in ref. */
+INLINE void k4_axpy(const bool q5, int64_t n, float a, const uint8_t *w, float *y) {
+    const size_t bsz = q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K);
+    for (int64_t b = 0; b < n / PI_QK_K; b++, y += PI_QK_K) {
+        const uint8_t *p = w + b * bsz;
+        const float d = f16_scalar(p), dmin = f16_scalar(p + 2);
+        uint8x8_t sc8, mn8;
+        k4_scales(p + (q5 ? Q5K_SCALES : Q4K_SCALES), &sc8, &mn8);
+        uint8_t sc[8], mn[8];
+        vst1_u8(sc, sc8);
+        vst1_u8(mn, mn8);
+        for (int h = 0; h < 2; h++) {
+            int8x16_t q[8];
+            k4_unpack_half(q5, p, h, q);
+            for (int j = 0; j < 4; j++) {
+                const float d1 = d * (float)sc[4 * h + j], m1 = dmin * (float)mn[4 * h + j];
+                k_axpy16_u(vreinterpretq_u8_s8(q[2 * j]), d1, m1, a, y + 128 * h + 32 * j);
+                k_axpy16_u(vreinterpretq_u8_s8(q[2 * j + 1]), d1, m1, a, y + 128 * h + 32 * j + 16);
+            }
+        }
+    }
+}
+
+static void pi_axpy_q4_K_neon(int64_t n, float a, const void *w, float *y) { k4_axpy(false, n, a, w, y); }
+static void pi_axpy_q5_K_neon(int64_t n, float a, const void *w, float *y) { k4_axpy(true, n, a, w, y); }
+
+/* y += a * w for a Q6_K row: w = (d * scales[k]) * (q - 32), every product
+   exact, as in ref. */
+static void pi_axpy_q6_K_neon(int64_t n, float a, const void *vw, float *y) {
+    const uint8_t *w = vw;
+    for (int64_t b = 0; b < n / PI_QK_K; b++, y += PI_QK_K) {
+        const uint8_t *p = w + b * sizeof(pi_block_q6_K);
+        const float d = f16_scalar(p + Q6K_D);
+        for (int h = 0; h < 2; h++) {
+            int8x16_t q[8];
+            k6_unpack_half(p, h, q);
+            for (int k = 0; k < 8; k++) {
+                const float ds = d * (float)(int8_t)p[Q6K_SCALES + 8 * h + k];
+                const int16x8_t h0 = vmovl_s8(vget_low_s8(q[k])), h1 = vmovl_high_s8(q[k]);
+                const int32x4_t v[4] = {vmovl_s16(vget_low_s16(h0)), vmovl_high_s16(h0), vmovl_s16(vget_low_s16(h1)),
+                                        vmovl_high_s16(h1)};
+                float *yk = y + 128 * h + 16 * k;
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {
+                    const float32x4_t wv = vmulq_n_f32(vcvtq_f32_s32(v[i]), ds);
+                    vst1q_f32(yk + 4 * i, vfmaq_n_f32(vld1q_f32(yk + 4 * i), wv, a));
+                }
+            }
+        }
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
 const pi_kernels pi_kernels_neon = {
     .name = "neon",
     .quantize_q8_0 = pi_quantize_q8_0_neon,
-    .quantize_q8_K = pi_quantize_q8_K_ref, /* ref's until this table has its own K-quant kernels */
+    .quantize_q8_K = pi_quantize_q8_K_neon,
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_neon,
@@ -497,9 +989,9 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_neon,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_neon,
-            [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_neon,
+            [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_neon,
+            [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_neon,
         },
     .vec_dot_rows =
         {
@@ -508,9 +1000,9 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_neon,
             [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_neon,
-            [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_neon,
+            [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_neon,
+            [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_neon,
         },
     .axpy =
         {
@@ -519,10 +1011,11 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_axpy_bf16_neon,
             [PI_TYPE_Q8_0] = pi_axpy_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_axpy_q4_0_neon,
-            [PI_TYPE_Q4_K] = pi_axpy_q4_K_ref,
-            [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,
-            [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,
+            [PI_TYPE_Q4_K] = pi_axpy_q4_K_neon,
+            [PI_TYPE_Q5_K] = pi_axpy_q5_K_neon,
+            [PI_TYPE_Q6_K] = pi_axpy_q6_K_neon,
         },
+    .axpy_rows = PI_AXPY_ROWS_TABLE(neon),
     .matvec =
         {
             [PI_TYPE_F32] = pi_matvec_f32_neon,
@@ -530,9 +1023,9 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_matvec_bf16_neon,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_neon,
-            [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_neon,
+            [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_neon,
+            [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_neon,
         },
     .matmul =
         {
@@ -541,8 +1034,8 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_BF16] = pi_matmul_bf16_neon,
             [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_neon,
             [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_neon,
-            [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_neon,
+            [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_neon,
+            [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_neon,
         },
 };

@@ -49,6 +49,22 @@ typedef void (*pi_vec_dot_rows_fn)(int64_t n, const void *const *rows, int64_t c
    down projection is an axpy over the rows of active neurons). */
 typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
 
+/* The gathered axpy (the sparse FFN's down projection): y[0..n) += sum over
+   k in [0, count) of a[k] * rows[k][0..n), rows[k] a row of the weight type
+   anywhere in memory (repeats allowed). Rows with a[k] == 0 (either sign)
+   are skipped: not read (they may be NULL) and not added. The others are
+   added in list order, one row at a time: for each element i,
+   y[i] <- y[i] + a[k] * w_k[i] for k = 0, 1, ..., each with the type's axpy
+   rounding (ref: exactly ref's axpy on each row in turn; the SIMD tables:
+   one fused multiply-add per element and row, the same bits in all of them,
+   see axpy_rows.h; they agree with ref within the axpy tolerance). Nothing
+   is reassociated across rows, so the result is deterministic and a list
+   split into consecutive calls (any split) gives the bits of one call over
+   it. The SIMD versions take the nonzero rows 8 at a time, walking y once
+   per 8 rows, with the next 8 prefetched; count may be 0. Only y[0..n) is
+   written. */
+typedef void (*pi_axpy_rows_fn)(int64_t n, const float *a, const void *const *rows, int64_t count, float *y);
+
 /* For r in [r0, r1): y[r] = dot(row r of W, x). W's rows are n elements long
    and row_stride bytes apart; x is of the vec_dot type. Only y[r0..r1) is
    written, so threads may split one matrix by row ranges. */
@@ -82,6 +98,7 @@ typedef struct pi_kernels {
     pi_vec_dot_fn vec_dot[PI_TYPE_COUNT]; /* indexed by weight type; NULL if unsupported */
     pi_vec_dot_rows_fn vec_dot_rows[PI_TYPE_COUNT]; /* non-NULL wherever vec_dot is */
     pi_axpy_fn axpy[PI_TYPE_COUNT];
+    pi_axpy_rows_fn axpy_rows[PI_TYPE_COUNT]; /* non-NULL wherever axpy is */
     pi_matvec_fn matvec[PI_TYPE_COUNT];
     pi_matmul_fn matmul[PI_TYPE_COUNT];
 } pi_kernels;

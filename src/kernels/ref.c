@@ -23,7 +23,10 @@
  *     (a * d) * q in float (SIMD versions may fuse the multiply-add); for the
  *     K-quants w[i] is the weight exactly as pi_dequantize_row gives it (its
  *     products are exact in float, so a fused multiply-add computes the same
- *     w[i]), then y[i] += a * w[i].
+ *     w[i]), then y[i] += a * w[i];
+ *   - axpy_rows: that axpy on each listed row whose coefficient is nonzero,
+ *     in list order (the SIMD tables fuse each row's multiply-add, see
+ *     axpy_rows.h).
  *
  * Non-finite inputs give unspecified (but memory-safe) results. Blocks are read
  * through their 2-byte-aligned structs, so rows may start at any even address
@@ -31,6 +34,7 @@
  * be 4-byte aligned.
  */
 #include "kernels.h"
+#include "axpy_rows.h"
 #include "ref_k.h"
 #include "quant_k.h"
 
@@ -557,6 +561,24 @@ REF_MATMUL(pi_matmul_q4_K_q8_K_ref, pi_vec_dot_q4_K_q8_K_ref)
 REF_MATMUL(pi_matmul_q5_K_q8_K_ref, pi_vec_dot_q5_K_q8_K_ref)
 REF_MATMUL(pi_matmul_q6_K_q8_K_ref, pi_vec_dot_q6_K_q8_K_ref)
 
+/* ---- axpy_rows: ref's axpy on each listed row with a nonzero coefficient,
+   in list order ---- */
+
+#define REF_AXPY_ROWS(name, axpy)                                                                    \
+    static void name(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) { \
+        for (int64_t k = 0; k < count; k++)                                                          \
+            if (a[k] != 0.0f) axpy(n, a[k], rows[k], y);                                             \
+    }
+
+REF_AXPY_ROWS(pi_axpy_rows_f32_ref, pi_axpy_f32_ref)
+REF_AXPY_ROWS(pi_axpy_rows_f16_ref, pi_axpy_f16_ref)
+REF_AXPY_ROWS(pi_axpy_rows_bf16_ref, pi_axpy_bf16_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q8_0_ref, pi_axpy_q8_0_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q4_0_ref, pi_axpy_q4_0_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q4_K_ref, pi_axpy_q4_K_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q5_K_ref, pi_axpy_q5_K_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q6_K_ref, pi_axpy_q6_K_ref)
+
 const pi_kernels pi_kernels_ref = {
     .name = "ref",
     .quantize_q8_0 = pi_quantize_q8_0_ref,
@@ -594,6 +616,7 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,
             [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,
         },
+    .axpy_rows = PI_AXPY_ROWS_TABLE(ref),
     .matvec =
         {
             [PI_TYPE_F32] = pi_matvec_f32_ref,

@@ -2,8 +2,9 @@
  * x86_avx2.c — the kernel table for AVX2 + FMA + F16C (x86-64 since ~2013).
  *
  * Compiled with those ISA flags only here; pi_kernels_get() hands this table out
- * only on CPUs that have all three. Semantics are ref.c's; quantize_q8_0 gives
- * ref's exact bytes.
+ * only on CPUs that have all three. Semantics are ref.c's; quantize_q8_0 and
+ * quantize_q8_K give ref's exact bytes. The K-quant kernels (Q4_K, Q5_K, Q6_K
+ * weights) have their own section, with its own comment.
  *
  * The integer dots use vpmaddubsw (unsigned x signed bytes -> pairs summed to
  * int16) and vpmaddwd against ones (-> int32), then one float FMA per vector:
@@ -34,6 +35,7 @@
  * nibbles are unpacked once for both inputs. They walk the rows chunk by
  * chunk (PI_MM_CHUNK) like the AVX-512 ones.
  */
+#include "axpy_rows.h"
 #include "simd_common.h"
 #include "ref_k.h"
 
@@ -721,10 +723,444 @@ static void pi_matmul_q8_0_q8_0_avx2(int64_t n, const void *W, size_t stride, in
     }
 }
 
+/* ------------------------------------------------------------- K-quants */
+
+/*
+ * Q4_K, Q5_K and Q6_K rows against Q8_K activations, super-block (256
+ * weights) by super-block, with exact integer sums: vpmaddubsw multiplies
+ * the unsigned weights (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) by the signed
+ * activation bytes, pairs to int16 (at most 2 * 63 * 128 < 2^15, so no
+ * saturation), and vpmaddwd multiplies those by the sub-block's scale
+ * (a vector of it, made by vpshufb from the unpacked scales) into int32.
+ * A 32-byte load of Q4_K / Q5_K qs holds two whole sub-blocks (low and high
+ * nibbles), a 32-byte Q6_K vector two sub-blocks of 16 (one per 128-bit
+ * lane), each against 32 consecutive activation bytes, so the activation
+ * needs no rearranging: its per-super-block values (d_x, and the bsums
+ * terms below) are made as each super-block comes, once for all the rows of
+ * a call's row group. Then, per super-block, the int32 sum times d_w * d_x
+ * in one float FMA; Q4_K / Q5_K's mins are one more FMA of dmin * m_j
+ * against -d_x * (the two bsums of sub-block j), 8 lanes; Q6_K's offset of
+ * 32 is taken out in integers, 32 * sum of scales[k] * bsums[k].
+ *
+ * The matmuls use tiles of 4 rows x 2 inputs as the Q4_0 one: a row's
+ * scales are unpacked once per super-block and its nibbles once per 32
+ * bytes for both inputs.
+ */
+
+/* quantize_q8_K: ref's operations (the first element of largest magnitude,
+   one division for the scale, one product per element, clamping, rounding in
+   the MXCSR mode, one division for d), so the same bytes. */
+static void pi_quantize_q8_K_avx2(const float *x, pi_block_q8_K *y, int64_t n) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < n / PI_QK_K; b++) {
+        const float *xb = x + b * PI_QK_K;
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < 32; k++) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), absmask));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (amax == 0.0f) {
+            __builtin_memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        int at = -1;
+        for (int k = 0; k < 32 && at < 0; k++) {
+            const __m256 a = _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), absmask);
+            const int e = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (e) at = 8 * k + __builtin_ctz((unsigned)e);
+        }
+        if (at < 0) { /* NaNs: no element equals the max; ref decides */
+            pi_quantize_q8_K_ref(xb, &y[b], PI_QK_K);
+            continue;
+        }
+        const float iscale = -127.0f / xb[at];
+        if (isinf(iscale)) {
+            __builtin_memset(&y[b], 0, sizeof y[b]);
+            y[b].d = 1.0f / iscale;
+            continue;
+        }
+        const __m256 is = _mm256_set1_ps(iscale);
+        __m256i s4[8]; /* per 32 quants: the sums of each 4 */
+        for (int c = 0; c < 8; c++) {
+            __m256i i32[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256 v = _mm256_mul_ps(is, _mm256_loadu_ps(xb + 32 * c + 8 * k));
+                i32[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+            }
+            /* the packs work per 128-bit half; the permute puts dwords back in order */
+            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
+            const __m256i q = _mm256_permutevar8x32_epi32(p, order);
+            _mm256_storeu_si256((__m256i *)(y[b].qs + 32 * c), q);
+            s4[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+        }
+        /* bsums: two rounds of horizontal adds give, per 128-bit lane, the
+           sums of 16 of four chunks (chunk c holds bsums 2c and 2c + 1, its
+           first 16 bytes in the low lane): lanes [0 2 4 6 | 1 3 5 7] and
+           [8 10 12 14 | 9 11 13 15]; packed to words and interleaved */
+        const __m256i s0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s4[0], s4[1]), _mm256_hadd_epi32(s4[2], s4[3]));
+        const __m256i s1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s4[4], s4[5]), _mm256_hadd_epi32(s4[6], s4[7]));
+        const __m256i w = _mm256_packs_epi32(s0, s1);
+        const __m128i we = _mm256_castsi256_si128(w), wo = _mm256_extracti128_si256(w, 1);
+        _mm_storeu_si128((__m128i *)y[b].bsums, _mm_unpacklo_epi16(we, wo));
+        _mm_storeu_si128((__m128i *)(y[b].bsums + 8), _mm_unpackhi_epi16(we, wo));
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+INLINE size_t kq_bytes(pi_type t) {
+    return t == PI_TYPE_Q4_K ? sizeof(pi_block_q4_K) : t == PI_TYPE_Q5_K ? sizeof(pi_block_q5_K) : sizeof(pi_block_q6_K);
+}
+
+INLINE uint32_t kq_load_u32(const uint8_t *p) {
+    uint32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The per-super-block values of an activation block. */
+typedef struct {
+    __m256 fm; /* Q4_K / Q5_K: lane j -d_x * (bsums[2j] + bsums[2j+1]) */
+    __m256 dx; /* d_x in every lane */
+} kq_act;
+
+INLINE kq_act kq_make(pi_type t, const pi_block_q8_K *x) {
+    kq_act g;
+    g.dx = _mm256_set1_ps(x->d);
+    if (t == PI_TYPE_Q6_K) g.fm = _mm256_setzero_ps(); /* unused */
+    else {
+        const __m256i b8 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+        g.fm = _mm256_mul_ps(_mm256_cvtepi32_ps(b8), _mm256_set1_ps(-x->d));
+    }
+    return g;
+}
+
+/* The 6-bit scales (bytes 0..7) and mins (bytes 8..15) of a Q4_K / Q5_K
+   block from its 12 scale bytes at s (the 16-byte load ends inside the
+   block). With the bytes as dwords a, b, c: scales 0..3 are a & 63, 4..7
+   (c & 15) | (a >> 6) << 4 per byte; mins 0..3 b & 63, 4..7
+   (c >> 4) | (b >> 6) << 4. */
+INLINE __m128i k4_scales(const uint8_t *s) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)s);
+    const __m128i t1 = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* a c b c */
+    const __m128i t2 = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* a a b b */
+    const __m128i l = _mm_and_si128(_mm_srlv_epi32(t1, _mm_setr_epi32(0, 0, 0, 4)),
+                                    _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i h = _mm_and_si128(_mm_srli_epi32(t2, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(l, h);
+}
+
+/* Bit b (0..7) of each byte of v moved to bit 4 (other bits unspecified):
+   16-bit shifts by at most 4 keep a byte's bit 4 within the byte. */
+INLINE __m256i kq_bit_to_4(__m256i v, int b) { return b <= 4 ? _mm256_slli_epi16(v, 4 - b) : _mm256_srli_epi16(v, b - 4); }
+
+/* Dword k (0..3) of each 128-bit lane of v in all four of its dwords. */
+INLINE __m256i kq_dword(__m256i v, int k) {
+    switch (k & 3) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xaa);
+    default: return _mm256_shuffle_epi32(v, 0xff);
+    }
+}
+
+/* acc[t] += the super-block at p of one row against T inputs' blocks xb[t]
+   (with G[t] made from them by kq_make). */
+INLINE void kq_row_block(pi_type t, const int T, const uint8_t *p, const pi_block_q8_K *const *xb, const kq_act *G,
+                         __m256 *acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i isum[2];
+    __m256 dw, mf = _mm256_setzero_ps();
+    if (t == PI_TYPE_Q6_K) {
+        const __m256i m2 = _mm256_set1_epi8(0x30);
+        dw = _mm256_set1_ps(f16_scalar((pi_f16)load_u16(p + 208)));
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+        /* the offset: -32 * sum of scales[k] * bsums[k] */
+#pragma GCC unroll 2
+        for (int tt = 0; tt < T; tt++) {
+            const __m256i c = _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)xb[tt]->bsums));
+            isum[tt] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 5));
+        }
+        /* per 128-bit lane of the scale words of a half, as dwords holding a
+           scale in both words: scales 0, 2, 4, 6 of the half in the low
+           lane, 1, 3, 5, 7 in the high one */
+        const __m256i pair = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 2, 3, 2, 3, 6, 7, 6, 7,
+                                              10, 11, 10, 11, 14, 15, 14, 15);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i sh = _mm256_shuffle_epi8(
+                h ? _mm256_permute2x128_si256(sc, sc, 0x11) : _mm256_permute2x128_si256(sc, sc, 0x00), pair);
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+            /* weights 32j..32j+31 of the half: sub-blocks 8h + 2j (low lane)
+               and 8h + 2j + 1 (high lane) */
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                /* words: scale 2j of the half in the low lane, 2j + 1 in the high */
+                const __m256i s = kq_dword(sh, j);
+#pragma GCC unroll 2
+                for (int tt = 0; tt < T; tt++) {
+                    const __m256i xq = _mm256_loadu_si256((const __m256i *)(xb[tt]->qs + 128 * h + 32 * j));
+                    isum[tt] = _mm256_add_epi32(isum[tt], _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], xq), s));
+                }
+            }
+        }
+    } else {
+        const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_load_u32(p))); /* d, dmin */
+        dw = _mm256_broadcastss_ps(dm);
+        const __m128i s8 = k4_scales(p + 4);
+        mf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(s8, 8))),
+                           _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
+        /* the 8 scales as dwords holding a scale in both words: 0..3 in sa,
+           4..7 in sb, in both 128-bit lanes */
+        const __m128i sw = _mm_cvtepu8_epi16(s8);
+        const __m256i sa = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(sw, sw));
+        const __m256i sb = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(sw, sw));
+        const uint8_t *qs = p + (t == PI_TYPE_Q4_K ? 16 : 48);
+        const __m256i qh = t == PI_TYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+        const __m256i m16 = _mm256_set1_epi8(16);
+#pragma GCC unroll 2
+        for (int tt = 0; tt < T; tt++) isum[tt] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            /* sub-blocks 2i (low nibbles) and 2i + 1 (high) */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * i));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (t == PI_TYPE_Q5_K) {
+                lo = _mm256_or_si256(lo, _mm256_and_si256(kq_bit_to_4(qh, 2 * i), m16));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(kq_bit_to_4(qh, 2 * i + 1), m16));
+            }
+            const __m256i slo = kq_dword(i < 2 ? sa : sb, 2 * i), shi = kq_dword(i < 2 ? sa : sb, 2 * i + 1);
+#pragma GCC unroll 2
+            for (int tt = 0; tt < T; tt++) {
+                const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xb[tt]->qs + 64 * i));
+                const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xb[tt]->qs + 64 * i + 32));
+                const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), slo),
+                                                   _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
+                isum[tt] = _mm256_add_epi32(isum[tt], s);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int tt = 0; tt < T; tt++) {
+        acc[tt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[tt]), _mm256_mul_ps(dw, G[tt].dx), acc[tt]);
+        if (t != PI_TYPE_Q6_K) acc[tt] = _mm256_fmadd_ps(mf, G[tt].fm, acc[tt]);
+    }
+}
+
+/* sums[k] = dot over nsb super-blocks of row w[k] for R rows, prefetching
+   pf[k] (see pi_rows_targets). The activation's per-super-block values are
+   made once per super-block for the R rows; each row's sum is the same
+   operations in the same order whatever R is. */
+INLINE void kq_rows(pi_type t, const int R, const uint8_t *const *w, const uint8_t *const *pf,
+                    const pi_block_q8_K *x, int64_t nsb, float *sums) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const size_t off = (size_t)sb * kq_bytes(t);
+        const pi_block_q8_K *xb[1] = {x + sb};
+        const kq_act G = kq_make(t, x + sb);
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            prefetch_span(pf[k] + off, kq_bytes(t));
+            kq_row_block(t, 1, w[k] + off, xb, &G, &acc[k]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++) sums[k] = hsum256(acc[k]);
+}
+
+/* s[k * T + tt] = the dot over nsb super-blocks of row k (R rows stride bytes
+   apart) with input tt (xs bytes apart). pf: prefetch distance (the next row
+   tile). */
+INLINE void kq_tile(pi_type t, const int R, const int T, const uint8_t *w, size_t stride, const pi_block_q8_K *x,
+                    size_t xs, int64_t nsb, size_t pf, float *s) {
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int tt = 0; tt < T; tt++) acc[k][tt] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const pi_block_q8_K *xb[2];
+        kq_act G[2];
+#pragma GCC unroll 2
+        for (int tt = 0; tt < T; tt++) {
+            xb[tt] = (const pi_block_q8_K *)((const uint8_t *)x + tt * xs) + sb;
+            G[tt] = kq_make(t, xb[tt]);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w + k * stride + (size_t)sb * kq_bytes(t);
+            prefetch_span(p + pf, kq_bytes(t));
+            kq_row_block(t, T, p, xb, G, acc[k]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < R; k++)
+#pragma GCC unroll 2
+        for (int tt = 0; tt < T; tt++) s[k * T + tt] = hsum256(acc[k][tt]);
+}
+
+/* Chunk by chunk (PI_MM_CHUNK), tiles of 4 rows x 2 inputs. */
+INLINE void kq_matmul(pi_type t, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
+                      size_t xs, int64_t nb, float *Y, int64_t ys) {
+    enum { CB = PI_MM_CHUNK / PI_QK_K };
+    const int64_t nsb = n / PI_QK_K;
+    for (int64_t c0 = 0; c0 == 0 || c0 < nsb; c0 += CB) {
+        const int64_t cb = nsb - c0 < CB ? nsb - c0 : CB;
+        const uint8_t *wc = (const uint8_t *)W + (size_t)c0 * kq_bytes(t);
+        for (int64_t b = 0; b < nb;) {
+            const int T = nb - b >= 2 ? 2 : 1;
+            const pi_block_q8_K *xc = (const pi_block_q8_K *)((const uint8_t *)X + (size_t)b * xs) + c0;
+            for (int64_t r = r0; r < r1;) {
+                const int R = r1 - r >= 4 ? 4 : 1;
+                const uint8_t *wr = wc + (size_t)r * stride;
+                float s[8];
+                if (R == 4 && T == 2) kq_tile(t, 4, 2, wr, stride, xc, xs, cb, 4 * stride, s);
+                else if (R == 4) kq_tile(t, 4, 1, wr, stride, xc, xs, cb, 4 * stride, s);
+                else if (T == 2) kq_tile(t, 1, 2, wr, stride, xc, xs, cb, stride, s);
+                else kq_tile(t, 1, 1, wr, stride, xc, xs, cb, stride, s);
+                for (int k = 0; k < R; k++)
+                    for (int tt = 0; tt < T; tt++) pi_mm_put(Y + (b + tt) * ys + r + k, s[k * T + tt], c0 == 0);
+                r += R;
+            }
+            b += T;
+        }
+    }
+}
+
+/* y += a * w in one FMA per element, w the weight exactly as
+   pi_dequantize_row gives it: Q4_K / Q5_K d * sc * q - dmin * m (one FMA of
+   exact operands, one rounding), Q6_K d * scales[k] * (q - 32) (exact). The
+   same bits as axpy_rows on one row. */
+INLINE void kq_axpy(pi_type t, int64_t n, float a, const void *vw, float *y) {
+    const uint8_t *w = vw;
+    const __m256 va = _mm256_set1_ps(a);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t sb = 0; sb < n / PI_QK_K; sb++, y += PI_QK_K) {
+        const uint8_t *p = w + (size_t)sb * kq_bytes(t);
+        if (t == PI_TYPE_Q6_K) {
+            /* lane k of ds[h]: d * scales[8h + k] */
+            const __m256 d = _mm256_set1_ps(f16_scalar((pi_f16)load_u16(p + 208)));
+            const __m128i s8 = _mm_loadu_si128((const __m128i *)(p + 192));
+            const __m256 ds[2] = {_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d),
+                                  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d)};
+            const __m256i m2 = _mm256_set1_epi8(0x30), off = _mm256_set1_epi8(32);
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+                __m256i q[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+                for (int j = 0; j < 4; j++) {
+                    const __m256i qs = _mm256_sub_epi8(q[j], off); /* q - 32 */
+                    float *yj = y + 128 * h + 32 * j;
+                    for (int e = 0; e < 2; e++) {
+                        const __m256 c = _mm256_permutevar8x32_ps(ds[h], _mm256_set1_epi32(2 * j + e));
+                        const __m128i part = e ? _mm256_extracti128_si256(qs, 1) : _mm256_castsi256_si128(qs);
+                        for (int hh = 0; hh < 2; hh++) {
+                            const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hh ? _mm_srli_si128(part, 8) : part));
+                            float *yy = yj + 16 * e + 8 * hh;
+                            _mm256_storeu_ps(yy, _mm256_fmadd_ps(va, _mm256_mul_ps(c, f), _mm256_loadu_ps(yy)));
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        /* lane j: d * sc_j and -dmin * m_j, both exact */
+        const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_load_u32(p)));
+        const __m128i s8 = k4_scales(p + 4);
+        const __m256 d1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(s8)), _mm256_broadcastss_ps(dm));
+        const __m256 nm1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(s8, 8))),
+                                         _mm256_broadcastss_ps(_mm_sub_ps(_mm_setzero_ps(), _mm_movehdup_ps(dm))));
+        const uint8_t *qs = p + (t == PI_TYPE_Q4_K ? 16 : 48);
+        const __m256i qh = t == PI_TYPE_Q5_K ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+        const __m256i m16 = _mm256_set1_epi8(16);
+        for (int i = 0; i < 4; i++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * i));
+            __m256i v[2] = {_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)};
+            if (t == PI_TYPE_Q5_K) {
+                v[0] = _mm256_or_si256(v[0], _mm256_and_si256(kq_bit_to_4(qh, 2 * i), m16));
+                v[1] = _mm256_or_si256(v[1], _mm256_and_si256(kq_bit_to_4(qh, 2 * i + 1), m16));
+            }
+            for (int e = 0; e < 2; e++) {
+                const __m256i j = _mm256_set1_epi32(2 * i + e);
+                const __m256 dj = _mm256_permutevar8x32_ps(d1, j), mj = _mm256_permutevar8x32_ps(nm1, j);
+                float *yj = y + 32 * (2 * i + e);
+                for (int k = 0; k < 4; k++) {
+                    const __m128i part = k < 2 ? _mm256_castsi256_si128(v[e]) : _mm256_extracti128_si256(v[e], 1);
+                    const __m128i q8 = k & 1 ? _mm_srli_si128(part, 8) : part;
+                    const __m256 wv = _mm256_fmadd_ps(dj, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q8)), mj);
+                    _mm256_storeu_ps(yj + 8 * k, _mm256_fmadd_ps(va, wv, _mm256_loadu_ps(yj + 8 * k)));
+                }
+            }
+        }
+    }
+}
+
+/* The kernels of one K-quant type (tname: q4_K, q5_K, q6_K). */
+#define KQ_KERNELS(TYPE, tname)                                                                                   \
+    INLINE void tname##_rows(const int R, const uint8_t *const *w, const uint8_t *const *pf,                      \
+                             const pi_block_q8_K *x, int64_t nsb, float *sums) {                                  \
+        kq_rows(TYPE, R, w, pf, x, nsb, sums);                                                                    \
+    }                                                                                                             \
+    static float pi_vec_dot_##tname##_q8_K_avx2(int64_t n, const void *w, const void *x) {                        \
+        const uint8_t *wr[1] = {w}, *pf[1] = {wr[0] + PI_VEC_DOT_PF};                                             \
+        float s;                                                                                                  \
+        prefetch_row_start(w, (size_t)(n / PI_QK_K) * kq_bytes(TYPE));                                            \
+        tname##_rows(1, wr, pf, x, n / PI_QK_K, &s);                                                              \
+        return s;                                                                                                 \
+    }                                                                                                             \
+    /* 4 rows at a time with the next 4 prefetched: the same bits as vec_dot per row */                          \
+    static void pi_vec_dot_rows_##tname##_q8_K_avx2(int64_t n, const void *const *rows, int64_t count,            \
+                                                    const void *x, float *out) {                                  \
+        if (count <= 0) return;                                                                                   \
+        pi_rows_prefetch_start(rows, count, (size_t)(n / PI_QK_K) * kq_bytes(TYPE));                              \
+        PI_VEC_DOT_ROWS_GATHER(tname##_rows, rows, count, out, x, n / PI_QK_K);                                   \
+    }                                                                                                             \
+    static void pi_matvec_##tname##_q8_K_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,    \
+                                              const void *x, float *y) {                                          \
+        const uint8_t *w[4], *pf[4];                                                                              \
+        int64_t r = r0;                                                                                           \
+        for (; r + 4 <= r1; r += 4) {                                                                             \
+            matrix_targets(W, stride, r, 4, w, pf);                                                               \
+            tname##_rows(4, w, pf, x, n / PI_QK_K, y + r);                                                        \
+        }                                                                                                         \
+        for (; r < r1; r++) {                                                                                     \
+            matrix_targets(W, stride, r, 1, w, pf);                                                               \
+            tname##_rows(1, w, pf, x, n / PI_QK_K, y + r);                                                        \
+        }                                                                                                         \
+    }                                                                                                             \
+    static void pi_matmul_##tname##_q8_K_avx2(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,    \
+                                              const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {       \
+        kq_matmul(TYPE, n, W, stride, r0, r1, X, xs, nb, Y, ys);                                                  \
+    }                                                                                                             \
+    static void pi_axpy_##tname##_avx2(int64_t n, float a, const void *w, float *y) { kq_axpy(TYPE, n, a, w, y); }
+
+KQ_KERNELS(PI_TYPE_Q4_K, q4_K)
+KQ_KERNELS(PI_TYPE_Q5_K, q5_K)
+KQ_KERNELS(PI_TYPE_Q6_K, q6_K)
+
 const pi_kernels pi_kernels_avx2 = {
     .name = "avx2",
     .quantize_q8_0 = pi_quantize_q8_0_avx2,
-    .quantize_q8_K = pi_quantize_q8_K_ref, /* ref's until this table has its own K-quant kernels */
+    .quantize_q8_K = pi_quantize_q8_K_avx2,
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_avx2,
@@ -732,9 +1168,9 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_vec_dot_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_vec_dot_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_vec_dot_q4_0_q8_0_avx2,
-            [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_avx2,
+            [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_avx2,
+            [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_avx2,
         },
     .vec_dot_rows =
         {
@@ -743,9 +1179,9 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_vec_dot_rows_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_vec_dot_rows_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_vec_dot_rows_q4_0_q8_0_avx2,
-            [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_avx2,
+            [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_avx2,
+            [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_avx2,
         },
     .axpy =
         {
@@ -754,10 +1190,11 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_axpy_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_axpy_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_axpy_q4_0_avx2,
-            [PI_TYPE_Q4_K] = pi_axpy_q4_K_ref,
-            [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,
-            [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,
+            [PI_TYPE_Q4_K] = pi_axpy_q4_K_avx2,
+            [PI_TYPE_Q5_K] = pi_axpy_q5_K_avx2,
+            [PI_TYPE_Q6_K] = pi_axpy_q6_K_avx2,
         },
+    .axpy_rows = PI_AXPY_ROWS_TABLE(avx2),
     .matvec =
         {
             [PI_TYPE_F32] = pi_matvec_f32_avx2,
@@ -765,9 +1202,9 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_matvec_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_matvec_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_matvec_q4_0_q8_0_avx2,
-            [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_avx2,
+            [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_avx2,
+            [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_avx2,
         },
     .matmul =
         {
@@ -776,8 +1213,8 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_BF16] = pi_matmul_bf16_avx2,
             [PI_TYPE_Q8_0] = pi_matmul_q8_0_q8_0_avx2,
             [PI_TYPE_Q4_0] = pi_matmul_q4_0_q8_0_avx2,
-            [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_ref,
-            [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_ref,
-            [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_avx2,
+            [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_avx2,
+            [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_avx2,
         },
 };

@@ -194,7 +194,7 @@ typedef struct kjob {
     const pi_probe_mats *m;
     pi_vec_dot_fn dot;
     pi_vec_dot_rows_fn dots;
-    pi_axpy_fn axpy;
+    pi_axpy_rows_fn axpy_rows;
     pi_matvec_fn mv;
     const uint8_t *W; /* matvec: the current matrix */
     float *y;         /* matvec: (rows); rowdot: (n_mat * rows) */
@@ -221,12 +221,22 @@ static void job_rowdot(void *ctx, int64_t i0, int64_t i1, int tid) {
     }
 }
 
+/* The sparse FFN's down projection: scattered rows added into one
+   accumulator by the gathered axpy, 64 rows to a call. */
 static void job_axpy(void *ctx, int64_t i0, int64_t i1, int tid) {
     kjob *j = ctx;
     const pi_probe_mats *m = j->m;
     float *acc = j->acc + (size_t)tid * j->acc_stride;
-    for (int64_t i = i0; i < i1; i++)
-        j->axpy(m->cols, (i & 1) ? 1e-3f : -1e-3f, m->data + (size_t)m->order[i] * m->row_bytes, acc);
+    const void *rows[64];
+    float a[64];
+    for (int64_t b = i0; b < i1; b += 64) {
+        int64_t n = i1 - b < 64 ? i1 - b : 64;
+        for (int64_t r = 0; r < n; r++) {
+            rows[r] = m->data + (size_t)m->order[b + r] * m->row_bytes;
+            a[r] = ((b + r) & 1) ? 1e-3f : -1e-3f;
+        }
+        j->axpy_rows(m->cols, a, rows, n, acc);
+    }
 }
 
 /* One pass over all of m's weights. */
@@ -252,9 +262,9 @@ pi_status pi_probe_kernel(pi_pool *pool, const pi_kernels *k, const pi_probe_mat
     if (reps < 1 || reps > MAX_REPS)
         return pi_error(PI_ERR_INVALID, "kernel probe: reps %d not in 1..%d", reps, MAX_REPS);
     if (what < 0 || what >= PI_HW_N_KERNELS) return pi_error(PI_ERR_INVALID, "kernel probe: no pattern %d", what);
-    kjob j = {.m = m, .dot = k->vec_dot[m->type], .dots = k->vec_dot_rows[m->type], .axpy = k->axpy[m->type],
+    kjob j = {.m = m, .dot = k->vec_dot[m->type], .dots = k->vec_dot_rows[m->type], .axpy_rows = k->axpy_rows[m->type],
               .mv = k->matvec[m->type]};
-    if ((what == PI_HW_MATVEC && !j.mv) || (what == PI_HW_ROWDOT && !j.dots) || (what == PI_HW_AXPY && !j.axpy))
+    if ((what == PI_HW_MATVEC && !j.mv) || (what == PI_HW_ROWDOT && !j.dots) || (what == PI_HW_AXPY && !j.axpy_rows))
         return pi_error(PI_ERR_UNSUPPORTED, "kernel set %s has no such kernel for %s", k->name,
                         pi_type_name((uint32_t)m->type));
     int T = pi_pool_size(pool);
@@ -665,7 +675,7 @@ static pi_status probe_compute(const probe_cfg *c, const bool *meas, bool verbos
     const pi_kernels *k = pi_kernels_get();
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0] && !st; ti++) {
         pi_type ty = k_types[ti];
-        if (!k->matvec[ty] || !k->vec_dot[ty] || !k->axpy[ty]) continue;
+        if (!k->matvec[ty] || !k->vec_dot[ty] || !k->axpy_rows[ty]) continue;
         pi_probe_mats m;
         if ((st = pi_probe_mats_create(ty, c->kern_rows, KERN_COLS, c->kern_bytes, &m))) break;
         for (int w = 0; w < PI_HW_N_KERNELS && !st; w++) {

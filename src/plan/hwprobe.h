@@ -41,7 +41,8 @@ typedef struct pi_hw {
        matvec: a contiguous 4096-wide matrix far larger than the LLC (the dense path);
        rowdot: vec_dot_rows over random rows of such a matrix, 64 rows per call (the sparse path's
                cold neurons);
-       axpy:   axpy of random rows into one accumulator (the sparse down projection) */
+       axpy:   axpy_rows of random rows into one accumulator, 64 rows per call (the sparse down
+               projection) */
     double matvec[PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
     double rowdot[PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
     double axpy[PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
@@ -174,8 +175,8 @@ void pi_probe_mats_free(pi_probe_mats *m); /* accepts a zeroed struct */
    timed passes after a warm-up pass, the pool's threads splitting the work
    as the engine does. PI_HW_MATVEC: matvec of each matrix in turn, threads
    taking contiguous row ranges. PI_HW_ROWDOT: vec_dot of every row, one call
-   per row, in m->order. PI_HW_AXPY: axpy of every row in m->order into a
-   per-thread accumulator. PI_ERR_UNSUPPORTED when k lacks the kernel,
+   per row, in m->order. PI_HW_AXPY: axpy_rows of every row in m->order, 64
+   rows per call, into a per-thread accumulator. PI_ERR_UNSUPPORTED when k lacks the kernel,
    PI_ERR_INVALID for bad reps or what, PI_ERR_NOMEM. */
 pi_status pi_probe_kernel(pi_pool *pool, const pi_kernels *k, const pi_probe_mats *m, int what, int reps,
                           double *out);

@@ -11,6 +11,7 @@
 
 #define ROWS_BATCH 64        /* rows per gathered dot-product call (fewer than ~8 gain nothing) */
 #define LIST_PARALLEL_MIN 48 /* fewer entries run on the calling thread: a pool wake-up costs more */
+#define DOWN_BATCH 256       /* down rows per gathered axpy call */
 
 /* Layer il's predictor: fc1 and fc2, or for MoE the experts' stacked ones. */
 static const pi_weight *predictor_fc(const pi_lm *m, int64_t il, int which) {
@@ -184,11 +185,18 @@ void pi_sparse_compute_list(const pi_sparse_job *cj, const int64_t *list, int64_
     else pi_pool_for_dynamic(cj->s->pool, n, ROWS_BATCH, list_rows, &j);
 }
 
+/* The entries' down rows are gathered DOWN_BATCH at a time for the kernel,
+   which skips the silent ones (val 0) and adds the rest in list order, so
+   the batches give the bits of one call over the chunk. */
 void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
     (void)tid;
     pi_sparse_down *j = ctx;
-    for (int64_t k = k0; k < k1; k++)
-        if (j->f->val[k] != 0.0f) j->axpy(j->n_embd, j->f->val[k], j->f->row[3 * k + 2], acc);
+    const void *rows[DOWN_BATCH];
+    for (int64_t b0 = k0; b0 < k1; b0 += DOWN_BATCH) {
+        const int64_t nb = k1 - b0 < DOWN_BATCH ? k1 - b0 : DOWN_BATCH;
+        for (int64_t r = 0; r < nb; r++) rows[r] = j->f->row[3 * (b0 + r) + 2];
+        j->axpy_rows(j->n_embd, j->f->val + b0, rows, nb, acc);
+    }
 }
 
 float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x) {
@@ -277,7 +285,7 @@ static void sparse_finish(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n, 
     const pi_layer *l = &f->m->layers[il];
     const int64_t a = pi_sparse_count_list(f, il, n);
     f->stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
-    pi_sparse_down dj = {f, f->m->hp.n_embd, s->k->axpy[f->types.down]};
+    pi_sparse_down dj = {f, f->m->hp.n_embd, s->k->axpy_rows[f->types.down]};
     int64_t chunk = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
     pi_pool_reduce_f32(s->pool, n, chunk ? chunk : 1, pi_sparse_down_chunk, &dj, out, f->m->hp.n_embd,
                        s->reduce_scratch);

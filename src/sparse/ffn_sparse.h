@@ -109,12 +109,13 @@ pi_sparse_job pi_sparse_input(pi_sparse_ffn *f, pi_state *s, int64_t first);
 void pi_sparse_compute_list(const pi_sparse_job *j, const int64_t *list, int64_t n);
 
 /* The down reduction's chunk function for pi_pool_reduce_f32*: acc += sum
-   over list entries [k0, k1) of val[k] * down row of entry k. ctx is a
-   pi_sparse_down. */
+   over list entries [k0, k1) of val[k] * down row of entry k, by the
+   gathered axpy (the entries with val 0 skipped, the others added in list
+   order). ctx is a pi_sparse_down. */
 typedef struct pi_sparse_down {
     const pi_sparse_ffn *f;
     int64_t n_embd;
-    pi_axpy_fn axpy;
+    pi_axpy_rows_fn axpy_rows; /* the kernels' axpy_rows for the down rows' type */
 } pi_sparse_down;
 void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid);
 

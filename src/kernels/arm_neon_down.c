@@ -1,0 +1,284 @@
+/*
+ * arm_neon_down.c — the gathered axpy (axpy_rows, see kernels.h and
+ * axpy_rows.h) of the "neon" table, compiled with the NEON table's flags.
+ *
+ * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 16 or
+ * 32 floats held in registers, and each row's weights for the segment are
+ * unpacked and added with one FMA (vfmaq) per vector, row after row, so y is
+ * loaded and stored once per group of rows. Unpacking: F16 by vcvt, BF16 by
+ * a widening shift; Q8_0 / Q4_0 / Q6_K weights as signed bytes (Q4_0's
+ * nibbles minus 8, Q6_K's six bits assembled in bytes minus 32), Q4_K /
+ * Q5_K's as unsigned bytes, widened twice and converted; the K-quant scales
+ * once per row and super-block, so that Q4_K / Q5_K weights are one FMA of
+ * exact operands (d * sc * q - dmin * m, one rounding, as ref) and Q6_K's
+ * d * scales[k] * (q - 32) is exact. F32/F16/BF16 rows of any length: the
+ * last n % 4 elements with scalar fmaf. NEON loads have no alignment
+ * requirement and stay inside the row. No software prefetch, like the rest
+ * of the NEON table (not measured on ARM hardware).
+ */
+#include "axpy_rows.h"
+#include "simd_common.h"
+
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float f16_at(const uint8_t *p) {
+    __fp16 h;
+    memcpy(&h, p, sizeof h);
+    return (float)h;
+}
+
+INLINE uint32_t u32_at(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* 16 signed / unsigned bytes as 4 float vectors, in order. */
+INLINE void s8_to_f32(int8x16_t q, float32x4_t *f) {
+    const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+    f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+    f[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+    f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+    f[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+}
+
+INLINE void u8_to_f32(uint8x16_t q, float32x4_t *f) {
+    const uint16x8_t lo = vmovl_u8(vget_low_u8(q)), hi = vmovl_high_u8(q);
+    f[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(lo)));
+    f[1] = vcvtq_f32_u32(vmovl_high_u16(lo));
+    f[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(hi)));
+    f[3] = vcvtq_f32_u32(vmovl_high_u16(hi));
+}
+
+/* ------------------------------------------------------- F32, F16, BF16 */
+
+/* 4 weights from element i, widened to f32. */
+INLINE float32x4_t fl_load4(pi_type t, const uint8_t *w, int64_t i) {
+    switch (t) {
+    case PI_TYPE_F16: return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(w + 2 * i))));
+    case PI_TYPE_BF16:
+        return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(const void *)(w + 2 * i)), 16));
+    default: return vld1q_f32((const float *)(const void *)(w + 4 * i));
+    }
+}
+
+INLINE float fl_scalar(pi_type t, const uint8_t *w, int64_t i) {
+    switch (t) {
+    case PI_TYPE_F16: return f16_at(w + 2 * i);
+    case PI_TYPE_BF16: {
+        uint16_t h;
+        memcpy(&h, w + 2 * i, 2);
+        return pi_bf16_to_f32(h);
+    }
+    default: {
+        float f;
+        memcpy(&f, w + 4 * i, 4);
+        return f;
+    }
+    }
+}
+
+INLINE void fl_pass(pi_type t, const int R, const uint8_t *const *w, const float *c, int64_t n, float *y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float32x4_t acc[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[j] = vld1q_f32(y + i + 4 * j);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[j] = vfmaq_n_f32(acc[j], fl_load4(t, w[k], i + 4 * j), c[k]);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) vst1q_f32(y + i + 4 * j, acc[j]);
+    }
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t acc = vld1q_f32(y + i);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) acc = vfmaq_n_f32(acc, fl_load4(t, w[k], i), c[k]);
+        vst1q_f32(y + i, acc);
+    }
+    for (; i < n; i++) {
+        float s = y[i];
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) s = fmaf(c[k], fl_scalar(t, w[k], i), s);
+        y[i] = s;
+    }
+}
+
+#define FL_PASS(R, w, c, pf, t, n, y) fl_pass(t, R, w, c, n, y)
+
+/* ------------------------------------------------------------ Q8_0, Q4_0 */
+
+/* Q8_0 (Q4 = 0) or Q4_0 (Q4 = 1): nb blocks of R rows, a segment being a
+   block of 32. */
+INLINE void q_pass(const int Q4, const int R, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
+    const size_t bsz = Q4 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+    for (int64_t b = 0; b < nb; b++, y += 32) {
+        const size_t off = (size_t)b * bsz;
+        float32x4_t acc[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) acc[j] = vld1q_f32(y + 4 * j);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w[k] + off;
+            const float cd = c[k] * f16_at(p);
+            int8x16_t q[2];
+            if (Q4) {
+                const uint8x16_t v = vld1q_u8(p + 2);
+                q[0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
+                q[1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+            } else {
+                q[0] = vld1q_s8((const int8_t *)(p + 2));
+                q[1] = vld1q_s8((const int8_t *)(p + 18));
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                float32x4_t f[4];
+                s8_to_f32(q[h], f);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) acc[4 * h + j] = vfmaq_n_f32(acc[4 * h + j], f[j], cd);
+            }
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) vst1q_f32(y + 4 * j, acc[j]);
+    }
+}
+
+#define Q8_0_PASS(R, w, c, pf, nb, y) q_pass(0, R, w, c, nb, y)
+#define Q4_0_PASS(R, w, c, pf, nb, y) q_pass(1, R, w, c, nb, y)
+
+/* ------------------------------------------------------------ K-quants */
+
+/* sm[0..8) = d * sc_j, sm[8..16) = -dmin * m_j for the 8 sub-blocks of a
+   Q4_K / Q5_K block at p (exact products). */
+INLINE void k4_scales(const uint8_t *p, float *sm) {
+    const uint32_t u0 = u32_at(p + 4), u1 = u32_at(p + 8), u2 = u32_at(p + 12);
+    const uint32_t s[4] = {u0 & 0x3f3f3f3f, (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4, u1 & 0x3f3f3f3f,
+                           ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4};
+    float32x4_t f[4];
+    u8_to_f32(vreinterpretq_u8_u32(vld1q_u32(s)), f);
+    const float d = f16_at(p), nm = -f16_at(p + 2);
+    vst1q_f32(sm, vmulq_n_f32(f[0], d));
+    vst1q_f32(sm + 4, vmulq_n_f32(f[1], d));
+    vst1q_f32(sm + 8, vmulq_n_f32(f[2], nm));
+    vst1q_f32(sm + 12, vmulq_n_f32(f[3], nm));
+}
+
+/* Q4_K (Q5 = 0) or Q5_K (Q5 = 1): nsb super-blocks of R rows, a segment
+   being one sub-block of 32. */
+INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
+    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
+    float sm[PI_AXPY_ROWS_GROUP][16];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * bsz;
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) k4_scales(w[k] + off, sm[k]);
+        for (int j = 0; j < 8; j++) {
+            float *ys = y + 32 * j;
+            float32x4_t acc[8];
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) acc[e] = vld1q_f32(ys + 4 * e);
+            /* sub-block j: the low (even j) or high nibbles of qs[32 (j / 2) ..];
+               Q5_K: bit j of qh[l] is bit 4 of weight l */
+            const int8x16_t nsh = vdupq_n_s8((int8_t)(-4 * (j & 1))), hsh = vdupq_n_s8((int8_t)(4 - j));
+#pragma GCC unroll 8
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w[k] + off;
+                const float32x4_t d = vdupq_n_f32(sm[k][j]), m = vdupq_n_f32(sm[k][8 + j]);
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const uint8x16_t qb = vld1q_u8(p + qs_off + 32 * (j / 2) + 16 * h);
+                    uint8x16_t v = vandq_u8(vshlq_u8(qb, nsh), vdupq_n_u8(15));
+                    if (Q5)
+                        v = vorrq_u8(v, vandq_u8(vshlq_u8(vld1q_u8(p + 16 + 16 * h), hsh), vdupq_n_u8(16)));
+                    float32x4_t f[4];
+                    u8_to_f32(v, f);
+#pragma GCC unroll 4
+                    for (int e = 0; e < 4; e++)
+                        acc[4 * h + e] = vfmaq_n_f32(acc[4 * h + e], vfmaq_f32(m, f[e], d), c[k]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) vst1q_f32(ys + 4 * e, acc[e]);
+        }
+    }
+}
+
+#define Q4_K_PASS(R, w, c, pf, nsb, y) k4_pass(0, R, w, c, nsb, y)
+#define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, nsb, y)
+
+INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
+    float ds[PI_AXPY_ROWS_GROUP][16];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * sizeof(pi_block_q6_K);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w[k] + off;
+            float32x4_t f[4];
+            s8_to_f32(vld1q_s8((const int8_t *)(p + 192)), f);
+            const float d = f16_at(p + 208);
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) vst1q_f32(ds[k] + 4 * e, vmulq_n_f32(f[e], d));
+        }
+        /* segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter j = s % 4):
+           ql bytes 64 h + 32 (j & 1), low nibbles for j < 2, high for j >= 2;
+           qh bits 2 j, 2 j + 1 to bits 4, 5 */
+        for (int s = 0; s < 8; s++) {
+            const int h = s / 4, j = s % 4;
+            float *ys = y + 32 * s;
+            float32x4_t acc[8];
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) acc[e] = vld1q_f32(ys + 4 * e);
+            const int8x16_t lsh = vdupq_n_s8((int8_t)(-4 * (j >> 1))), hsh = vdupq_n_s8((int8_t)(4 - 2 * j));
+#pragma GCC unroll 8
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w[k] + off;
+#pragma GCC unroll 2
+                for (int g = 0; g < 2; g++) {
+                    const uint8x16_t l = vld1q_u8(p + 64 * h + 32 * (j & 1) + 16 * g);
+                    const uint8x16_t qh = vld1q_u8(p + 128 + 32 * h + 16 * g);
+                    const uint8x16_t q = vorrq_u8(vandq_u8(vshlq_u8(l, lsh), vdupq_n_u8(0x0f)),
+                                                  vandq_u8(vshlq_u8(qh, hsh), vdupq_n_u8(0x30)));
+                    float32x4_t f[4];
+                    s8_to_f32(vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32)), f);
+                    const float sc = ds[k][2 * s + g];
+#pragma GCC unroll 4
+                    for (int e = 0; e < 4; e++)
+                        acc[4 * g + e] = vfmaq_n_f32(acc[4 * g + e], vmulq_n_f32(f[e], sc), c[k]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) vst1q_f32(ys + 4 * e, acc[e]);
+        }
+    }
+}
+
+#define Q6_K_PASS(R, w, c, pf, nsb, y) q6_K_pass(R, w, c, nsb, y)
+
+/* ------------------------------------------------------------ entry points */
+
+#define FLOAT_ROWS(tname, TYPE)                                                                               \
+    void pi_axpy_rows_##tname##_neon(int64_t n, const float *a, const void *const *rows, int64_t count,      \
+                                     float *y) {                                                              \
+        PI_AXPY_ROWS_DRIVE(FL_PASS, a, rows, count, 0, TYPE, n, y);                                           \
+    }
+
+FLOAT_ROWS(f32, PI_TYPE_F32)
+FLOAT_ROWS(f16, PI_TYPE_F16)
+FLOAT_ROWS(bf16, PI_TYPE_BF16)
+
+#define QUANT_ROWS(tname, PASS, blck)                                                                         \
+    void pi_axpy_rows_##tname##_neon(int64_t n, const float *a, const void *const *rows, int64_t count,      \
+                                     float *y) {                                                              \
+        PI_AXPY_ROWS_DRIVE(PASS, a, rows, count, 0, n / (blck), y);                                           \
+    }
+
+QUANT_ROWS(q8_0, Q8_0_PASS, PI_QK8_0)
+QUANT_ROWS(q4_0, Q4_0_PASS, PI_QK4_0)
+QUANT_ROWS(q4_K, Q4_K_PASS, PI_QK_K)
+QUANT_ROWS(q5_K, Q5_K_PASS, PI_QK_K)
+QUANT_ROWS(q6_K, Q6_K_PASS, PI_QK_K)

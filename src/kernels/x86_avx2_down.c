@@ -1,0 +1,297 @@
+/*
+ * x86_avx2_down.c — the gathered axpy (axpy_rows, see kernels.h and
+ * axpy_rows.h) of the "avx2" table, compiled with AVX2 + FMA + F16C.
+ *
+ * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 32
+ * floats (4 registers) and each row's weights for the segment are unpacked
+ * and added with one FMA per vector, row after row. Unpacking: F16 by
+ * vcvtph2ps, BF16 by a 16-bit shift; Q8_0 bytes sign-extended and
+ * converted; Q4_0 nibbles minus 8 in bytes, then the same; Q4_K / Q5_K
+ * nibbles (and the fifth bit) zero-extended to 32-bit lanes and converted,
+ * d * sc * q - dmin * m in one FMA of exact operands (one rounding, as ref);
+ * Q6_K's 32 weights of a segment assembled in bytes minus 32, times the
+ * exact d * scales[k]. The scales of the K-quants are unpacked once per row
+ * and super-block. F32/F16/BF16 rows of any length: the last n % 8 elements
+ * with scalar fmaf, which rounds as the vector FMA does. Rows may start at
+ * any address: all loads are unaligned and stay inside the row.
+ */
+#include "axpy_rows.h"
+#include "simd_common.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+INLINE uint32_t u32_at(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* 8 bytes at p, sign- or zero-extended to 32-bit lanes. */
+INLINE __m256i s8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+
+/* ------------------------------------------------------- F32, F16, BF16 */
+
+INLINE __m256 fl_load(pi_type t, const uint8_t *w, int64_t i) {
+    switch (t) {
+    case PI_TYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i)));
+    case PI_TYPE_BF16:
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * i))), 16));
+    default: return _mm256_loadu_ps((const float *)(w + 4 * i));
+    }
+}
+
+INLINE float fl_scalar(pi_type t, const uint8_t *w, int64_t i) {
+    uint16_t h;
+    switch (t) {
+    case PI_TYPE_F16: memcpy(&h, w + 2 * i, 2); return _cvtsh_ss(h);
+    case PI_TYPE_BF16: memcpy(&h, w + 2 * i, 2); return pi_bf16_to_f32(h);
+    default: {
+        float f;
+        memcpy(&f, w + 4 * i, 4);
+        return f;
+    }
+    }
+}
+
+INLINE void fl_pass(pi_type t, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                    int64_t n, float *y) {
+    const size_t es = t == PI_TYPE_F32 ? 4 : 2;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[j] = _mm256_loadu_ps(y + i + 8 * j);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const __m256 a = _mm256_set1_ps(c[k]);
+            prefetch_span(pf[k] + i * es, 32 * es);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[j] = _mm256_fmadd_ps(a, fl_load(t, w[k], i + 8 * j), acc[j]);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(y + i + 8 * j, acc[j]);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 acc = _mm256_loadu_ps(y + i);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) acc = _mm256_fmadd_ps(_mm256_set1_ps(c[k]), fl_load(t, w[k], i), acc);
+        _mm256_storeu_ps(y + i, acc);
+    }
+    for (; i < n; i++) {
+        float s = y[i];
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) s = fmaf(c[k], fl_scalar(t, w[k], i), s);
+        y[i] = s;
+    }
+}
+
+#define FL_PASS(R, w, c, pf, t, n, y) fl_pass(t, R, w, c, pf, n, y)
+
+/* ------------------------------------------------------------ Q8_0, Q4_0 */
+
+INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
+                      float *y) {
+    for (int64_t b = 0; b < nb; b++, y += PI_QK8_0) {
+        const size_t off = (size_t)b * sizeof(pi_block_q8_0);
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[j] = _mm256_loadu_ps(y + 8 * j);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w[k] + off;
+            if (b % 2 == 0) prefetch_span(pf[k] + off, 2 * sizeof(pi_block_q8_0));
+            const __m256 cd = _mm256_set1_ps(c[k] * f16_at(p));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[j] = _mm256_fmadd_ps(cd, _mm256_cvtepi32_ps(s8x8(p + 2 + 8 * j)), acc[j]);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(y + 8 * j, acc[j]);
+    }
+}
+
+INLINE void q4_0_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
+                      float *y) {
+    const __m128i m4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    for (int64_t b = 0; b < nb; b++, y += PI_QK4_0) {
+        const size_t off = (size_t)b * sizeof(pi_block_q4_0);
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[j] = _mm256_loadu_ps(y + 8 * j);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w[k] + off;
+            if (b % 4 == 0) prefetch_span(pf[k] + off, 4 * sizeof(pi_block_q4_0));
+            const __m256 cd = _mm256_set1_ps(c[k] * f16_at(p));
+            const __m128i q = _mm_loadu_si128((const __m128i *)(p + 2));
+            const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), eight);
+            const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), eight);
+            const __m128i part[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                acc[j] = _mm256_fmadd_ps(cd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[j])), acc[j]);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(y + 8 * j, acc[j]);
+    }
+}
+
+/* ------------------------------------------------------------ K-quants */
+
+/* sm[0..8) = d * sc_j, sm[8..16) = -dmin * m_j for the 8 sub-blocks of a
+   Q4_K / Q5_K block at p (exact products). */
+INLINE void k4_scales(const uint8_t *p, float *sm) {
+    const uint32_t u0 = u32_at(p + 4), u1 = u32_at(p + 8), u2 = u32_at(p + 12);
+    const uint32_t sc03 = u0 & 0x3f3f3f3f, m03 = u1 & 0x3f3f3f3f;
+    const uint32_t sc47 = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
+    const uint32_t m47 = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
+    const __m128i sc = _mm_setr_epi32((int)sc03, (int)sc47, 0, 0), mn = _mm_setr_epi32((int)m03, (int)m47, 0, 0);
+    _mm256_storeu_ps(sm, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), _mm256_set1_ps(f16_at(p))));
+    _mm256_storeu_ps(sm + 8,
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), _mm256_set1_ps(-f16_at(p + 2))));
+}
+
+/* Q4_K (Q5 = 0) or Q5_K (Q5 = 1): nsb super-blocks of R rows, a segment
+   being one sub-block of 32. */
+INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                    int64_t nsb, float *y) {
+    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
+    const __m256i m4 = _mm256_set1_epi32(15), b4 = _mm256_set1_epi32(16);
+    float sm[PI_AXPY_ROWS_GROUP][16];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * bsz;
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            prefetch_span(pf[k] + off, bsz);
+            k4_scales(w[k] + off, sm[k]);
+        }
+        for (int j = 0; j < 8; j++) {
+            float *ys = y + 32 * j;
+            __m256 acc[4];
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) acc[e] = _mm256_loadu_ps(ys + 8 * e);
+            /* sub-block j: the low (even j) or high nibbles of qs[32 (j / 2) ..] */
+            const __m128i sh = _mm_cvtsi32_si128(4 * (j & 1));
+            const __m128i hsh = _mm_cvtsi32_si128(j), hup = _mm_cvtsi32_si128(4);
+#pragma GCC unroll 8
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w[k] + off;
+                const __m256 a = _mm256_set1_ps(c[k]);
+                const __m256 d = _mm256_set1_ps(sm[k][j]), m = _mm256_set1_ps(sm[k][8 + j]);
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) {
+                    __m256i v = _mm256_and_si256(_mm256_srl_epi32(u8x8(p + qs_off + 32 * (j / 2) + 8 * e), sh), m4);
+                    if (Q5) { /* bit j of qh[l] is bit 4 of weight l */
+                        const __m256i hb = _mm256_sll_epi32(_mm256_srl_epi32(u8x8(p + 16 + 8 * e), hsh), hup);
+                        v = _mm256_or_si256(v, _mm256_and_si256(hb, b4));
+                    }
+                    const __m256 wv = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(v), m);
+                    acc[e] = _mm256_fmadd_ps(a, wv, acc[e]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) _mm256_storeu_ps(ys + 8 * e, acc[e]);
+        }
+    }
+}
+
+#define Q4_K_PASS(R, w, c, pf, nsb, y) k4_pass(0, R, w, c, pf, nsb, y)
+#define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, pf, nsb, y)
+
+INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
+                      float *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), o32 = _mm256_set1_epi8(32);
+    float ds[PI_AXPY_ROWS_GROUP][16];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * sizeof(pi_block_q6_K);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w[k] + off;
+            prefetch_span(pf[k] + off, sizeof(pi_block_q6_K));
+            const __m256 d = _mm256_set1_ps(f16_at(p + 208));
+            _mm256_storeu_ps(ds[k], _mm256_mul_ps(_mm256_cvtepi32_ps(s8x8(p + 192)), d));
+            _mm256_storeu_ps(ds[k] + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(s8x8(p + 200)), d));
+        }
+        /* segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter j = s % 4) */
+        for (int s = 0; s < 8; s++) {
+            const int h = s / 4, j = s % 4;
+            float *ys = y + 32 * s;
+            __m256 acc[4];
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) acc[e] = _mm256_loadu_ps(ys + 8 * e);
+            /* ql bytes 64 h + 32 (j & 1): low nibbles for j < 2, high for j >= 2;
+               qh bits 2 j, 2 j + 1 to bits 4, 5 */
+            const __m128i lsh = _mm_cvtsi32_si128(4 * (j >> 1));
+            const int qs = 2 * j - 4;
+#pragma GCC unroll 8
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w[k] + off;
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (j & 1)));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+                const __m256i hb = qs <= 0 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(-qs))
+                                           : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(qs));
+                const __m256i q = _mm256_sub_epi8(
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(l, lsh), m4), _mm256_and_si256(hb, m30)), o32);
+                const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
+                const __m128i part[4] = {q0, _mm_unpackhi_epi64(q0, q0), q1, _mm_unpackhi_epi64(q1, q1)};
+                const __m256 a = _mm256_set1_ps(c[k]);
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) {
+                    const __m256 wv = _mm256_mul_ps(_mm256_set1_ps(ds[k][2 * s + e / 2]),
+                                                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[e])));
+                    acc[e] = _mm256_fmadd_ps(a, wv, acc[e]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) _mm256_storeu_ps(ys + 8 * e, acc[e]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ entry points */
+
+#define FLOAT_ROWS(tname, TYPE, esize)                                                                        \
+    void pi_axpy_rows_##tname##_avx2(int64_t n, const float *a, const void *const *rows, int64_t count,      \
+                                     float *y) {                                                              \
+        PI_AXPY_ROWS_DRIVE(FL_PASS, a, rows, count, (size_t)n * (esize), TYPE, n, y);                         \
+    }
+
+FLOAT_ROWS(f32, PI_TYPE_F32, 4)
+FLOAT_ROWS(f16, PI_TYPE_F16, 2)
+FLOAT_ROWS(bf16, PI_TYPE_BF16, 2)
+
+void pi_axpy_rows_q8_0_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nb = n / PI_QK8_0;
+    PI_AXPY_ROWS_DRIVE(q8_0_pass, a, rows, count, (size_t)nb * sizeof(pi_block_q8_0), nb, y);
+}
+
+void pi_axpy_rows_q4_0_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nb = n / PI_QK4_0;
+    PI_AXPY_ROWS_DRIVE(q4_0_pass, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
+}
+
+void pi_axpy_rows_q4_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nsb = n / PI_QK_K;
+    PI_AXPY_ROWS_DRIVE(Q4_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+}
+
+void pi_axpy_rows_q5_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nsb = n / PI_QK_K;
+    PI_AXPY_ROWS_DRIVE(Q5_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
+}
+
+void pi_axpy_rows_q6_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nsb = n / PI_QK_K;
+    PI_AXPY_ROWS_DRIVE(q6_K_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
+}

@@ -1,0 +1,327 @@
+/*
+ * x86_avx512_down.c — the gathered axpy (axpy_rows, see kernels.h and
+ * axpy_rows.h) of the "avx512" and "amx" tables, compiled with the AVX-512
+ * flags (F, BW, VL, DQ).
+ *
+ * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 64
+ * floats (128 for Q8_0 / Q4_0's groups of 4 blocks and Q6_K's half blocks)
+ * held in registers, and each row's weights for the segment are unpacked
+ * and added with one FMA per vector, row after row. Unpacking:
+ *   - F16 by vcvtph2ps, BF16 by a 16-bit shift, F32 as is; the last n % 16
+ *     elements with masked loads and stores;
+ *   - Q8_0 / Q4_0 scales: a row's 4 f16 scales of a group gathered in a
+ *     general register, converted and multiplied by its coefficient at once
+ *     (a lone last block: one at a time);
+ *   - Q8_0: sign-extended bytes converted to float, times a * d;
+ *   - Q4_0 and Q4_K: a nibble, zero-extended to a 32-bit lane, indexes a
+ *     16-float table with vpermps (which reads only the index's low 4 bits,
+ *     so the low nibble needs no mask): -8..7 for Q4_0, 0..15 for Q4_K;
+ *   - Q5_K: the nibble and the fifth bit (moved to bit 4) merged by one
+ *     vpternlogd index a 32-float table 0..31 with vpermt2ps;
+ *   - Q6_K: 32 weights at a time assembled in bytes (minus 32), then
+ *     sign-extended and converted;
+ *   - K-quant scales: Q4_K / Q5_K's 8 six-bit scales and mins are unpacked
+ *     with 32-bit masks and shifts, converted and multiplied by d and -dmin
+ *     once per row and super-block (exact products), so a weight is one
+ *     FMA, d * sc * q - dmin * m, with one rounding, as ref computes it;
+ *     Q6_K's d * scales[k] (exact) times q - 32 is exact.
+ * Rows are only 2-byte aligned (any address works): every load is
+ * unaligned and stays inside the row.
+ */
+#include "axpy_rows.h"
+#include "simd_common.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+INLINE uint32_t u32_at(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE __m128i load128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
+
+/* 16 bytes zero-extended to 32-bit lanes. */
+INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(load128(p)); }
+
+/* Bit b of each lane moved to bit 4 (the other bits anywhere). */
+INLINE __m512i bit_to_4(__m512i h, int b) {
+    return b <= 4 ? _mm512_sll_epi32(h, _mm_cvtsi32_si128(4 - b)) : _mm512_srl_epi32(h, _mm_cvtsi32_si128(b - 4));
+}
+
+/* ------------------------------------------------------- F32, F16, BF16 */
+
+INLINE __m512 fl_load(pi_type t, const uint8_t *w, int64_t i) {
+    switch (t) {
+    case PI_TYPE_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + 2 * i)));
+    case PI_TYPE_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(w + 2 * i))), 16));
+    default: return _mm512_loadu_ps((const float *)(w + 4 * i));
+    }
+}
+
+/* The same for the lanes of m only (the others zero, not read). */
+INLINE __m512 fl_load_mask(pi_type t, const uint8_t *w, int64_t i, __mmask16 m) {
+    switch (t) {
+    case PI_TYPE_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + 2 * i));
+    case PI_TYPE_BF16:
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + 2 * i)), 16));
+    default: return _mm512_maskz_loadu_ps(m, w + 4 * i);
+    }
+}
+
+INLINE void fl_pass(pi_type t, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                    int64_t n, float *y) {
+    const size_t es = t == PI_TYPE_F32 ? 4 : 2;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 acc[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[j] = _mm512_loadu_ps(y + i + 16 * j);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const __m512 a = _mm512_set1_ps(c[k]);
+            prefetch_span(pf[k] + i * es, 64 * es);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[j] = _mm512_fmadd_ps(a, fl_load(t, w[k], i + 16 * j), acc[j]);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) _mm512_storeu_ps(y + i + 16 * j, acc[j]);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 acc = _mm512_maskz_loadu_ps(m, y + i);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) acc = _mm512_fmadd_ps(_mm512_set1_ps(c[k]), fl_load_mask(t, w[k], i, m), acc);
+        _mm512_mask_storeu_ps(y + i, m, acc);
+    }
+}
+
+#define FL_PASS(R, w, c, pf, t, n, y) fl_pass(t, R, w, c, pf, n, y)
+
+/* ------------------------------------------------------------ Q8_0, Q4_0 */
+
+INLINE uint64_t u16_at(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Blocks [b, b + m) (m = 4 or 1) of R rows of Q8_0 (Q4 = 0) or Q4_0 (Q4 = 1),
+   into y[0 .. 32 m). With 4 blocks, a row's 4 scales are gathered in a
+   general register and converted and multiplied by its coefficient at once. */
+INLINE void q_seg(const int Q4, const int R, const int m, const uint8_t *const *w, const float *c,
+                  const uint8_t *const *pf, size_t off, float *y) {
+    const size_t bsz = Q4 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+    const __m512 tab = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * m; j++) acc[j] = _mm512_loadu_ps(y + 16 * j);
+#pragma GCC unroll 8
+    for (int k = 0; k < R; k++) {
+        const uint8_t *p = w[k] + off;
+        prefetch_span(pf[k] + off, (size_t)m * bsz);
+        float cd[4];
+        if (m == 4) {
+            const uint64_t d = u16_at(p) | u16_at(p + bsz) << 16 | u16_at(p + 2 * bsz) << 32 | u16_at(p + 3 * bsz) << 48;
+            _mm_storeu_ps(cd, _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d)), _mm_set1_ps(c[k])));
+        } else {
+            cd[0] = c[k] * f16_at(p);
+        }
+#pragma GCC unroll 4
+        for (int e = 0; e < m; e++) {
+            const uint8_t *b = p + e * bsz;
+            const __m512 s = _mm512_set1_ps(cd[e]);
+            if (Q4) {
+                const __m512i v = u8x16(b + 2);
+                acc[2 * e] = _mm512_fmadd_ps(s, _mm512_permutexvar_ps(v, tab), acc[2 * e]);
+                acc[2 * e + 1] = _mm512_fmadd_ps(s, _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), acc[2 * e + 1]);
+            } else {
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++)
+                    acc[2 * e + h] = _mm512_fmadd_ps(
+                        s, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(b + 2 + 16 * h))), acc[2 * e + h]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 2 * m; j++) _mm512_storeu_ps(y + 16 * j, acc[j]);
+}
+
+INLINE void q_pass(const int Q4, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                   int64_t nb, float *y) {
+    const size_t bsz = Q4 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) q_seg(Q4, R, 4, w, c, pf, (size_t)b * bsz, y + 32 * b);
+    for (; b < nb; b++) q_seg(Q4, R, 1, w, c, pf, (size_t)b * bsz, y + 32 * b);
+}
+
+#define Q8_0_PASS(R, w, c, pf, nb, y) q_pass(0, R, w, c, pf, nb, y)
+#define Q4_0_PASS(R, w, c, pf, nb, y) q_pass(1, R, w, c, pf, nb, y)
+
+/* ------------------------------------------------------------ K-quants */
+
+/* sm[0..8) = d * sc_j, sm[8..16) = -dmin * m_j for the 8 sub-blocks of a
+   Q4_K / Q5_K block at p (exact products). */
+INLINE void k4_scales(const uint8_t *p, float *sm) {
+    const uint32_t u0 = u32_at(p + 4), u1 = u32_at(p + 8), u2 = u32_at(p + 12);
+    const uint32_t sc03 = u0 & 0x3f3f3f3f, m03 = u1 & 0x3f3f3f3f;
+    const uint32_t sc47 = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
+    const uint32_t m47 = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_setr_epi32((int)sc03, (int)sc47, (int)m03, (int)m47)));
+    const __m512 dd =
+        _mm512_mask_blend_ps((__mmask16)0xff00, _mm512_set1_ps(f16_at(p)), _mm512_set1_ps(-f16_at(p + 2)));
+    _mm512_storeu_ps(sm, _mm512_mul_ps(f, dd));
+}
+
+/* Q4_K (Q5 = 0) or Q5_K (Q5 = 1): nsb super-blocks of R rows. */
+INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                    int64_t nsb, float *y) {
+    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
+    const __m512 tlo = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 thi = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m512i b4 = _mm512_set1_epi32(16);
+    float sm[PI_AXPY_ROWS_GROUP][16];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * bsz;
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            prefetch_span(pf[k] + off, bsz);
+            k4_scales(w[k] + off, sm[k]);
+        }
+        for (int i = 0; i < 4; i++) {
+            float *ys = y + 64 * i;
+            __m512 acc[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[j] = _mm512_loadu_ps(ys + 16 * j);
+#pragma GCC unroll 8
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w[k] + off;
+                const __m512 a = _mm512_set1_ps(c[k]);
+                const __m512 d0 = _mm512_set1_ps(sm[k][2 * i]), m0 = _mm512_set1_ps(sm[k][8 + 2 * i]);
+                const __m512 d1 = _mm512_set1_ps(sm[k][2 * i + 1]), m1 = _mm512_set1_ps(sm[k][9 + 2 * i]);
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const __m512i v = u8x16(p + qs_off + 32 * i + 16 * h);
+                    __m512 qlo, qhi;
+                    if (Q5) {
+                        const __m512i hb = u8x16(p + 16 + 16 * h);
+                        /* bit 4 from the shifted qh, bits 0-3 from the nibble */
+                        const __m512i ilo = _mm512_ternarylogic_epi32(v, bit_to_4(hb, 2 * i), b4, 0xd8);
+                        const __m512i ihi =
+                            _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), bit_to_4(hb, 2 * i + 1), b4, 0xd8);
+                        qlo = _mm512_permutex2var_ps(tlo, ilo, thi);
+                        qhi = _mm512_permutex2var_ps(tlo, ihi, thi);
+                    } else {
+                        qlo = _mm512_permutexvar_ps(v, tlo);
+                        qhi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tlo);
+                    }
+                    acc[h] = _mm512_fmadd_ps(a, _mm512_fmadd_ps(d0, qlo, m0), acc[h]);
+                    acc[2 + h] = _mm512_fmadd_ps(a, _mm512_fmadd_ps(d1, qhi, m1), acc[2 + h]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) _mm512_storeu_ps(ys + 16 * j, acc[j]);
+        }
+    }
+}
+
+#define Q4_K_PASS(R, w, c, pf, nsb, y) k4_pass(0, R, w, c, pf, nsb, y)
+#define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, pf, nsb, y)
+
+INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
+                      float *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), o32 = _mm256_set1_epi8(32);
+    float ds[PI_AXPY_ROWS_GROUP][16];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * sizeof(pi_block_q6_K);
+#pragma GCC unroll 8
+        for (int k = 0; k < R; k++) {
+            const uint8_t *p = w[k] + off;
+            prefetch_span(pf[k] + off, sizeof(pi_block_q6_K));
+            const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(p + 192)));
+            _mm512_storeu_ps(ds[k], _mm512_mul_ps(s, _mm512_set1_ps(f16_at(p + 208))));
+        }
+        for (int h = 0; h < 2; h++) {
+            float *ys = y + 128 * h;
+            __m512 acc[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) acc[j] = _mm512_loadu_ps(ys + 16 * j);
+#pragma GCC unroll 8
+            for (int k = 0; k < R; k++) {
+                const uint8_t *p = w[k] + off;
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+                __m256i q[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                const __m512 a = _mm512_set1_ps(c[k]);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const __m256i qs = _mm256_sub_epi8(q[j], o32);
+#pragma GCC unroll 2
+                    for (int e = 0; e < 2; e++) {
+                        const __m128i part = e ? _mm256_extracti128_si256(qs, 1) : _mm256_castsi256_si128(qs);
+                        const __m512 wv = _mm512_mul_ps(_mm512_set1_ps(ds[k][8 * h + 2 * j + e]),
+                                                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(part)));
+                        acc[2 * j + e] = _mm512_fmadd_ps(a, wv, acc[2 * j + e]);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) _mm512_storeu_ps(ys + 16 * j, acc[j]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ entry points */
+
+#define FLOAT_ROWS(tname, TYPE, esize)                                                                          \
+    void pi_axpy_rows_##tname##_avx512(int64_t n, const float *a, const void *const *rows, int64_t count,      \
+                                       float *y) {                                                              \
+        PI_AXPY_ROWS_DRIVE(FL_PASS, a, rows, count, (size_t)n * (esize), TYPE, n, y);                           \
+    }
+
+FLOAT_ROWS(f32, PI_TYPE_F32, 4)
+FLOAT_ROWS(f16, PI_TYPE_F16, 2)
+FLOAT_ROWS(bf16, PI_TYPE_BF16, 2)
+
+void pi_axpy_rows_q8_0_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nb = n / PI_QK8_0;
+    PI_AXPY_ROWS_DRIVE(Q8_0_PASS, a, rows, count, (size_t)nb * sizeof(pi_block_q8_0), nb, y);
+}
+
+void pi_axpy_rows_q4_0_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nb = n / PI_QK4_0;
+    PI_AXPY_ROWS_DRIVE(Q4_0_PASS, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
+}
+
+void pi_axpy_rows_q4_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nsb = n / PI_QK_K;
+    PI_AXPY_ROWS_DRIVE(Q4_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+}
+
+void pi_axpy_rows_q5_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nsb = n / PI_QK_K;
+    PI_AXPY_ROWS_DRIVE(Q5_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
+}
+
+void pi_axpy_rows_q6_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    const int64_t nsb = n / PI_QK_K;
+    PI_AXPY_ROWS_DRIVE(q6_K_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
+}
