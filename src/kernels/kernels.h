@@ -45,8 +45,8 @@ typedef float (*pi_vec_dot_fn)(int64_t n, const void *w, const void *x);
    written; count may be 0. */
 typedef void (*pi_vec_dot_rows_fn)(int64_t n, const void *const *rows, int64_t count, const void *x, float *out);
 
-/* y[0..n) += a * w[0..n), w one row of the weight type (the sparse FFN's
-   down projection is an axpy over the rows of active neurons). */
+/* y[0..n) += a * w[0..n), w one row of the weight type (axpy_rows below
+   adds a list of rows, as the sparse FFN's down projection does). */
 typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
 
 /* The gathered axpy (the sparse FFN's down projection): y[0..n) += sum over
@@ -61,8 +61,8 @@ typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
    is reassociated across rows, so the result is deterministic and a list
    split into consecutive calls (any split) gives the bits of one call over
    it. The SIMD versions take the nonzero rows 8 at a time, walking y once
-   per 8 rows, with the next 8 prefetched; count may be 0. Only y[0..n) is
-   written. */
+   per 8 rows (on x86 with the next 8 prefetched), so pass whole lists, not
+   a few rows at a time; count may be 0. Only y[0..n) is written. */
 typedef void (*pi_axpy_rows_fn)(int64_t n, const float *a, const void *const *rows, int64_t count, float *y);
 
 /* For r in [r0, r1): y[r] = dot(row r of W, x). W's rows are n elements long

@@ -731,7 +731,7 @@ static void pi_matmul_q8_0_q8_0_avx2(int64_t n, const void *W, size_t stride, in
  * the unsigned weights (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) by the signed
  * activation bytes, pairs to int16 (at most 2 * 63 * 128 < 2^15, so no
  * saturation), and vpmaddwd multiplies those by the sub-block's scale
- * (a vector of it, made by vpshufb from the unpacked scales) into int32.
+ * (a vector of it, one vpshufd of the unpacked scales) into int32.
  * A 32-byte load of Q4_K / Q5_K qs holds two whole sub-blocks (low and high
  * nibbles), a 32-byte Q6_K vector two sub-blocks of 16 (one per 128-bit
  * lane), each against 32 consecutive activation bytes, so the activation
