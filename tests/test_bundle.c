@@ -88,21 +88,35 @@ static bool is_ffn_matrix(pi_gguf_str name) {
 static void check_file(const char *label, const char *src, const char *bpath, const pi_stats *st, uint32_t align) {
     pi_lm *m = NULL;
     pi_gguf *g = NULL;
+    pi_bundle_layout b = {0};
     CHECKF(pi_lm_load(src, PI_MAP_FILE, &m) == PI_OK, "%s: %s", label, pi_last_error());
     CHECKF(pi_gguf_open(bpath, &g) == PI_OK, "%s: %s", label, pi_last_error());
     if (!m || !g) goto out;
     CHECK(pi_lm_make_down_t(m) == PI_OK);
     const int64_t E = m->hp.n_embd, F = m->hp.n_ff, L = m->hp.n_layer;
-    pi_bundle_layout b;
-    CHECKF(pi_bundle_layout_read(g, bpath, &b) == PI_OK, "%s: %s", label, pi_last_error());
-    const pi_layer *l0 = &m->layers[0];
-    CHECK(b.align == align && b.n_embd == E && b.n_ff == F);
-    CHECK(b.gate_type == l0->ffn_gate.type && b.up_type == l0->ffn_up.type && b.down_type == l0->ffn_down_t.type);
-    CHECK(b.gate_bytes == l0->ffn_gate.row_bytes && b.up_bytes == l0->ffn_up.row_bytes &&
-          b.down_bytes == l0->ffn_down_t.row_bytes);
-    const size_t total = b.gate_bytes + b.up_bytes + b.down_bytes;
-    if (align) CHECK(b.stride % align == 0 && b.stride >= total && b.stride < total + align);
-    else CHECK(b.stride == total);
+    CHECKF(pi_bundle_layout_read(g, bpath, L, &b) == PI_OK, "%s: %s", label, pi_last_error());
+    if (!b.layer) goto out;
+    CHECK(b.align == align && b.n_embd == E && b.n_ff == F && b.n_layer == L);
+    size_t largest = 0;
+    bool uniform = true;
+    for (int64_t il = 0; il < L; il++) { /* each layer's parts in its own types, one after the other */
+        const pi_layer *l = &m->layers[il];
+        const pi_bundle_parts *pt = &b.layer[il];
+        const pi_weight *w[3] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down_t};
+        size_t at = 0;
+        for (int k = 0; k < 3; k++) {
+            CHECKF(pt->type[k] == w[k]->type && pt->bytes[k] == w[k]->row_bytes && pt->off[k] == at,
+                   "%s: layer %lld part %d", label, (long long)il, k);
+            at += pt->bytes[k];
+            uniform &= pt->type[k] == b.layer[0].type[k];
+        }
+        if (at > largest) largest = at;
+    }
+    uint32_t version = 0;
+    CHECK(pi_gguf_get_u32(g, PI_KEY_BUNDLE_VERSION, &version) == PI_OK &&
+          version == (uniform ? PI_BUNDLE_VERSION : PI_BUNDLE_VERSION_MIXED));
+    if (align) CHECK(b.stride % align == 0 && b.stride >= largest && b.stride < largest + align);
+    else CHECK(b.stride == largest);
     CHECK(pi_gguf_alignment(g) == PI_BUNDLE_FILE_ALIGN);
     for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
@@ -146,11 +160,13 @@ static void check_file(const char *label, const char *src, const char *bpath, co
                (long long)il);
         if (!t) continue;
         int bad_gate = 0, bad_up = 0, bad_down = 0, bad_pad = 0;
+        const pi_bundle_parts *pt = &b.layer[il];
+        const size_t total = pt->bytes[0] + pt->bytes[1] + pt->bytes[2];
         for (int64_t k = 0; k < F; k++) {
             const uint8_t *bd = (const uint8_t *)t->data + (size_t)k * b.stride;
-            bad_gate += memcmp(bd + b.gate_off, row_of(&l->ffn_gate, perm[k]), b.gate_bytes) != 0;
-            bad_up += memcmp(bd + b.up_off, row_of(&l->ffn_up, perm[k]), b.up_bytes) != 0;
-            bad_down += memcmp(bd + b.down_off, row_of(&l->ffn_down_t, perm[k]), b.down_bytes) != 0;
+            bad_gate += memcmp(bd + pt->off[PI_BUNDLE_GATE], row_of(&l->ffn_gate, perm[k]), pt->bytes[PI_BUNDLE_GATE]) != 0;
+            bad_up += memcmp(bd + pt->off[PI_BUNDLE_UP], row_of(&l->ffn_up, perm[k]), pt->bytes[PI_BUNDLE_UP]) != 0;
+            bad_down += memcmp(bd + pt->off[PI_BUNDLE_DOWN], row_of(&l->ffn_down_t, perm[k]), pt->bytes[PI_BUNDLE_DOWN]) != 0;
             bad_pad += memcmp(bd + total, zero, b.stride - total) != 0;
         }
         CHECKF(!bad_gate && !bad_up && !bad_down && !bad_pad, "%s layer %lld: %d gate, %d up, %d down, %d padding differ",
@@ -163,19 +179,19 @@ static void check_file(const char *label, const char *src, const char *bpath, co
                               l->fc2.row_bytes) != 0;
             CHECKF(bad == 0, "%s layer %lld: %d fc2 rows differ", label, (long long)il, bad);
         }
-        const pi_gguf_tensor *pt = tensor_fmt(g, "blk.%d.ffn_perm.weight", (int)il);
+        const pi_gguf_tensor *permt = tensor_fmt(g, "blk.%d.ffn_perm.weight", (int)il);
         const pi_gguf_tensor *ct = tensor_fmt(g, PI_TN_FFN_ACT_COUNT, (int)il);
         if (!st) { /* the source's, if any, compared above */
-            CHECK(!pt == !tensor_fmt(m->gguf, "blk.%d.ffn_perm.weight", (int)il));
+            CHECK(!permt == !tensor_fmt(m->gguf, "blk.%d.ffn_perm.weight", (int)il));
             CHECK(!ct == !tensor_fmt(m->gguf, PI_TN_FFN_ACT_COUNT, (int)il));
             continue;
         }
-        CHECK(pt && pt->type == PI_TYPE_I32 && pt->ne[0] == F && ct && ct->type == PI_TYPE_I32 && ct->ne[0] == F);
-        if (!pt || !ct) continue;
+        CHECK(permt && permt->type == PI_TYPE_I32 && permt->ne[0] == F && ct && ct->type == PI_TYPE_I32 && ct->ne[0] == F);
+        if (!permt || !ct) continue;
         int bad_perm = 0, bad_count = 0, unsorted = 0;
         for (int64_t k = 0; k < F; k++) {
             int32_t v, c;
-            memcpy(&v, (const uint8_t *)pt->data + 4 * k, 4);
+            memcpy(&v, (const uint8_t *)permt->data + 4 * k, 4);
             memcpy(&c, (const uint8_t *)ct->data + 4 * k, 4);
             bad_perm += v != perm[k];
             bad_count += c != st->counts[il * F + perm[k]];
@@ -195,6 +211,7 @@ static void check_file(const char *label, const char *src, const char *bpath, co
     free(perm);
     free(zero);
 out:
+    pi_bundle_layout_free(&b);
     pi_gguf_close(g);
     pi_lm_free(m);
 }
@@ -609,9 +626,10 @@ static void test_refusals(void) {
     pi_gguf *g;
     pi_bundle_layout b = {0};
     if (pi_gguf_open(good, &g) == PI_OK) {
-        CHECK(pi_bundle_layout_read(g, good, &b) == PI_OK);
+        CHECK(pi_bundle_layout_read(g, good, gp.n_layer, &b) == PI_OK);
         pi_gguf_close(g);
     }
+    if (!b.layer) return;
     /* an unchanged copy loads: the copier itself is sound */
     corruption none = {NULL, 0, NULL, false, 0, NULL, 0, 0};
     CHECK(copy_corrupt(good, bad, &none) == PI_OK);
@@ -627,19 +645,19 @@ static void test_refusals(void) {
     } cases[] = {
         {good, {PI_KEY_BUNDLE_STRIDE, b.stride - 1, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
         {good, {PI_KEY_BUNDLE_STRIDE, b.stride * 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_STRIDE},
-        {packed, {PI_KEY_BUNDLE_STRIDE, b.gate_bytes + b.up_bytes + b.down_bytes - 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT,
+        {packed, {PI_KEY_BUNDLE_STRIDE, b.layer[0].bytes[0] + b.layer[0].bytes[1] + b.layer[0].bytes[2] - 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT,
          PI_KEY_BUNDLE_STRIDE},
         {good, {PI_KEY_BUNDLE_STRIDE, 0, NULL, true, 0, NULL, 0, 0}, PI_ERR_NOT_FOUND, PI_KEY_BUNDLE_STRIDE},
         {good, {NULL, 0, NULL, false, b.n_ff - 1, NULL, 0, 0}, PI_ERR_FORMAT, "blk.0.ffn_bundle"},
         {good, {NULL, 0, NULL, false, b.n_ff - 1, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
         {good, {PI_KEY_BUNDLE_N_FF, (uint64_t)b.n_ff * 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_FF},
         {good, {PI_KEY_BUNDLE_N_EMBD, 64, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_N_EMBD},
-        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.up_off, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
+        {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.layer[0].off[PI_BUNDLE_UP], NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
         {good, {PI_KEY_BUNDLE_DOWN_OFFSET, b.stride - 1, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_DOWN_OFFSET},
         {good, {PI_KEY_BUNDLE_GATE_TYPE, PI_TYPE_I8, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_GATE_TYPE},
         {good, {PI_KEY_BUNDLE_UP_TYPE, 999, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_UP_TYPE},
         {good, {PI_KEY_BUNDLE_ALIGN, 3, NULL, false, 0, NULL, 0, 0}, PI_ERR_FORMAT, PI_KEY_BUNDLE_ALIGN},
-        {good, {PI_KEY_BUNDLE_VERSION, 2, NULL, false, 0, NULL, 0, 0}, PI_ERR_UNSUPPORTED, PI_KEY_BUNDLE_VERSION},
+        {good, {PI_KEY_BUNDLE_VERSION, PI_BUNDLE_VERSION_MIXED + 1, NULL, false, 0, NULL, 0, 0}, PI_ERR_UNSUPPORTED, PI_KEY_BUNDLE_VERSION},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_refused(cases[i].file, bad, &cases[i].c, cases[i].want, cases[i].needle);
@@ -647,6 +665,7 @@ static void test_refusals(void) {
     /* a bundle file of a SiLU model is refused on load too */
     corruption silu = {"pinfer.ffn_activation", 0, "silu", false, 0, NULL, 0, 0};
     expect_refused(good, bad, &silu, PI_ERR_FORMAT, "SiLU");
+    pi_bundle_layout_free(&b);
     unlink(src);
     unlink(good);
     unlink(packed);

@@ -35,6 +35,11 @@
  *                                   .down_type)
  *   pinfer.bundle.gate_offset  u64  byte offset of the gate part inside a
  *                                   bundle (and .up_offset, .down_offset)
+ *                              These six are one value for every layer, or,
+ *                              in a file whose layers' FFN types differ
+ *                              (version 2; e.g. Q4_K_M keeps some layers'
+ *                              ffn_down in Q6_K), arrays of one value per
+ *                              layer; stride is then the largest layer's.
  *   pinfer.bundle.n_ff         u64  bundles per layer
  *   pinfer.bundle.n_embd       u64  elements of each part
  *
@@ -58,9 +63,9 @@
  * Without --reorder the input's order (and any ffn_perm it has) is kept.
  *
  * Invariants a loaded layout satisfies (pi_bundle_layout_read checks them):
- * the three parts lie inside [0, stride) and do not overlap; the part types
- * are compute types whose rows of n_embd elements have a size; when align is
- * not 0 it is a power of two and divides stride.
+ * in every layer the three parts lie inside [0, stride) and do not overlap;
+ * the part types are compute types whose rows of n_embd elements have a
+ * size; when align is not 0 it is a power of two and divides stride.
  */
 #ifndef PI_GGUF_BUNDLE_H
 #define PI_GGUF_BUNDLE_H
@@ -74,31 +79,51 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PI_BUNDLE_VERSION 1
+#define PI_BUNDLE_VERSION 1       /* one set of part types for every layer */
+#define PI_BUNDLE_VERSION_MIXED 2 /* part types and offsets per layer */
 #define PI_BUNDLE_FILE_ALIGN 4096    /* general.alignment of a bundle file */
 #define PI_BUNDLE_DEFAULT_ALIGN 4096 /* pinfer.bundle.align unless told otherwise */
 #define PI_BUNDLE_MIN_ALIGN 512      /* the range convert accepts for a non-zero align */
 #define PI_BUNDLE_MAX_ALIGN 65536
+#define PI_BUNDLE_MAX_LAYERS 4096 /* the loader's limit on block_count */
 
 /* The keys and tensor names are in gguf/names.h (PI_KEY_BUNDLE_*,
    PI_KEY_STATS_*, PI_TN_FFN_BUNDLE, PI_TN_FFN_ACT_COUNT). */
 
-/* Where the parts of a bundle are (the same for every layer of a file). */
+/* The parts of one layer's bundles: gate, up and down (index PI_BUNDLE_GATE,
+   PI_BUNDLE_UP, PI_BUNDLE_DOWN). */
+enum { PI_BUNDLE_GATE, PI_BUNDLE_UP, PI_BUNDLE_DOWN };
+typedef struct pi_bundle_parts {
+    pi_type type[3];
+    size_t bytes[3]; /* one row of n_embd in each type */
+    size_t off[3];   /* inside a bundle */
+} pi_bundle_parts;
+
+/* Where the parts of a bundle are: one stride for the file, the parts per
+   layer (files whose layers differ in type, such as Q4_K_M's ffn_down in
+   Q6_K on some layers and Q4_K on the others, keep each layer's rows as
+   they are; stride fits the largest). */
 typedef struct pi_bundle_layout {
     uint32_t align;               /* 0: packed */
-    int64_t n_embd, n_ff;
-    pi_type gate_type, up_type, down_type;
-    size_t gate_bytes, up_bytes, down_bytes; /* one row of n_embd in each type */
-    size_t gate_off, up_off, down_off;       /* inside a bundle */
+    int64_t n_embd, n_ff, n_layer;
     size_t stride;                /* bytes between bundles */
+    pi_bundle_parts *layer;       /* (n_layer) owned: pi_bundle_layout_free */
 } pi_bundle_layout;
 
-/* The layout convert writes: gate | up | down, then zeros up to a multiple of
-   align (align 0: none). PI_ERR_INVALID for an align that is neither 0 nor a
-   power of two in [PI_BUNDLE_MIN_ALIGN, PI_BUNDLE_MAX_ALIGN], a type without
-   kernels, or a row of n_embd that is not a whole number of blocks. */
-pi_status pi_bundle_layout_make(pi_type gate, pi_type up, pi_type down, int64_t n_embd, int64_t n_ff,
+/* The layout convert writes, each layer's bundle gate | up | down, then
+   zeros up to stride: the largest layer's parts rounded up to a multiple of
+   align (align 0: packed, no rounding). types[il] are layer il's part types.
+   PI_ERR_INVALID for an align that is neither 0 nor a power of two in
+   [PI_BUNDLE_MIN_ALIGN, PI_BUNDLE_MAX_ALIGN], a type without kernels, or a
+   row of n_embd that is not a whole number of blocks. */
+pi_status pi_bundle_layout_make(const pi_type (*types)[3], int64_t n_layer, int64_t n_embd, int64_t n_ff,
                                 uint32_t align, pi_bundle_layout *out);
+
+/* Free what a layout owns (NULL, or a layout never made, is fine: zeroed). */
+void pi_bundle_layout_free(pi_bundle_layout *b);
+
+/* Whether every layer has the parts of layer 0. */
+bool pi_bundle_layout_uniform(const pi_bundle_layout *b);
 
 /* Record the layout's keys (pinfer.bundle.*) in a writer. */
 pi_status pi_bundle_layout_set(pi_gguf_writer *w, const pi_bundle_layout *b);
@@ -106,10 +131,11 @@ pi_status pi_bundle_layout_set(pi_gguf_writer *w, const pi_bundle_layout *b);
 /* Whether g carries a bundle layout (has pinfer.bundle.version). */
 bool pi_bundle_present(const pi_gguf *g);
 
-/* Read and check the pinfer.bundle.* keys of g (see the invariants above).
-   PI_ERR_FORMAT (PI_ERR_NOT_FOUND for a missing key, PI_ERR_UNSUPPORTED for
-   another version) with a message naming path and the key at fault. */
-pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, pi_bundle_layout *out);
+/* Read and check the pinfer.bundle.* keys of g for a model of n_layer
+   layers (see the invariants above). PI_ERR_FORMAT (PI_ERR_NOT_FOUND for a
+   missing key, PI_ERR_UNSUPPORTED for another version) with a message naming
+   path and the key at fault. Free *out with pi_bundle_layout_free. */
+pi_status pi_bundle_layout_read(const pi_gguf *g, const char *path, int64_t n_layer, pi_bundle_layout *out);
 
 /* Layer `layer`'s bundle tensor, checked against the layout: type I8, shape
    {stride, n_ff}, or for a mixture of n_expert > 0 experts {stride, n_ff,

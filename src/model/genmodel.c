@@ -1444,7 +1444,7 @@ typedef struct {
     const pi_bundle_layout *bl;
     const int32_t *order;  /* (F) the expert's neuron at each position: hottest first */
     int64_t x, F, k0;      /* the expert; the slab's first position */
-    const uint8_t *down_t; /* (F rows of bl->down_bytes) the expert's down columns, in neuron order */
+    const uint8_t *down_t; /* (F rows of the down part's bytes) the expert's down columns, in neuron order */
     uint8_t *out;          /* the slab's bundles */
     float *scratch;
     int64_t scratch_per;
@@ -1452,17 +1452,18 @@ typedef struct {
 
 static void gen_bundles(void *ctx, int64_t a, int64_t b, int tid) {
     const bundle_job *j = ctx;
-    const pi_bundle_layout *bl = j->bl;
+    const pi_bundle_parts *bp = &j->bl->layer[0]; /* gen-model's layers are alike */
+    const size_t stride = j->bl->stride;
     float *row = j->scratch + (size_t)tid * (size_t)j->scratch_per, *tmp = row + j->gate->t->ne0;
     for (int64_t k = a; k < b; k++) {
         const int64_t i = j->order[j->k0 + k], r = j->x * j->F + i;
-        uint8_t *dst = j->out + (size_t)k * bl->stride;
-        memset(dst, 0, bl->stride);
+        uint8_t *dst = j->out + (size_t)k * stride;
+        memset(dst, 0, stride);
         gen_row(j->gate, r, row, tmp);
-        pi_quantize_row(bl->gate_type, row, dst + bl->gate_off, j->gate->t->ne0);
+        pi_quantize_row(bp->type[PI_BUNDLE_GATE], row, dst + bp->off[PI_BUNDLE_GATE], j->gate->t->ne0);
         gen_row(j->up, r, row, tmp);
-        pi_quantize_row(bl->up_type, row, dst + bl->up_off, j->up->t->ne0);
-        memcpy(dst + bl->down_off, j->down_t + (size_t)i * bl->down_bytes, bl->down_bytes);
+        pi_quantize_row(bp->type[PI_BUNDLE_UP], row, dst + bp->off[PI_BUNDLE_UP], j->up->t->ne0);
+        memcpy(dst + bp->off[PI_BUNDLE_DOWN], j->down_t + (size_t)i * bp->bytes[PI_BUNDLE_DOWN], bp->bytes[PI_BUNDLE_DOWN]);
     }
 }
 
@@ -1481,6 +1482,7 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
     bool writing = false;
     plant pl;
     memset(&pl, 0, sizeof pl);
+    pi_bundle_layout bl = {0};
     int64_t n_vocab = p->n_vocab;
     const int64_t E = p->n_embd, F = p->n_ff, X = p->n_expert ? p->n_expert : 1, L = p->n_layer;
 
@@ -1501,8 +1503,15 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
     ffn_roles(ts, nt, 0, p->n_expert > 0, &gate_i, &up_i, &down_i);
     const pi_weight dw = {NULL, ts[down_i].type, {ts[down_i].ne0, ts[down_i].ne1, 1, 1}, 0, {0, NULL}};
     const pi_type dt = p->n_expert ? pi_weight_down_t_type(&dw) : ts[down_i].type;
-    pi_bundle_layout bl;
-    if ((st = pi_bundle_layout_make(ts[gate_i].type, ts[up_i].type, dt, E, F, PI_BUNDLE_DEFAULT_ALIGN, &bl)) ||
+    pi_type (*types)[3] = malloc((size_t)L * sizeof *types); /* every layer alike */
+    if (!types) {
+        st = pi_error(PI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t il = 0; il < L; il++) types[il][0] = ts[gate_i].type, types[il][1] = ts[up_i].type, types[il][2] = dt;
+    st = pi_bundle_layout_make((const pi_type(*)[3])types, L, E, F, PI_BUNDLE_DEFAULT_ALIGN, &bl);
+    free(types);
+    if (st ||
         (st = pi_gguf_set_u32(w, PI_KEY_GENERAL_ALIGNMENT, PI_BUNDLE_FILE_ALIGN)) || (st = pi_bundle_layout_set(w, &bl)))
         goto done;
     /* the planted statistics, as convert --reorder stores measured ones:
@@ -1572,7 +1581,7 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
     fc2_map = malloc((size_t)(X * F) * sizeof *fc2_map);
     small = malloc((size_t)(X * F) * sizeof *small);
     down = malloc(down_rb * (size_t)(p->n_expert ? E : F));
-    down_t = malloc((size_t)bl.down_bytes * (size_t)F);
+    down_t = malloc(bl.layer[0].bytes[PI_BUNDLE_DOWN] * (size_t)F);
     if (!slab || !scratch || !order || !fc2_map || !small || !down || !down_t) {
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto done;
@@ -1653,5 +1662,6 @@ done:
     free(small);
     free(down);
     free(down_t);
+    pi_bundle_layout_free(&bl);
     return st;
 }

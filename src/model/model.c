@@ -185,10 +185,11 @@ static pi_status bind_bundles(loader *L, int il) {
     const int64_t X = m->hp.n_expert;
     pi_status st = pi_bundle_tensor(m->gguf, L->path, b, il, X, &t);
     if (st) return st;
+    const pi_bundle_parts *pt = &b->layer[il];
     l->bundle = (pi_layer_bundle){t->data, (int64_t)pi_gguf_tensor_file_offset(m->gguf, t), b->stride,
-                                  b->gate_off, b->up_off, b->down_off, true};
-    const size_t off[3] = {b->gate_off, b->up_off, b->down_off}, rb[3] = {b->gate_bytes, b->up_bytes, b->down_bytes};
-    const pi_type type[3] = {b->gate_type, b->up_type, b->down_type};
+                                  pt->off[PI_BUNDLE_GATE], pt->off[PI_BUNDLE_UP], pt->off[PI_BUNDLE_DOWN], true};
+    const size_t *off = pt->off, *rb = pt->bytes;
+    const pi_type *type = pt->type;
     pi_weight *dst[3] = {X ? &l->ffn_gate_exps : &l->ffn_gate, X ? &l->ffn_up_exps : &l->ffn_up, &l->ffn_down_t};
     const int64_t F = b->n_ff, XF = F * (X ? X : 1);
     if (L->ffn_on_flash) { /* strided views of the bundles; the offload path never touches them */
@@ -297,7 +298,7 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
         goto fail;
     }
     if (pi_bundle_present(g)) {
-        if ((st = pi_bundle_layout_read(g, path, &L.bl))) goto fail;
+        if ((st = pi_bundle_layout_read(g, path, hp->n_layer, &L.bl))) goto fail;
         if (hp->act == PI_ACT_SILU) {
             st = pi_error(PI_ERR_FORMAT, "%s: a bundle file of a SiLU model (bundles are for ReLU/dReLU FFNs)", path);
             goto fail;
@@ -370,9 +371,11 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
         goto fail;
     }
     st = PI_OK;
+    pi_bundle_layout_free(&L.bl);
     *out = m;
     return PI_OK;
 fail:
+    pi_bundle_layout_free(&L.bl);
     m->gguf = NULL; /* the caller keeps g on failure */
     pi_lm_free(m);
     return st;

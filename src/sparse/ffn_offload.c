@@ -171,7 +171,8 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     const int64_t u = pi_ffn_unit(hp, il, x), E = hp->n_embd, Hres = o->hot[u];
     const pi_weight *hw = &o->hot_w[3 * u];
     uint64_t t0 = pi_time_ns();
-    f->types = (pi_ffn_types){o->part_type[0], o->part_type[1], o->part_type[2]};
+    const pi_bundle_parts *pt = &o->parts[u];
+    f->types = (pi_ffn_types){pt->type[PI_BUNDLE_GATE], pt->type[PI_BUNDLE_UP], pt->type[PI_BUNDLE_DOWN]};
     const int64_t n = pi_sparse_select(f, s, il, x);
     pi_sparse_hot_cluster(f, s, &hw[0], &hw[1], 0);
     for (int64_t k = 0; k < f->hot; k++)
@@ -212,7 +213,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
                 }
                 if (!hit) o->rd.slot[n_miss] = slot, o->rd.neuron[n_miss] = (int32_t)i;
                 const uint8_t *b = pi_ncache_slot(o->cache, slot);
-                pi_sparse_set_rows(f, k, b + o->part_off[0], b + o->part_off[1], b + o->part_off[2]);
+                pi_sparse_set_rows(f, k, b + pt->off[PI_BUNDLE_GATE], b + pt->off[PI_BUNDLE_UP], b + pt->off[PI_BUNDLE_DOWN]);
                 const int32_t run = ahead && la->layer == u ? la_run_of(la, i) : -1;
                 if (run >= 0 && !la->run_done[run]) { /* read ahead, still in flight */
                     o->pend[n_pend] = k;
@@ -304,6 +305,7 @@ typedef struct {
     pi_state *s;
     const pi_offload *o;
     const uint8_t *down; /* the piece's first bundle's down row */
+    pi_type down_type;
     size_t stride;
     int64_t i0, rows, q, F, E;
 } stream_down_job;
@@ -315,7 +317,7 @@ static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
     (void)tid;
     stream_down_job *j = ctx;
     pi_state *s = j->s;
-    pi_axpy_fn axpy = s->k->axpy[j->o->part_type[2]];
+    pi_axpy_fn axpy = s->k->axpy[j->down_type];
     for (int64_t b = b0; b < b1; b++) {
         float *part = j->o->stream_acc + b * j->E, *sum = j->o->stream_acc + (PI_MAX_BATCH + b) * j->E;
         const float *h = s->hb + b * j->F;
@@ -359,8 +361,9 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
         }
         o->st.prefill_bytes += (uint64_t)rows * o->stride;
         const uint8_t *buf = o->stream_buf[p];
-        pi_weight g = {buf + o->part_off[0], o->part_type[0], {E, rows, 1, 1}, o->stride, {0, NULL}};
-        pi_weight w_up = {buf + o->part_off[1], o->part_type[1], {E, rows, 1, 1}, o->stride, {0, NULL}};
+        const pi_bundle_parts *pt = &o->parts[u];
+        pi_weight g = {buf + pt->off[PI_BUNDLE_GATE], pt->type[PI_BUNDLE_GATE], {E, rows, 1, 1}, o->stride, {0, NULL}};
+        pi_weight w_up = {buf + pt->off[PI_BUNDLE_UP], pt->type[PI_BUNDLE_UP], {E, rows, 1, 1}, o->stride, {0, NULL}};
         if (!rows_of) {
             pi_state_matmul(s, &g, 0, rows, s->xb, s->xb_dim, nt, s->hb + i0, F);
             pi_state_matmul(s, &w_up, 0, rows, s->xb, s->xb_dim, nt, s->hb2 + i0, F);
@@ -372,7 +375,7 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
             }
         }
         for (int64_t b = 0; b < nt; b++) pi_ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
-        stream_down_job dj = {s, o, buf + o->part_off[2], o->stride, i0, rows, q, F, E};
+        stream_down_job dj = {s, o, buf + pt->off[PI_BUNDLE_DOWN], pt->type[PI_BUNDLE_DOWN], o->stride, i0, rows, q, F, E};
         pi_pool_for(s->pool, nt, 1, stream_down, &dj);
     }
     return PI_OK;

@@ -97,6 +97,20 @@ static size_t stream_acc_bytes(const pi_lm *m) {
     return (2 + used) * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float);
 }
 
+/* Layer il's bundle parts: offsets as stored, types those of the weights
+   bound to them (a Q4_K_M file's layers may differ). */
+static void parts_of(const pi_lm *m, int64_t il, pi_bundle_parts *p) {
+    const pi_layer *l = &m->layers[il];
+    const bool moe = m->hp.n_expert > 0;
+    p->type[PI_BUNDLE_GATE] = moe ? l->ffn_gate_exps.type : l->ffn_gate.type;
+    p->type[PI_BUNDLE_UP] = moe ? l->ffn_up_exps.type : l->ffn_up.type;
+    p->type[PI_BUNDLE_DOWN] = l->ffn_down_t.type;
+    p->off[PI_BUNDLE_GATE] = l->bundle.gate_off;
+    p->off[PI_BUNDLE_UP] = l->bundle.up_off;
+    p->off[PI_BUNDLE_DOWN] = l->bundle.down_off;
+    for (int k = 0; k < 3; k++) p->bytes[k] = pi_row_size(p->type[k], m->hp.n_embd);
+}
+
 pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *z) {
     memset(z, 0, sizeof *z);
     if (!m->bundled || !m->layers[0].bundle.present)
@@ -125,13 +139,21 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     }
     for (int t = 0; t < PI_TYPE_COUNT; t++) z->fixed_by_type[t] -= z->pred_by_type[t];
     z->stride = m->layers[0].bundle.stride;
-    const pi_layer *l0 = &m->layers[0];
-    const pi_type types[3] = {hp->n_expert ? l0->ffn_gate_exps.type : l0->ffn_gate.type,
-                              hp->n_expert ? l0->ffn_up_exps.type : l0->ffn_up.type, l0->ffn_down_t.type};
+    /* layers may differ in their parts' types (Q4_K_M): the costs take each
+       part's mean size and the type most layers have, memory the largest */
+    int64_t n_of[3][PI_TYPE_COUNT] = {{0}};
+    uint64_t sum[3] = {0};
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        pi_bundle_parts p;
+        parts_of(m, il, &p);
+        const size_t b = p.bytes[0] + p.bytes[1] + p.bytes[2];
+        if (b > z->bundle_mem) z->bundle_mem = b;
+        for (int k = 0; k < 3; k++) sum[k] += p.bytes[k], n_of[k][p.type[k]]++;
+    }
     for (int k = 0; k < 3; k++) {
-        z->part_type[k] = types[k];
-        z->part_bytes[k] = pi_row_size(types[k], E);
-        z->bundle_mem += z->part_bytes[k];
+        z->part_bytes[k] = (size_t)((sum[k] + (uint64_t)hp->n_layer / 2) / (uint64_t)hp->n_layer);
+        for (int t = 0; t < PI_TYPE_COUNT; t++)
+            if (n_of[k][t] > n_of[k][z->part_type[k]]) z->part_type[k] = (pi_type)t;
     }
     z->embd_on_flash = m->tok_embd.data != m->output.data;
     const size_t embd_buf = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
@@ -159,6 +181,7 @@ void pi_offload_free(pi_offload *o) {
     free(o->hot);
     free(o->hot_w);
     free(o->bundle_off);
+    free(o->parts);
     free(o->embd_buf);
     free(o->stream_buf[0]);
     free(o->stream_buf[1]);
@@ -230,11 +253,12 @@ static pi_status read_hot(pi_offload *o, uint8_t *bounce, size_t bounce_bytes) {
     uint8_t *p = o->hot_arena;
     for (int64_t il = 0; il < o->n_layer; il++) {
         const int64_t H = o->hot[il];
+        const pi_bundle_parts *pt = &o->parts[il];
         uint8_t *dst[3];
         for (int k = 0; k < 3; k++) {
             dst[k] = p;
-            o->hot_w[3 * il + k] = (pi_weight){p, o->part_type[k], {o->n_embd, H, 1, 1}, o->part_bytes[k], {0, NULL}};
-            p += ALIGN_UP(o->part_bytes[k] * (size_t)H, 64);
+            o->hot_w[3 * il + k] = (pi_weight){p, pt->type[k], {o->n_embd, H, 1, 1}, pt->bytes[k], {0, NULL}};
+            p += ALIGN_UP(pt->bytes[k] * (size_t)H, 64);
         }
         const int64_t per = (int64_t)(bounce_bytes / o->stride);
         for (int64_t i0 = 0; i0 < H; i0 += per) {
@@ -243,8 +267,8 @@ static pi_status read_hot(pi_offload *o, uint8_t *bounce, size_t bounce_bytes) {
             if (st) return st;
             for (int64_t i = 0; i < n; i++)
                 for (int k = 0; k < 3; k++)
-                    memcpy(dst[k] + (size_t)(i0 + i) * o->part_bytes[k], bounce + (size_t)i * o->stride + o->part_off[k],
-                           o->part_bytes[k]);
+                    memcpy(dst[k] + (size_t)(i0 + i) * pt->bytes[k], bounce + (size_t)i * o->stride + pt->off[k],
+                           pt->bytes[k]);
         }
     }
     return PI_OK;
@@ -279,20 +303,14 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->n_embd = E;
     o->budget.limit = opt->mem_budget;
     o->max_merge = opt->max_merge > 0 ? opt->max_merge : 16;
-    const pi_layer_bundle *b0 = &m->layers[0].bundle;
-    o->stride = b0->stride;
-    o->part_off[0] = b0->gate_off;
-    o->part_off[1] = b0->up_off;
-    o->part_off[2] = b0->down_off;
-    o->part_type[0] = hp->n_expert ? m->layers[0].ffn_gate_exps.type : m->layers[0].ffn_gate.type;
-    o->part_type[1] = hp->n_expert ? m->layers[0].ffn_up_exps.type : m->layers[0].ffn_up.type;
-    o->part_type[2] = m->layers[0].ffn_down_t.type;
-    for (int k = 0; k < 3; k++) o->part_bytes[k] = pi_row_size(o->part_type[k], E);
+    o->stride = m->layers[0].bundle.stride;
     if (!(o->hot = calloc((size_t)L, sizeof *o->hot)) || !(o->hot_w = calloc((size_t)L * 3, sizeof *o->hot_w)) ||
-        !(o->bundle_off = calloc((size_t)L, sizeof *o->bundle_off)) || !o->path) {
+        !(o->bundle_off = calloc((size_t)L, sizeof *o->bundle_off)) || !(o->parts = calloc((size_t)L, sizeof *o->parts)) ||
+        !o->path) {
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    for (int64_t u = 0; u < L; u++) parts_of(m, u / X, &o->parts[u]);
     for (int64_t u = 0; u < L; u++) /* expert x's bundles follow the layer's earlier experts' */
         o->bundle_off[u] = m->layers[u / X].bundle.file_off + (u % X) * F * (int64_t)o->stride;
 
@@ -339,7 +357,11 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
        planted 7b-l8 model at 570 MiB, giving the cache 64 or 128 MiB
        instead of its minimum lowered the share of neurons served from
        memory from 63% to 57% and 47%. */
-    const size_t bundle_mem = o->part_bytes[0] + o->part_bytes[1] + o->part_bytes[2];
+    size_t bundle_mem = 0; /* the largest unit's: a split by counts may favour any layer */
+    for (int64_t u = 0; u < L; u++) {
+        const size_t b = o->parts[u].bytes[0] + o->parts[u].bytes[1] + o->parts[u].bytes[2];
+        if (b > bundle_mem) bundle_mem = b;
+    }
     uint64_t left = pi_budget_left(&o->budget);
     if (left == UINT64_MAX) left = (uint64_t)L * (uint64_t)F * (bundle_mem + o->stride); /* unlimited: all hot */
     int64_t slots = opt->cold_slots;
@@ -363,7 +385,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     }
     size_t hot_bytes = 0;
     for (int64_t il = 0; il < L; il++)
-        for (int k = 0; k < 3; k++) hot_bytes += ALIGN_UP(o->part_bytes[k] * (size_t)o->hot[il], 64);
+        for (int k = 0; k < 3; k++) hot_bytes += ALIGN_UP(o->parts[il].bytes[k] * (size_t)o->hot[il], 64);
     if ((st = pi_budget_charge(&o->budget, PI_MEM_HOT, hot_bytes, "the hot neurons"))) goto fail;
     if (!slots) {
         left = pi_budget_left(&o->budget);

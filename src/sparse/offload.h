@@ -32,6 +32,7 @@
 #ifndef PI_SPARSE_OFFLOAD_H
 #define PI_SPARSE_OFFLOAD_H
 
+#include "gguf/bundle.h"
 #include "model/model.h"
 #include "store/budget.h"
 #include "store/cache.h"
@@ -102,8 +103,7 @@ typedef struct pi_offload {
     size_t fixed_bytes;
     int64_t *bundle_off;     /* (n_layer) file offset of bundle 0 */
     size_t stride;           /* bytes per bundle on flash and per cache slot */
-    size_t part_off[3], part_bytes[3]; /* gate, up, down_t inside a bundle */
-    pi_type part_type[3];
+    pi_bundle_parts *parts;  /* (n_layer) gate, up, down_t inside a unit's bundles (its layer's types) */
     int max_merge;
     /* the token embedding, read from flash */
     bool embd_on_flash;

@@ -202,20 +202,21 @@ static pi_status check_input(rewriter *r, uint32_t align) {
                             (long long)r->st->tokens);
     }
     if (!r->bundle) return PI_OK;
+    /* each layer's parts in its own types (Q4_K_M keeps some layers' down
+       projections in Q6_K): the layout records them per layer */
+    pi_type (*types)[3] = malloc((size_t)hp->n_layer * sizeof *types);
+    if (!types) return pi_error(PI_ERR_NOMEM, "out of memory");
     for (int il = 0; il < hp->n_layer; il++) {
         const pi_layer *l = &m->layers[il];
         const bool moe = hp->n_expert > 0;
         const pi_weight *gate = moe ? &l->ffn_gate_exps : &l->ffn_gate, *up = moe ? &l->ffn_up_exps : &l->ffn_up;
-        pi_type dt = l->ffn_down_t.data ? l->ffn_down_t.type : pi_weight_down_t_type(moe ? &l->ffn_down_exps : &l->ffn_down);
-        if (il == 0) {
-            pi_status st = pi_bundle_layout_make(gate->type, up->type, dt, hp->n_embd, hp->n_ff, align, &r->bl);
-            if (st) return pi_error_prefix(st, "%s", r->in_path);
-        } else if (gate->type != r->bl.gate_type || up->type != r->bl.up_type || dt != r->bl.down_type) {
-            return pi_error(PI_ERR_UNSUPPORTED,
-                            "%s: layer %d's FFN types (%s, %s, %s) differ from layer 0's; a bundle file has one layout",
-                            r->in_path, il, pi_type_name(gate->type), pi_type_name(up->type), pi_type_name(dt));
-        }
+        types[il][0] = gate->type;
+        types[il][1] = up->type;
+        types[il][2] = l->ffn_down_t.data ? l->ffn_down_t.type : pi_weight_down_t_type(moe ? &l->ffn_down_exps : &l->ffn_down);
     }
+    pi_status st = pi_bundle_layout_make((const pi_type(*)[3])types, hp->n_layer, hp->n_embd, hp->n_ff, align, &r->bl);
+    free(types);
+    if (st) return pi_error_prefix(st, "%s", r->in_path);
     return PI_OK;
 }
 
@@ -494,20 +495,21 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
     case T_RETYPE: return retype(r, w, p, data);
     case T_BUNDLE: { /* the parts overwrite the same bytes each time: the padding stays zero */
         const pi_layer *l = &m->layers[p->layer];
-        const pi_bundle_layout *b = &r->bl;
+        const pi_bundle_parts *b = &r->bl.layer[p->layer];
+        const size_t stride = r->bl.stride;
         const uint8_t *down;
         if ((rc = layer_down_t(r, p->layer, &down))) return rc;
         const bool moe = m->hp.n_expert > 0;
         const pi_weight *gw = moe ? &l->ffn_gate_exps : &l->ffn_gate, *uw = moe ? &l->ffn_up_exps : &l->ffn_up;
         const uint8_t *gate = gw->data, *up = uw->data;
-        memset(r->buf, 0, b->stride);
+        memset(r->buf, 0, stride);
         for (int64_t x = 0; x < (moe ? m->hp.n_expert : 1); x++) /* a mixture: its experts in order, unpermuted */
             for (int64_t k = 0; k < F && !rc; k++) {
                 const size_t i = (size_t)old_row(r, p->layer, x, k);
-                memcpy(r->buf + b->gate_off, gate + i * gw->row_bytes, b->gate_bytes);
-                memcpy(r->buf + b->up_off, up + i * uw->row_bytes, b->up_bytes);
-                memcpy(r->buf + b->down_off, down + i * b->down_bytes, b->down_bytes);
-                rc = pi_gguf_write_data(w, r->buf, b->stride);
+                memcpy(r->buf + b->off[PI_BUNDLE_GATE], gate + i * gw->row_bytes, b->bytes[PI_BUNDLE_GATE]);
+                memcpy(r->buf + b->off[PI_BUNDLE_UP], up + i * uw->row_bytes, b->bytes[PI_BUNDLE_UP]);
+                memcpy(r->buf + b->off[PI_BUNDLE_DOWN], down + i * b->bytes[PI_BUNDLE_DOWN], b->bytes[PI_BUNDLE_DOWN]);
+                rc = pi_gguf_write_data(w, r->buf, stride);
             }
         return rc;
     }
@@ -558,6 +560,7 @@ done:
     rc = pi_gguf_writer_finish(w, rc);
     free(r.down_t);
     free(r.buf);
+    pi_bundle_layout_free(&r.bl);
     free(r.plan);
     free(r.perm);
     free(r.has_bundle);

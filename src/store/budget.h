@@ -48,9 +48,10 @@ typedef struct pi_budget_needs {
     int64_t min_slots;
     uint64_t minimum;        /* the sum: the smallest budget accepted */
     size_t stride;           /* bytes per bundle on flash and per cache slot */
-    size_t bundle_mem;       /* bytes of one resident neuron (gate + up + down_t rows) */
-    size_t part_bytes[3];
-    pi_type part_type[3];
+    size_t bundle_mem;       /* bytes of one resident neuron (gate + up + down_t rows), the largest
+                                layer's where layers differ in type */
+    size_t part_bytes[3];    /* gate, up, down_t rows: the mean over layers */
+    pi_type part_type[3];    /* the type most layers have */
     bool embd_on_flash;
     int64_t n_expert, n_expert_used; /* a mixture (n_layer counts its units, layer x expert); 0: dense */
 } pi_budget_needs;
