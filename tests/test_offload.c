@@ -30,6 +30,7 @@
 #include "model/model.h"
 #include "sparse/ffn_offload.h"
 #include "model/session.h"
+#include "sparse/quantize.h"
 #include "sparse/reorder.h"
 #include "test_moe.h"
 #include "test_util.h"
@@ -52,7 +53,7 @@ static void gen(const char *path, pi_type type, pi_ffn_act act) {
     p.vocab_path = NULL;
     p.type = type;
     p.embd_type = type;
-    p.output_type = PI_TYPE_Q8_0;
+    p.output_type = type == PI_TYPE_F16 ? PI_TYPE_F16 : PI_TYPE_Q8_0; /* F16: an input for pinfer quantize */
     p.act = act;
     p.active = 0.15;
     p.skew = 1.0;
@@ -441,6 +442,28 @@ int main(void) {
                 check_fault(bundle, PI_FAULT_EIO, true, la);
             }
         }
+    }
+    /* Q4_K_M by llama-quantize's recipe: layer 2's down projection in Q6_K,
+       layers 0 and 1 in Q4_K, so each layer's bundles have their own parts */
+    {
+        char f16[256];
+        t_tmp_path(f16, sizeof f16, "offload.f16.gguf");
+        gen(f16, PI_TYPE_F16, PI_ACT_RELU);
+        pi_quant_params qp = {.recipe = PI_QR_Q4_K_M, .output_type = -1, .embd_type = -1, .n_threads = 2};
+        CHECKF(pi_quantize_model(f16, plain, &qp, NULL) == PI_OK, "%s", pi_last_error());
+        CHECKF(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK, "%s", pi_last_error());
+        pi_lm *km = NULL;
+        CHECK(pi_lm_load(bundle, PI_MAP_FILE, &km) == PI_OK);
+        if (km) {
+            CHECKF(km->layers[0].ffn_down_t.type == PI_TYPE_Q4_K && km->layers[2].ffn_down_t.type == PI_TYPE_Q6_K &&
+                   km->layers[0].ffn_gate.type == PI_TYPE_Q4_K,
+                   "q4_k_m bundle types: down %s / %s, gate %s", pi_type_name(km->layers[0].ffn_down_t.type),
+                   pi_type_name(km->layers[2].ffn_down_t.type), pi_type_name(km->layers[0].ffn_gate.type));
+            pi_lm_free(km);
+        }
+        check_file(bundle, "relu q4_k_m");
+        check_api(bundle, "relu q4_k_m");
+        unlink(f16);
     }
     /* a mixture of experts: every routed expert's neurons through the same
        hot prefixes (one per expert), cache and reads; prompts stream the
