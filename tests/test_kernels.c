@@ -73,12 +73,15 @@
 
 #define SENTINEL (-1234.5678f)
 
-static const pi_type k_types[] = {PI_TYPE_F32,  PI_TYPE_F16,  PI_TYPE_BF16, PI_TYPE_Q8_0,
-                                  PI_TYPE_Q4_0, PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
+static const pi_type k_types[] = {PI_TYPE_F32,  PI_TYPE_F16,  PI_TYPE_BF16, PI_TYPE_Q8_0, PI_TYPE_Q4_0, PI_TYPE_Q4_1,
+                                  PI_TYPE_Q5_0, PI_TYPE_Q5_1, PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
 
 static bool is_k(pi_type t) { return t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K || t == PI_TYPE_Q6_K; }
 
-static bool is_quant(pi_type t) { return t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0 || is_k(t); }
+/* The blocks of 32 with an offset or a fifth bit (llama.cpp's fallbacks). */
+static bool is_q32x(pi_type t) { return t == PI_TYPE_Q4_1 || t == PI_TYPE_Q5_0 || t == PI_TYPE_Q5_1; }
+
+static bool is_quant(pi_type t) { return t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0 || is_q32x(t) || is_k(t); }
 
 /* ------------------------------------------------------------ data */
 
@@ -295,6 +298,87 @@ static void test_quantize_bounds(void) {
     }
     CHECKF(bad == 0, "Q4_0: %d elements off by more than d/2 (or d when clamped)", bad);
     CHECK(clamped > 0); /* the data does exercise the clamp */
+
+    /* Q4_1 / Q5_1: q = trunc((x - min) / d + 0.5) with d = (max - min) / L
+       (L = 15, 31), so |x - (q d + min)| <= d / 2 (the last level is capped
+       at L, which x = max reaches within a rounding); the stored d and m are
+       rounded to f16, which moves q d + m by |q| |d - d16| + |m - m16|.
+       Q5_0: as Q4_0 with 16 levels each side. */
+    {
+        void *q32 = malloc(pi_row_size(PI_TYPE_Q5_1, n));
+        const pi_type ts[3] = {PI_TYPE_Q4_1, PI_TYPE_Q5_0, PI_TYPE_Q5_1};
+        for (int ti = 0; ti < 3; ti++) {
+            const pi_type t = ts[ti];
+            pi_quantize_row(t, x, q32, n);
+            pi_dequantize_row(t, q32, y, n);
+            const size_t bs = pi_row_size(t, 32);
+            bad = 0;
+            for (int64_t b = 0; b < n / 32; b++) {
+                const float *xb = x + b * 32;
+                pi_f16 d16h, m16h = 0;
+                memcpy(&d16h, (const uint8_t *)q32 + b * bs, 2);
+                if (t != PI_TYPE_Q5_0) memcpy(&m16h, (const uint8_t *)q32 + b * bs + 2, 2);
+                const double d16 = pi_f16_to_f32(d16h), m16 = pi_f16_to_f32(m16h);
+                double d, m = 0, top = 0;
+                if (t == PI_TYPE_Q5_0) {
+                    float amax = 0.0f, mm = 0.0f;
+                    for (int j = 0; j < 32; j++)
+                        if (amax < fabsf(xb[j])) amax = fabsf(xb[j]), mm = xb[j];
+                    d = mm / -16.0f;
+                    top = 16;
+                } else {
+                    float lo = xb[0], hi = xb[0];
+                    for (int j = 1; j < 32; j++) lo = fminf(lo, xb[j]), hi = fmaxf(hi, xb[j]);
+                    d = (hi - lo) / (t == PI_TYPE_Q4_1 ? 15.0 : 31.0);
+                    m = lo;
+                    top = t == PI_TYPE_Q4_1 ? 15 : 31;
+                }
+                for (int j = 0; j < 32; j++) {
+                    const double xv = xb[j];
+                    const bool clamp = t == PI_TYPE_Q5_0 && d != 0 && xv / d >= 15.5;
+                    const double bound = fabs(d) * (clamp ? 1.0 : 0.5) * (1 + 1e-5) + top * fabs(d - d16) +
+                                         fabs(m - m16) + fabs(xv) * 1e-6;
+                    bad += fabs(xv - y[b * 32 + j]) > bound;
+                }
+            }
+            CHECKF(bad == 0, "%s: %d elements off by more than d/2", pi_type_name(t), bad);
+        }
+        free(q32);
+
+        /* hand-worked blocks: x_j = j - 16 in Q5_0 gives d = 1 (-16 maps to
+           level 0) and level j; x_j = j in Q5_1 gives d = 1, m = 0 and level
+           j; so nibble bytes j | j << 4 and the fifth bits of weights 16..31 */
+        float v[32];
+        pi_block_q5_0 b50;
+        pi_block_q5_1 b51;
+        pi_block_q4_1 b41;
+        for (int j = 0; j < 32; j++) v[j] = (float)j - 16.0f;
+        pi_quantize_row(PI_TYPE_Q5_0, v, &b50, 32);
+        CHECK(b50.d == 0x3c00 && b50.qs[0] == 0x00 && b50.qs[3] == 0x33 && b50.qs[15] == 0xff);
+        CHECK(b50.qh[0] == 0 && b50.qh[1] == 0 && b50.qh[2] == 0xff && b50.qh[3] == 0xff);
+        for (int j = 0; j < 32; j++) v[j] = (float)j;
+        pi_quantize_row(PI_TYPE_Q5_1, v, &b51, 32);
+        CHECK(b51.d == 0x3c00 && b51.m == 0 && b51.qs[5] == 0x55 && b51.qh[1] == 0 && b51.qh[3] == 0xff);
+        /* x_j = j % 16 + 2 in Q4_1: d = 1, m = 2 (0x4000), level j % 16 */
+        for (int j = 0; j < 32; j++) v[j] = (float)(j % 16) + 2.0f;
+        pi_quantize_row(PI_TYPE_Q4_1, v, &b41, 32);
+        CHECK(b41.d == 0x3c00 && b41.m == 0x4000 && b41.qs[0] == 0x00 && b41.qs[7] == 0x77 && b41.qs[15] == 0xff);
+        /* dequantizing reads the layout of types.h: weight j + 16 is the high
+           nibble of qs[j], its fifth bit bit j + 16 of qh */
+        memset(&b51, 0, sizeof b51);
+        b51.d = 0x4000; /* 2 */
+        b51.m = 0xbc00; /* -1 */
+        b51.qs[2] = 0x31;  /* weight 2: 1, weight 18: 3 */
+        b51.qh[2] = 0x04;  /* bit 18: weight 18 + 16 */
+        pi_dequantize_row(PI_TYPE_Q5_1, &b51, v, 32);
+        CHECK(v[2] == 1.0f && v[18] == 37.0f && v[0] == -1.0f && v[17] == -1.0f);
+        memset(&b50, 0, sizeof b50);
+        b50.d = 0x3800; /* 0.5 */
+        b50.qs[1] = 0xf0;  /* weight 1: 0, weight 17: 15 */
+        b50.qh[0] = 0x02;  /* bit 1: weight 1 + 16 */
+        pi_dequantize_row(PI_TYPE_Q5_0, &b50, v, 32);
+        CHECK(v[1] == 0.0f && v[17] == -0.5f && v[0] == -8.0f);
+    }
 
     /* F16 / BF16: relative rounding error 2^-11 / 2^-8; below 2^-14 f16 is
        subnormal with spacing 2^-24, so its error is at most 2^-25 there. */
@@ -730,6 +814,9 @@ static void test_variant(const pi_kernels *k) {
     test_one(k, PI_TYPE_Q4_K, PI_MAX_ROW, 9);
     test_one(k, PI_TYPE_Q5_K, PI_MAX_ROW, 10);
     test_one(k, PI_TYPE_Q6_K, PI_MAX_ROW, 11);
+    test_one(k, PI_TYPE_Q4_1, PI_MAX_ROW, 12);
+    test_one(k, PI_TYPE_Q5_0, PI_MAX_ROW, 13);
+    test_one(k, PI_TYPE_Q5_1, PI_MAX_ROW, 14);
 }
 
 /* ------------------------------------------------------------ 4. matmul */
@@ -962,14 +1049,28 @@ static void test_vec_dot_rows(const pi_kernels *const *ks, int nk) {
 
 /* The SIMD tables' axpy_rows, element by element (axpy_rows.h): for each
    listed row with a nonzero coefficient, in order, y[i] = fma(c, v, y[i]),
-   c = a (Q8_0 / Q4_0: a * d, rounded), v the weight (Q8_0 / Q4_0: the
-   integer quant). */
+   c = a (Q8_0 / Q4_0 / Q5_0: a * d, rounded), v the weight (Q8_0 / Q4_0 /
+   Q5_0: the integer quant). */
 static void axpy_rows_model(pi_type t, int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
                             float *wd) {
     for (int64_t k = 0; k < count; k++) {
         if (a[k] == 0.0f) continue;
         const uint8_t *p = rows[k];
-        if (t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0) {
+        if (t == PI_TYPE_Q5_0) {
+            const pi_block_q5_0 *w = (const pi_block_q5_0 *)p;
+            for (int64_t b = 0; b < n / 32; b++) {
+                pi_block_q5_0 blk;
+                memcpy(&blk, w + b, sizeof blk);
+                const uint32_t qh = (uint32_t)blk.qh[0] | (uint32_t)blk.qh[1] << 8 | (uint32_t)blk.qh[2] << 16 |
+                                    (uint32_t)blk.qh[3] << 24;
+                const float c = a[k] * pi_f16_to_f32(blk.d);
+                for (int j = 0; j < 32; j++) {
+                    const int nib = j < 16 ? blk.qs[j] & 15 : blk.qs[j - 16] >> 4;
+                    const float v = (float)((nib | (int)((qh >> j) & 1) << 4) - 16);
+                    y[b * 32 + j] = fmaf(c, v, y[b * 32 + j]);
+                }
+            }
+        } else if (t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0) {
             const size_t bsz = t == PI_TYPE_Q8_0 ? sizeof(pi_block_q8_0) : sizeof(pi_block_q4_0);
             for (int64_t b = 0; b < n / 32; b++) {
                 pi_f16 d;
@@ -984,7 +1085,7 @@ static void axpy_rows_model(pi_type t, int64_t n, const float *a, const void *co
                 }
             }
         } else {
-            pi_dequantize_row(t, p, wd, n); /* exact: widened floats, K-quant weights */
+            pi_dequantize_row(t, p, wd, n); /* exact: widened floats, Q4_1 / Q5_1 / K-quant weights */
             for (int64_t i = 0; i < n; i++) y[i] = fmaf(a[k], wd[i], y[i]);
         }
     }
@@ -1171,6 +1272,8 @@ static void test_dispatch(void) {
     CHECK(pi_vec_dot_type(PI_TYPE_BF16) == PI_TYPE_F32 && pi_vec_dot_type(PI_TYPE_Q8_0) == PI_TYPE_Q8_0);
     CHECK(pi_vec_dot_type(PI_TYPE_Q4_0) == PI_TYPE_Q8_0 && pi_vec_dot_type(PI_TYPE_Q4_K) == PI_TYPE_Q8_K);
     CHECK(pi_vec_dot_type(PI_TYPE_Q5_K) == PI_TYPE_Q8_K && pi_vec_dot_type(PI_TYPE_Q6_K) == PI_TYPE_Q8_K);
+    CHECK(pi_vec_dot_type(PI_TYPE_Q4_1) == PI_TYPE_Q8_0 && pi_vec_dot_type(PI_TYPE_Q5_0) == PI_TYPE_Q8_0 &&
+          pi_vec_dot_type(PI_TYPE_Q5_1) == PI_TYPE_Q8_0);
     CHECK(pi_vec_dot_type(PI_TYPE_Q2_K) == -1 && pi_vec_dot_type(PI_TYPE_Q8_K) == -1);
     CHECK(pi_vec_dot_bytes(PI_TYPE_Q4_K, 512) == 2 * sizeof(pi_block_q8_K) && pi_vec_dot_bytes(PI_TYPE_Q6_K, 32) == 0);
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {

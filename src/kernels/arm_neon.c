@@ -8,7 +8,9 @@
  * bytes (vcvtnq rounds half to even like nearbyintf).
  *
  * SDOT multiplies signed by signed bytes, so Q4_0 nibbles are simply shifted
- * to -8..7 and no activation preparation is needed. Matvecs and vec_dot_rows
+ * to -8..7 and no activation preparation is needed; Q4_1, Q5_0 and Q5_1
+ * (llama.cpp's fallbacks for rows that are not multiples of 256) share the
+ * Q8_0 / Q4_0 row, tile and axpy code. Matvecs and vec_dot_rows
  * process four rows at a time so each activation load serves four rows, keep
  * vector accumulators per row and reduce once per row; the quant row kernels
  * take a pointer per row, and vec_dot is the same kernel on one row, so
@@ -257,30 +259,120 @@ static void pi_matmul_bf16_neon(int64_t n, const void *W, size_t stride, int64_t
     float_matmul(PI_TYPE_BF16, n, W, stride, r0, r1, X, xs, nb, Y, ys);
 }
 
-/* ------------------------------------------------------------ Q4_0 x Q8_0 */
+/* ------------------------------------------- blocks of 32 x Q8_0 */
 
-/* sums[k] = dot over nb blocks of row w[k], for R rows anywhere in memory. */
-INLINE void q4_0_rows(const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb, float *sums) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    const int8x16_t eight = vdupq_n_s8(8);
+/*
+ * A block's 32 levels become two vectors of signed bytes for SDOT: Q8_0's
+ * quants, Q4_0's nibble - 8, Q5_0's q - 16, Q4_1 / Q5_1's q itself (0..31);
+ * Q5's fifth bits come from qh by a bit test of each byte's own bit (the byte
+ * of qh holding it duplicated across 8 lanes). Q4_1 / Q5_1 (llama.cpp's
+ * fallbacks for rows that are not multiples of 256) add their offset
+ * m * d_x times the activation block's sum, 4 lanes of SDOT against ones,
+ * made once per block for all rows.
+ */
+
+INLINE size_t q32_bytes(pi_type ty) {
+    switch (ty) {
+    case PI_TYPE_Q4_0: return sizeof(pi_block_q4_0);
+    case PI_TYPE_Q4_1: return sizeof(pi_block_q4_1);
+    case PI_TYPE_Q5_0: return sizeof(pi_block_q5_0);
+    case PI_TYPE_Q5_1: return sizeof(pi_block_q5_1);
+    default: return sizeof(pi_block_q8_0);
+    }
+}
+
+/* 16 bytes of 16 where bits lo (weights 0..7 of the 16) and hi (8..15) are set. */
+INLINE uint8x16_t q5_high(uint8_t lo, uint8_t hi) {
+    static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t h = vcombine_u8(vdup_n_u8(lo), vdup_n_u8(hi));
+    return vandq_u8(vtstq_u8(h, vld1q_u8(bits)), vdupq_n_u8(16));
+}
+
+/* The 32 levels of a block of type ty at p as signed bytes, weights 0..15 in
+   w0 and 16..31 in w1: Q8_0 its quants, Q4_0 nibble - 8, Q5_0 q - 16, Q4_1
+   and Q5_1 q. */
+INLINE void q32_levels(pi_type ty, const uint8_t *p, int8x16_t *w0, int8x16_t *w1) {
+    if (ty == PI_TYPE_Q8_0) {
+        *w0 = vld1q_s8((const int8_t *)p + 2);
+        *w1 = vld1q_s8((const int8_t *)p + 18);
+        return;
+    }
+    const size_t qs = ty == PI_TYPE_Q4_0 ? 2 : ty == PI_TYPE_Q4_1 ? 4 : ty == PI_TYPE_Q5_0 ? 6 : 8;
+    const uint8x16_t q = vld1q_u8(p + qs);
+    uint8x16_t lo = vandq_u8(q, vdupq_n_u8(0x0f)), hi = vshrq_n_u8(q, 4);
+    if (ty == PI_TYPE_Q5_0 || ty == PI_TYPE_Q5_1) {
+        const uint8_t *qh = p + qs - 4;
+        lo = vorrq_u8(lo, q5_high(qh[0], qh[1]));
+        hi = vorrq_u8(hi, q5_high(qh[2], qh[3]));
+    }
+    const int8x16_t off = vdupq_n_s8(ty == PI_TYPE_Q4_0 ? 8 : ty == PI_TYPE_Q5_0 ? 16 : 0);
+    *w0 = vsubq_s8(vreinterpretq_s8_u8(lo), off);
+    *w1 = vsubq_s8(vreinterpretq_s8_u8(hi), off);
+}
+
+/* 4 lanes that add up to the sum of an activation block's 32 quants. */
+INLINE float32x4_t q8_0_sum4(int8x16_t x0, int8x16_t x1) {
+    const int8x16_t one = vdupq_n_s8(1);
+    return vcvtq_f32_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), one, x0), one, x1));
+}
+
+/* sums[k] = dot over nb blocks of row w[k] (type ty), for R rows anywhere in
+   memory, each activation block loaded once for the R rows. */
+INLINE void lq_rows(pi_type ty, const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb,
+                    float *sums) {
+    const size_t bsz = q32_bytes(ty);
+    const bool has_m = ty == PI_TYPE_Q4_1 || ty == PI_TYPE_Q5_1;
     float32x4_t acc[4];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) acc[k] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
         const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
         const float dx = f16_scalar(&x[b].d);
+        const float32x4_t xsum = has_m ? q8_0_sum4(x0, x1) : vdupq_n_f32(0.0f);
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
-            const uint8_t *p = w[k] + b * sizeof(pi_block_q4_0);
-            const uint8x16_t q = vld1q_u8(p + 2);
-            const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
-            const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
-            const int32x4_t i32 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, x0), hi, x1);
+            const uint8_t *p = w[k] + b * bsz;
+            int8x16_t w0, w1;
+            q32_levels(ty, p, &w0, &w1);
+            const int32x4_t i32 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0), w1, x1);
             acc[k] = vfmaq_n_f32(acc[k], vcvtq_f32_s32(i32), f16_scalar(p) * dx);
+            if (has_m) acc[k] = vfmaq_n_f32(acc[k], xsum, f16_scalar(p + 2) * dx);
         }
     }
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) sums[k] = vaddvq_f32(acc[k]);
+}
+
+/* axpy: Q8_0, Q4_0, Q5_0 one FMA of a * d (rounded) with the level; Q4_1 /
+   Q5_1 the weight fma(d, q, m) (pi_dequantize_row's value: d * q is exact),
+   then one FMA of a with it: the operands of the x86 tables, so the same
+   bits. */
+INLINE void lq_axpy(pi_type ty, int64_t n, float a, const void *vw, float *y) {
+    const size_t bsz = q32_bytes(ty);
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        const uint8_t *p = (const uint8_t *)vw + b * bsz;
+        int8x16_t half[2];
+        q32_levels(ty, p, &half[0], &half[1]);
+        const bool has_m = ty == PI_TYPE_Q4_1 || ty == PI_TYPE_Q5_1;
+        const float d = f16_scalar(p), ad = a * d, m = has_m ? f16_scalar(p + 2) : 0.0f;
+        for (int h = 0; h < 2; h++) {
+            const int16x8_t s0 = vmovl_s8(vget_low_s8(half[h])), s1 = vmovl_high_s8(half[h]);
+            const int32x4_t v[4] = {vmovl_s16(vget_low_s16(s0)), vmovl_high_s16(s0), vmovl_s16(vget_low_s16(s1)),
+                                    vmovl_high_s16(s1)};
+            float *yh = y + 16 * h;
+            for (int k = 0; k < 4; k++) {
+                const float32x4_t q = vcvtq_f32_s32(v[k]), yv = vld1q_f32(yh + 4 * k);
+                if (!has_m) vst1q_f32(yh + 4 * k, vfmaq_n_f32(yv, q, ad));
+                else vst1q_f32(yh + 4 * k, vfmaq_n_f32(yv, vfmaq_n_f32(vdupq_n_f32(m), q, d), a));
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ Q4_0 x Q8_0 */
+
+INLINE void q4_0_rows(const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb, float *sums) {
+    lq_rows(PI_TYPE_Q4_0, R, w, x, nb, sums);
 }
 
 /* The matvec and vec_dot_rows of a row kernel rows_fn(R, w, x, nb, sums):
@@ -330,46 +422,12 @@ static void pi_vec_dot_rows_q4_0_q8_0_neon(int64_t n, const void *const *rows, i
     NEON_ROWS(q4_0_rows, n, rows, count, x, out, PI_QK4_0);
 }
 
-static void pi_axpy_q4_0_neon(int64_t n, float a, const void *vw, float *y) {
-    const pi_block_q4_0 *w = vw;
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    const int8x16_t eight = vdupq_n_s8(8);
-    for (int64_t b = 0; b < n / PI_QK4_0; b++, y += PI_QK4_0) {
-        const float ad = a * f16_scalar(&w[b].d);
-        const uint8x16_t q = vld1q_u8(w[b].qs);
-        const int8x16_t half[2] = {vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight),
-                                   vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight)};
-        for (int h = 0; h < 2; h++) {
-            const int16x8_t s0 = vmovl_s8(vget_low_s8(half[h])), s1 = vmovl_high_s8(half[h]);
-            const int32x4_t v[4] = {vmovl_s16(vget_low_s16(s0)), vmovl_high_s16(s0), vmovl_s16(vget_low_s16(s1)),
-                                    vmovl_high_s16(s1)};
-            float *yh = y + 16 * h;
-            for (int k = 0; k < 4; k++)
-                vst1q_f32(yh + 4 * k, vfmaq_n_f32(vld1q_f32(yh + 4 * k), vcvtq_f32_s32(v[k]), ad));
-        }
-    }
-}
+static void pi_axpy_q4_0_neon(int64_t n, float a, const void *w, float *y) { lq_axpy(PI_TYPE_Q4_0, n, a, w, y); }
 
 /* ------------------------------------------------------------ Q8_0 x Q8_0 */
 
-/* As q4_0_rows, for Q8_0 rows. */
 INLINE void q8_0_rows(const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb, float *sums) {
-    float32x4_t acc[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < R; k++) acc[k] = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < nb; b++) {
-        const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
-        const float dx = f16_scalar(&x[b].d);
-#pragma GCC unroll 4
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w[k] + b * sizeof(pi_block_q8_0);
-            const int8x16_t w0 = vld1q_s8((const int8_t *)p + 2), w1 = vld1q_s8((const int8_t *)p + 18);
-            const int32x4_t i32 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0), w1, x1);
-            acc[k] = vfmaq_n_f32(acc[k], vcvtq_f32_s32(i32), f16_scalar(p) * dx);
-        }
-    }
-#pragma GCC unroll 4
-    for (int k = 0; k < R; k++) sums[k] = vaddvq_f32(acc[k]);
+    lq_rows(PI_TYPE_Q8_0, R, w, x, nb, sums);
 }
 
 static void pi_matvec_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1,
@@ -389,33 +447,18 @@ static void pi_vec_dot_rows_q8_0_q8_0_neon(int64_t n, const void *const *rows, i
     NEON_ROWS(q8_0_rows, n, rows, count, x, out, PI_QK8_0);
 }
 
-static void pi_axpy_q8_0_neon(int64_t n, float a, const void *vw, float *y) {
-    const pi_block_q8_0 *w = vw;
-    for (int64_t b = 0; b < n / PI_QK8_0; b++, y += PI_QK8_0) {
-        const float ad = a * f16_scalar(&w[b].d);
-        for (int h = 0; h < 2; h++) {
-            const int8x16_t q = vld1q_s8(w[b].qs + 16 * h);
-            const int16x8_t s0 = vmovl_s8(vget_low_s8(q)), s1 = vmovl_high_s8(q);
-            const int32x4_t v[4] = {vmovl_s16(vget_low_s16(s0)), vmovl_high_s16(s0), vmovl_s16(vget_low_s16(s1)),
-                                    vmovl_high_s16(s1)};
-            float *yh = y + 16 * h;
-            for (int k = 0; k < 4; k++)
-                vst1q_f32(yh + 4 * k, vfmaq_n_f32(vld1q_f32(yh + 4 * k), vcvtq_f32_s32(v[k]), ad));
-        }
-    }
-}
+static void pi_axpy_q8_0_neon(int64_t n, float a, const void *w, float *y) { lq_axpy(PI_TYPE_Q8_0, n, a, w, y); }
 
 /* ------------------------------------------------------- quant matmuls */
 
 /* s[k * T + t] = the dot over nb blocks of row k (R rows stride bytes apart,
-   of type ty: Q4_0 or Q8_0) with input t (xs bytes apart): each row's block
-   is loaded (and Q4_0 unpacked) once for all T inputs, each input's block
-   once for all R rows. */
+   of type ty: Q4_0, Q8_0, Q4_1, Q5_0 or Q5_1) with input t (xs bytes
+   apart): each row's block is loaded (and unpacked) once for all T inputs,
+   each input's block once for all R rows. */
 INLINE void quant_tile(pi_type ty, const int R, const int T, const uint8_t *w, size_t stride,
                        const pi_block_q8_0 *x, size_t xs, int64_t nb, float *s) {
-    const size_t bsz = ty == PI_TYPE_Q4_0 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    const int8x16_t eight = vdupq_n_s8(8);
+    const size_t bsz = q32_bytes(ty);
+    const bool has_m = ty == PI_TYPE_Q4_1 || ty == PI_TYPE_Q5_1;
     float32x4_t acc[4][2];
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++)
@@ -424,30 +467,26 @@ INLINE void quant_tile(pi_type ty, const int R, const int T, const uint8_t *w, s
     for (int64_t b = 0; b < nb; b++) {
         int8x16_t x0[2], x1[2];
         float dx[2];
+        float32x4_t xsum[2];
 #pragma GCC unroll 2
         for (int t = 0; t < T; t++) {
             const pi_block_q8_0 *xb = (const pi_block_q8_0 *)((const uint8_t *)x + t * xs) + b;
             x0[t] = vld1q_s8(xb->qs);
             x1[t] = vld1q_s8(xb->qs + 16);
             dx[t] = f16_scalar(&xb->d);
+            if (has_m) xsum[t] = q8_0_sum4(x0[t], x1[t]);
         }
 #pragma GCC unroll 4
         for (int k = 0; k < R; k++) {
             const uint8_t *p = w + k * stride + b * bsz;
             int8x16_t w0, w1;
-            if (ty == PI_TYPE_Q4_0) {
-                const uint8x16_t q = vld1q_u8(p + 2);
-                w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
-                w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
-            } else {
-                w0 = vld1q_s8((const int8_t *)p + 2);
-                w1 = vld1q_s8((const int8_t *)p + 18);
-            }
-            const float dw = f16_scalar(p);
+            q32_levels(ty, p, &w0, &w1);
+            const float dw = f16_scalar(p), mw = has_m ? f16_scalar(p + 2) : 0.0f;
 #pragma GCC unroll 2
             for (int t = 0; t < T; t++) {
                 const int32x4_t i32 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0[t]), w1, x1[t]);
                 acc[k][t] = vfmaq_n_f32(acc[k][t], vcvtq_f32_s32(i32), dw * dx[t]);
+                if (has_m) acc[k][t] = vfmaq_n_f32(acc[k][t], xsum[t], mw * dx[t]);
             }
         }
     }
@@ -461,7 +500,7 @@ INLINE void quant_tile(pi_type ty, const int R, const int T, const uint8_t *w, s
 INLINE void quant_matmul(pi_type ty, int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
                          size_t xs, int64_t nb, float *Y, int64_t ys) {
     enum { CB = PI_MM_CHUNK / PI_QK8_0 };
-    const size_t bsz = ty == PI_TYPE_Q4_0 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+    const size_t bsz = q32_bytes(ty);
     const int64_t nblk = n / PI_QK8_0;
     for (int64_t c0 = 0; c0 == 0 || c0 < nblk; c0 += CB) {
         const int64_t cb = nblk - c0 < CB ? nblk - c0 : CB;
@@ -494,6 +533,44 @@ static void pi_matmul_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, in
                                      const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {
     quant_matmul(PI_TYPE_Q8_0, n, W, stride, r0, r1, X, xs, nb, Y, ys);
 }
+
+/* The kernels of Q4_1, Q5_0, Q5_1 (tname) on lq_rows, quant_matmul, lq_axpy;
+   axpy_rows is axpy on each row with a nonzero coefficient, in list order. */
+#define NEON_LQ_KERNELS(TYPE, tname)                                                                            \
+    INLINE void tname##_lq_rows(const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb,      \
+                                float *sums) {                                                                  \
+        lq_rows(TYPE, R, w, x, nb, sums);                                                                       \
+    }                                                                                                           \
+    static float pi_vec_dot_##tname##_q8_0_neon(int64_t n, const void *w, const void *x) {                     \
+        const uint8_t *wr[1] = {w};                                                                             \
+        float s;                                                                                                \
+        lq_rows(TYPE, 1, wr, x, n / 32, &s);                                                                    \
+        return s;                                                                                               \
+    }                                                                                                           \
+    static void pi_vec_dot_rows_##tname##_q8_0_neon(int64_t n, const void *const *rows, int64_t count,         \
+                                                    const void *x, float *out) {                                \
+        NEON_ROWS(tname##_lq_rows, n, rows, count, x, out, 32);                                                 \
+    }                                                                                                           \
+    static void pi_matvec_##tname##_q8_0_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, \
+                                              const void *x, float *y) {                                        \
+        NEON_MATVEC(tname##_lq_rows, n, W, stride, r0, r1, x, y, 32);                                           \
+    }                                                                                                           \
+    static void pi_matmul_##tname##_q8_0_neon(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, \
+                                              const void *X, size_t xs, int64_t nb, float *Y, int64_t ys) {     \
+        quant_matmul(TYPE, n, W, stride, r0, r1, X, xs, nb, Y, ys);                                             \
+    }                                                                                                           \
+    static void pi_axpy_##tname##_neon(int64_t n, float a, const void *w, float *y) {                          \
+        lq_axpy(TYPE, n, a, w, y);                                                                              \
+    }                                                                                                           \
+    static void pi_axpy_rows_##tname##_neon(int64_t n, const float *a, const void *const *rows, int64_t count, \
+                                            float *y) {                                                         \
+        for (int64_t k = 0; k < count; k++)                                                                     \
+            if (a[k] != 0.0f) pi_axpy_##tname##_neon(n, a[k], rows[k], y);                                     \
+    }
+
+NEON_LQ_KERNELS(PI_TYPE_Q4_1, q4_1)
+NEON_LQ_KERNELS(PI_TYPE_Q5_0, q5_0)
+NEON_LQ_KERNELS(PI_TYPE_Q5_1, q5_1)
 
 /* ------------------------------------------------ K-quants x Q8_K */
 
@@ -1038,4 +1115,5 @@ const pi_kernels pi_kernels_neon = {
             [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_neon,
             [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_neon,
         },
+    PI_LQ_TABLE_SLOTS(neon),
 };

@@ -108,7 +108,10 @@ int pi_vec_dot_type(pi_type wtype) {
     case PI_TYPE_F16:
     case PI_TYPE_BF16: return PI_TYPE_F32;
     case PI_TYPE_Q8_0:
-    case PI_TYPE_Q4_0: return PI_TYPE_Q8_0;
+    case PI_TYPE_Q4_0:
+    case PI_TYPE_Q4_1:
+    case PI_TYPE_Q5_0:
+    case PI_TYPE_Q5_1: return PI_TYPE_Q8_0;
     case PI_TYPE_Q4_K:
     case PI_TYPE_Q5_K:
     case PI_TYPE_Q6_K: return PI_TYPE_Q8_K;

@@ -4,6 +4,9 @@
  * For each weight type the activation ("vec_dot type") is:
  *   F32, F16, BF16 weights  -> F32 activations
  *   Q8_0, Q4_0 weights      -> Q8_0 activations (quantize once per vector)
+ *   Q4_1, Q5_0, Q5_1        -> Q8_0 activations too (ggml pairs Q4_1 / Q5_1
+ *                              with Q8_1, whose stored block sum their offset
+ *                              needs; here it is summed from the Q8_0 block)
  *   Q4_K, Q5_K, Q6_K        -> Q8_K activations (likewise; rows are multiples of 256)
  *
  * A pi_kernels table holds one implementation of every kernel for one ISA
@@ -62,7 +65,9 @@ typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
    split into consecutive calls (any split) gives the bits of one call over
    it. The SIMD versions take the nonzero rows 8 at a time, walking y once
    per 8 rows (on x86 with the next 8 prefetched), so pass whole lists, not
-   a few rows at a time; count may be 0. Only y[0..n) is written. */
+   a few rows at a time (Q4_1, Q5_0, Q5_1: the table's axpy per row, in list
+   order, with the same fused operands in every SIMD table); count may be 0.
+   Only y[0..n) is written. */
 typedef void (*pi_axpy_rows_fn)(int64_t n, const float *a, const void *const *rows, int64_t count, float *y);
 
 /* For r in [r0, r1): y[r] = dot(row r of W, x). W's rows are n elements long

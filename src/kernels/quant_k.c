@@ -1,7 +1,7 @@
 /*
- * quant_k.c — quantizers for Q4_K, Q5_K and Q6_K that write the same bytes as
- * ggml's reference quantizers (what llama-quantize writes when it has no
- * importance matrix).
+ * quant_k.c — quantizers for Q4_K, Q5_K and Q6_K, and for their fallbacks
+ * Q4_1, Q5_0 and Q5_1, that write the same bytes as ggml's reference
+ * quantizers (what llama-quantize writes when it has no importance matrix).
  *
  * Byte identity rests on computing every float the same way: each sum is
  * accumulated in float, in index order, with the operands grouped as written
@@ -22,6 +22,7 @@
  */
 #include "quant_k.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -296,5 +297,100 @@ void pi_quantize_row_q6_K(const float *x, pi_block_q6_K *y, int64_t n) {
                 qh[l] = (uint8_t)((q0 >> 4) | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6);
             }
         }
+    }
+}
+
+/* ---- Q4_1, Q5_0, Q5_1: one block of 32 at a time ---- */
+
+/* ggml turns each scaled value into a level with a plain (int8_t) or
+   (uint8_t) cast. x86-64, where its files are made, converts through a
+   32-bit truncation (INT_MIN for NaN and values out of int range) and keeps
+   the low byte; this reproduces that as an int8 value for every input, so a
+   finite block gives truncation toward zero and a degenerate one (a scale so
+   small its reciprocal overflows) still gets ggml's bytes and stays
+   memory-safe. */
+static inline int trunc_i8(float v) {
+    const int32_t t = v > -2147483648.0f && v < 2147483648.0f ? (int32_t)v : INT32_MIN;
+    return (int8_t)(uint8_t)((uint32_t)t & 0xffu);
+}
+
+static inline int min_int(int a, int b) { return a < b ? a : b; }
+
+/* The smallest and largest of a block of 32, as ggml scans them. */
+static void block_min_max(const float *x, float *lo, float *hi) {
+    float mn = FLT_MAX, mx = -FLT_MAX;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < mn) mn = x[j];
+        if (x[j] > mx) mx = x[j];
+    }
+    *lo = mn;
+    *hi = mx;
+}
+
+/* The element of largest magnitude, sign kept (the first one on ties). */
+static float block_abs_max(const float *x) {
+    float amax = 0.0f, m = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            m = x[j];
+        }
+    return m;
+}
+
+/* Five-bit levels q[0..32) into nibbles (weight j low, j+16 high) and the
+   little-endian 32-bit field of their fifth bits. */
+static void pack_q5(const uint8_t q[32], uint8_t qs[16], uint8_t qh[4]) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+        h |= (uint32_t)((q[j] >> 4) & 1) << j | (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(h >> (8 * k));
+}
+
+/* Q4_1 / Q5_1, one block: d = (max - min) / nmax, m = min, level =
+   trunc((x - min) / d + 0.5), capped at 15 for Q4_1 (Q5_1 has no cap: its
+   levels cannot exceed 31 for finite blocks). */
+static void quantize_block_min(const float *x, int nmax, pi_f16 *d16, pi_f16 *m16, uint8_t q[32]) {
+    float lo, hi;
+    block_min_max(x, &lo, &hi);
+    const float d = (hi - lo) / (float)nmax;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    *d16 = pi_f32_to_f16(d);
+    *m16 = pi_f32_to_f16(lo);
+    for (int j = 0; j < 32; j++) {
+        const int l = trunc_i8((x[j] - lo) * id + 0.5f);
+        q[j] = (uint8_t)(nmax == 15 ? min_int(15, l) : l);
+    }
+}
+
+void pi_quantize_row_q4_1(const float *x, pi_block_q4_1 *y, int64_t n) {
+    uint8_t q[32];
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        quantize_block_min(x, 15, &y[b].d, &y[b].m, q);
+        /* as ggml: the levels are combined unmasked */
+        for (int j = 0; j < 16; j++) y[b].qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    }
+}
+
+/* Q5_0: the element of largest magnitude m maps to -16, d = m / -16,
+   level = min(31, trunc(x / d + 16.5)). */
+void pi_quantize_row_q5_0(const float *x, pi_block_q5_0 *y, int64_t n) {
+    uint8_t q[32];
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        const float d = block_abs_max(x) / -16.0f;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = pi_f32_to_f16(d);
+        for (int j = 0; j < 32; j++) q[j] = (uint8_t)min_int(31, trunc_i8(x[j] * id + 16.5f));
+        pack_q5(q, y[b].qs, y[b].qh);
+    }
+}
+
+void pi_quantize_row_q5_1(const float *x, pi_block_q5_1 *y, int64_t n) {
+    uint8_t q[32];
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        quantize_block_min(x, 31, &y[b].d, &y[b].m, q);
+        pack_q5(q, y[b].qs, y[b].qh);
     }
 }

@@ -4,15 +4,16 @@
  * What the SIMD tables must reproduce:
  *   - pi_quantize_row / pi_dequantize_row for F32, F16, BF16, Q8_0, Q4_0 (ggml's
  *     reference semantics, see quantize_block_q8_0 / quantize_block_q4_0 below);
- *     dequantize for Q4_K, Q5_K, Q6_K (layouts in types.h; their quantizers are
- *     in quant_k.c) and both directions for Q8_K;
+ *     dequantize for Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (layouts in types.h;
+ *     their quantizers are in quant_k.c) and both directions for Q8_K;
  *   - quantize_q8_0 for activations: every table produces these exact bytes, so
  *     it uses only operations that SIMD units perform identically (max of |x|,
  *     one IEEE division, one reciprocal, one product, round-half-to-even);
  *   - quantize_q8_K for the K-quants' activations: ggml's bytes (see
  *     quantize_block_q8_K), which every table reproduces exactly;
  *   - vec_dot / vec_dot_rows / matvec / matmul: Q types sum d_w * d_x * (integer dot of the block) over
- *     blocks; K-quants sum, per super-block of 256, d_w * d_x * (sum over its
+ *     blocks, Q4_1 / Q5_1 plus m * d_x * (the sum of the Q8_0 block's quants)
+ *     for their offset m; K-quants sum, per super-block of 256, d_w * d_x * (sum over its
  *     sub-blocks of scale * integer dot) and, for Q4_K / Q5_K, subtract
  *     dmin * d_x * (sum over sub-blocks of min * the activation's bsums);
  *     F16/BF16 weights are widened to f32 and multiplied with the f32
@@ -20,10 +21,10 @@
  *     exact value as is cheap; SIMD versions accumulate in float, which the tests
  *     bound relative to sum |w_i x_i|;
  *   - axpy: y[i] += a * w[i], with w[i] = d * q for Q types, computed as
- *     (a * d) * q in float (SIMD versions may fuse the multiply-add); for the
- *     K-quants w[i] is the weight exactly as pi_dequantize_row gives it (its
- *     products are exact in float, so a fused multiply-add computes the same
- *     w[i]), then y[i] += a * w[i];
+ *     (a * d) * q in float (SIMD versions may fuse the multiply-add); for
+ *     Q4_1, Q5_1 and the K-quants w[i] is the weight exactly as
+ *     pi_dequantize_row gives it (d * q is exact in float, so a fused
+ *     multiply-add computes the same w[i]), then y[i] += a * w[i];
  *   - axpy_rows: that axpy on each listed row whose coefficient is nonzero,
  *     in list order (the SIMD tables fuse each row's multiply-add, see
  *     axpy_rows.h).
@@ -206,6 +207,47 @@ static void dequant_q6_K(const pi_block_q6_K *b, float *y) {
     }
 }
 
+/* ---- Q4_1, Q5_0, Q5_1: unpacking (layouts in types.h) ---- */
+
+/* The 32 nibbles of a block in weight order: low nibbles, then high. */
+static inline void unpack_nibbles(const uint8_t qs[16], uint8_t q[32]) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = qs[j] & 15;
+        q[j + 16] = qs[j] >> 4;
+    }
+}
+
+/* The 32 five-bit levels (0..31) of a Q5_0 / Q5_1 block: the nibble of
+   weight j and bit j of the little-endian qh. */
+static inline void unpack_q5(const uint8_t qs[16], const uint8_t qh[4], uint8_t q[32]) {
+    unpack_nibbles(qs, q);
+    for (int j = 0; j < 32; j++) q[j] |= (uint8_t)(((qh[j / 8] >> (j % 8)) & 1) << 4);
+}
+
+/* Block b of a Q4_1 or Q5_1 row: its levels, d and m. */
+static void block_min_at(pi_type t, const void *row, int64_t b, uint8_t q[32], pi_f16 *d, pi_f16 *m) {
+    if (t == PI_TYPE_Q4_1) {
+        const pi_block_q4_1 *w = (const pi_block_q4_1 *)row + b;
+        unpack_nibbles(w->qs, q);
+        *d = w->d, *m = w->m;
+    } else {
+        const pi_block_q5_1 *w = (const pi_block_q5_1 *)row + b;
+        unpack_q5(w->qs, w->qh, q);
+        *d = w->d, *m = w->m;
+    }
+}
+
+/* Dequantized weights of a block with levels q: d * q + offset (Q4_1 /
+   Q5_1: offset m; Q5_0: q - 16 times d). d * q is exact in float (an f16
+   times an integer below 32), so this is one rounding. */
+static inline void dequant_dq_m(float d, float m, const uint8_t q[32], float *y) {
+    for (int j = 0; j < 32; j++) y[j] = d * (float)q[j] + m;
+}
+
+static inline void dequant_q5_0(float d, const uint8_t q[32], float *y) {
+    for (int j = 0; j < 32; j++) y[j] = d * (float)(q[j] - 16);
+}
+
 void pi_quantize_row(pi_type t, const float *x, void *vy, int64_t n) {
     switch (t) {
     case PI_TYPE_F32: memcpy(vy, x, (size_t)n * sizeof(float)); break;
@@ -234,6 +276,9 @@ void pi_quantize_row(pi_type t, const float *x, void *vy, int64_t n) {
         for (int64_t b = 0; b < n / PI_QK_K; b++) quantize_block_q8_K(x + b * PI_QK_K, &y[b]);
         break;
     }
+    case PI_TYPE_Q4_1: pi_quantize_row_q4_1(x, vy, n); break;
+    case PI_TYPE_Q5_0: pi_quantize_row_q5_0(x, vy, n); break;
+    case PI_TYPE_Q5_1: pi_quantize_row_q5_1(x, vy, n); break;
     case PI_TYPE_Q4_K: pi_quantize_row_q4_K(x, vy, n); break;
     case PI_TYPE_Q5_K: pi_quantize_row_q5_K(x, vy, n); break;
     case PI_TYPE_Q6_K: pi_quantize_row_q6_K(x, vy, n); break;
@@ -271,6 +316,25 @@ void pi_dequantize_row(pi_type t, const void *vx, float *y, int64_t n) {
                 yb[j] = d * (float)((x[b].qs[j] & 0x0f) - 8);
                 yb[j + PI_QK4_0 / 2] = d * (float)((x[b].qs[j] >> 4) - 8);
             }
+        }
+        break;
+    }
+    case PI_TYPE_Q4_1:
+    case PI_TYPE_Q5_1: {
+        uint8_t q[32];
+        pi_f16 d, m;
+        for (int64_t b = 0; b < n / 32; b++) {
+            block_min_at(t, vx, b, q, &d, &m);
+            dequant_dq_m(pi_f16_to_f32(d), pi_f16_to_f32(m), q, y + b * 32);
+        }
+        break;
+    }
+    case PI_TYPE_Q5_0: {
+        const pi_block_q5_0 *x = vx;
+        uint8_t q[32];
+        for (int64_t b = 0; b < n / 32; b++) {
+            unpack_q5(x[b].qs, x[b].qh, q);
+            dequant_q5_0(pi_f16_to_f32(x[b].d), q, y + b * 32);
         }
         break;
     }
@@ -362,6 +426,57 @@ static float pi_vec_dot_q4_0_q8_0_ref(int64_t n, const void *vw, const void *vx)
             isum += ((w[b].qs[j] >> 4) - 8) * x[b].qs[j + PI_QK4_0 / 2];
         }
         s += (double)pi_f16_to_f32(w[b].d) * pi_f16_to_f32(x[b].d) * isum;
+    }
+    return (float)s;
+}
+
+/* Q4_1, Q5_0, Q5_1 against Q8_0, per block: d_w * d_x * (integer dot of
+   the levels); Q5_0's levels are q - 16; Q4_1 / Q5_1 add m * d_x * (the sum
+   of the activation block's quants), their offset m times the block's sum. */
+
+static inline int32_t idot32(const uint8_t q[32], int off, const int8_t *x) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; j++) s += (q[j] - off) * x[j];
+    return s;
+}
+
+static inline int32_t isum32(const int8_t *x) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; j++) s += x[j];
+    return s;
+}
+
+/* A Q4_1 / Q5_1 row against Q8_0: per block d_w * d_x * (integer dot of the
+   levels) + m * d_x * (the sum of the activation block's quants). */
+static float dot_min(pi_type t, int64_t n, const void *vw, const void *vx) {
+    const pi_block_q8_0 *x = vx;
+    uint8_t q[32];
+    pi_f16 d, m;
+    double s = 0.0;
+    for (int64_t b = 0; b < n / 32; b++) {
+        block_min_at(t, vw, b, q, &d, &m);
+        const double dx = pi_f16_to_f32(x[b].d);
+        s += (double)pi_f16_to_f32(d) * dx * idot32(q, 0, x[b].qs) + (double)pi_f16_to_f32(m) * dx * isum32(x[b].qs);
+    }
+    return (float)s;
+}
+
+static float pi_vec_dot_q4_1_q8_0_ref(int64_t n, const void *w, const void *x) {
+    return dot_min(PI_TYPE_Q4_1, n, w, x);
+}
+
+static float pi_vec_dot_q5_1_q8_0_ref(int64_t n, const void *w, const void *x) {
+    return dot_min(PI_TYPE_Q5_1, n, w, x);
+}
+
+static float pi_vec_dot_q5_0_q8_0_ref(int64_t n, const void *vw, const void *vx) {
+    const pi_block_q5_0 *w = vw;
+    const pi_block_q8_0 *x = vx;
+    uint8_t q[32];
+    double s = 0.0;
+    for (int64_t b = 0; b < n / 32; b++) {
+        unpack_q5(w[b].qs, w[b].qh, q);
+        s += (double)pi_f16_to_f32(w[b].d) * pi_f16_to_f32(x[b].d) * idot32(q, 16, x[b].qs);
     }
     return (float)s;
 }
@@ -468,6 +583,34 @@ static void pi_axpy_q4_0_ref(int64_t n, float a, const void *vw, float *y) {
     }
 }
 
+/* Q5_0: as Q4_0, (a * d) * (q - 16). Q4_1 / Q5_1: y += a * w with w the
+   dequantized weight, as the K-quants. */
+
+static void pi_axpy_q5_0_ref(int64_t n, float a, const void *vw, float *y) {
+    const pi_block_q5_0 *w = vw;
+    uint8_t q[32];
+    for (int64_t b = 0; b < n / 32; b++) {
+        unpack_q5(w[b].qs, w[b].qh, q);
+        const float ad = a * pi_f16_to_f32(w[b].d);
+        for (int j = 0; j < 32; j++) y[b * 32 + j] += ad * (float)(q[j] - 16);
+    }
+}
+
+/* A Q4_1 / Q5_1 row: y += a * w, w = d * q + m as dequantized. */
+static void axpy_min(pi_type t, int64_t n, float a, const void *vw, float *y) {
+    uint8_t q[32];
+    float wd[32];
+    pi_f16 d, m;
+    for (int64_t b = 0; b < n / 32; b++) {
+        block_min_at(t, vw, b, q, &d, &m);
+        dequant_dq_m(pi_f16_to_f32(d), pi_f16_to_f32(m), q, wd);
+        for (int j = 0; j < 32; j++) y[b * 32 + j] += a * wd[j];
+    }
+}
+
+static void pi_axpy_q4_1_ref(int64_t n, float a, const void *w, float *y) { axpy_min(PI_TYPE_Q4_1, n, a, w, y); }
+static void pi_axpy_q5_1_ref(int64_t n, float a, const void *w, float *y) { axpy_min(PI_TYPE_Q5_1, n, a, w, y); }
+
 /* K-quants: y += a * w with w exactly the dequantized weight. */
 
 void pi_axpy_q4_K_ref(int64_t n, float a, const void *vw, float *y) {
@@ -518,6 +661,9 @@ static REF_MATVEC(pi_matvec_f16_ref, pi_vec_dot_f16_ref)
 static REF_MATVEC(pi_matvec_bf16_ref, pi_vec_dot_bf16_ref)
 static REF_MATVEC(pi_matvec_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
 static REF_MATVEC(pi_matvec_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+static REF_MATVEC(pi_matvec_q4_1_q8_0_ref, pi_vec_dot_q4_1_q8_0_ref)
+static REF_MATVEC(pi_matvec_q5_0_q8_0_ref, pi_vec_dot_q5_0_q8_0_ref)
+static REF_MATVEC(pi_matvec_q5_1_q8_0_ref, pi_vec_dot_q5_1_q8_0_ref)
 REF_MATVEC(pi_matvec_q4_K_q8_K_ref, pi_vec_dot_q4_K_q8_K_ref)
 REF_MATVEC(pi_matvec_q5_K_q8_K_ref, pi_vec_dot_q5_K_q8_K_ref)
 REF_MATVEC(pi_matvec_q6_K_q8_K_ref, pi_vec_dot_q6_K_q8_K_ref)
@@ -529,6 +675,9 @@ PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_f16_ref, pi_vec_dot_f16_ref)
 PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_bf16_ref, pi_vec_dot_bf16_ref)
 PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
 PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q4_1_q8_0_ref, pi_vec_dot_q4_1_q8_0_ref)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q5_0_q8_0_ref, pi_vec_dot_q5_0_q8_0_ref)
+PI_VEC_DOT_ROWS_LOOP(pi_vec_dot_rows_q5_1_q8_0_ref, pi_vec_dot_q5_1_q8_0_ref)
 
 /* the K-quant ones have external linkage (ref_k.h), so not the static
    PI_VEC_DOT_ROWS_LOOP */
@@ -557,6 +706,9 @@ static REF_MATMUL(pi_matmul_f16_ref, pi_vec_dot_f16_ref)
 static REF_MATMUL(pi_matmul_bf16_ref, pi_vec_dot_bf16_ref)
 static REF_MATMUL(pi_matmul_q8_0_q8_0_ref, pi_vec_dot_q8_0_q8_0_ref)
 static REF_MATMUL(pi_matmul_q4_0_q8_0_ref, pi_vec_dot_q4_0_q8_0_ref)
+static REF_MATMUL(pi_matmul_q4_1_q8_0_ref, pi_vec_dot_q4_1_q8_0_ref)
+static REF_MATMUL(pi_matmul_q5_0_q8_0_ref, pi_vec_dot_q5_0_q8_0_ref)
+static REF_MATMUL(pi_matmul_q5_1_q8_0_ref, pi_vec_dot_q5_1_q8_0_ref)
 REF_MATMUL(pi_matmul_q4_K_q8_K_ref, pi_vec_dot_q4_K_q8_K_ref)
 REF_MATMUL(pi_matmul_q5_K_q8_K_ref, pi_vec_dot_q5_K_q8_K_ref)
 REF_MATMUL(pi_matmul_q6_K_q8_K_ref, pi_vec_dot_q6_K_q8_K_ref)
@@ -578,6 +730,9 @@ REF_AXPY_ROWS(pi_axpy_rows_q4_0_ref, pi_axpy_q4_0_ref)
 REF_AXPY_ROWS(pi_axpy_rows_q4_K_ref, pi_axpy_q4_K_ref)
 REF_AXPY_ROWS(pi_axpy_rows_q5_K_ref, pi_axpy_q5_K_ref)
 REF_AXPY_ROWS(pi_axpy_rows_q6_K_ref, pi_axpy_q6_K_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q4_1_ref, pi_axpy_q4_1_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q5_0_ref, pi_axpy_q5_0_ref)
+REF_AXPY_ROWS(pi_axpy_rows_q5_1_ref, pi_axpy_q5_1_ref)
 
 const pi_kernels pi_kernels_ref = {
     .name = "ref",
@@ -593,6 +748,9 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_Q4_K] = pi_vec_dot_q4_K_q8_K_ref,
             [PI_TYPE_Q5_K] = pi_vec_dot_q5_K_q8_K_ref,
             [PI_TYPE_Q6_K] = pi_vec_dot_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_1] = pi_vec_dot_q4_1_q8_0_ref,
+            [PI_TYPE_Q5_0] = pi_vec_dot_q5_0_q8_0_ref,
+            [PI_TYPE_Q5_1] = pi_vec_dot_q5_1_q8_0_ref,
         },
     .vec_dot_rows =
         {
@@ -604,6 +762,9 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_Q4_K] = pi_vec_dot_rows_q4_K_q8_K_ref,
             [PI_TYPE_Q5_K] = pi_vec_dot_rows_q5_K_q8_K_ref,
             [PI_TYPE_Q6_K] = pi_vec_dot_rows_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_1] = pi_vec_dot_rows_q4_1_q8_0_ref,
+            [PI_TYPE_Q5_0] = pi_vec_dot_rows_q5_0_q8_0_ref,
+            [PI_TYPE_Q5_1] = pi_vec_dot_rows_q5_1_q8_0_ref,
         },
     .axpy =
         {
@@ -615,8 +776,15 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_Q4_K] = pi_axpy_q4_K_ref,
             [PI_TYPE_Q5_K] = pi_axpy_q5_K_ref,
             [PI_TYPE_Q6_K] = pi_axpy_q6_K_ref,
+            [PI_TYPE_Q4_1] = pi_axpy_q4_1_ref,
+            [PI_TYPE_Q5_0] = pi_axpy_q5_0_ref,
+            [PI_TYPE_Q5_1] = pi_axpy_q5_1_ref,
         },
     .axpy_rows = PI_AXPY_ROWS_TABLE(ref),
+    /* the types axpy_rows.h's table leaves out */
+    .axpy_rows[PI_TYPE_Q4_1] = pi_axpy_rows_q4_1_ref,
+    .axpy_rows[PI_TYPE_Q5_0] = pi_axpy_rows_q5_0_ref,
+    .axpy_rows[PI_TYPE_Q5_1] = pi_axpy_rows_q5_1_ref,
     .matvec =
         {
             [PI_TYPE_F32] = pi_matvec_f32_ref,
@@ -627,6 +795,9 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_Q4_K] = pi_matvec_q4_K_q8_K_ref,
             [PI_TYPE_Q5_K] = pi_matvec_q5_K_q8_K_ref,
             [PI_TYPE_Q6_K] = pi_matvec_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_1] = pi_matvec_q4_1_q8_0_ref,
+            [PI_TYPE_Q5_0] = pi_matvec_q5_0_q8_0_ref,
+            [PI_TYPE_Q5_1] = pi_matvec_q5_1_q8_0_ref,
         },
     .matmul =
         {
@@ -638,5 +809,8 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_Q4_K] = pi_matmul_q4_K_q8_K_ref,
             [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_ref,
             [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_ref,
+            [PI_TYPE_Q4_1] = pi_matmul_q4_1_q8_0_ref,
+            [PI_TYPE_Q5_0] = pi_matmul_q5_0_q8_0_ref,
+            [PI_TYPE_Q5_1] = pi_matmul_q5_1_q8_0_ref,
         },
 };

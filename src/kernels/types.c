@@ -1,7 +1,7 @@
 /*
  * types.c — the type table (GGML ids, block sizes, bytes per block) and the
  * scalar half-precision conversions. Quantize/dequantize live in ref.c (the
- * K-quant weight quantizers in quant_k.c).
+ * K-quant, Q4_1, Q5_0 and Q5_1 weight quantizers in quant_k.c).
  */
 #include "types.h"
 
@@ -12,9 +12,9 @@ static const pi_type_info k_types[PI_TYPE_COUNT] = {
     [PI_TYPE_F32] = {"f32", 1, 4, true},
     [PI_TYPE_F16] = {"f16", 1, 2, true},
     [PI_TYPE_Q4_0] = {"q4_0", 32, 18, true},
-    [PI_TYPE_Q4_1] = {"q4_1", 32, 20, false},
-    [PI_TYPE_Q5_0] = {"q5_0", 32, 22, false},
-    [PI_TYPE_Q5_1] = {"q5_1", 32, 24, false},
+    [PI_TYPE_Q4_1] = {"q4_1", 32, 20, true},
+    [PI_TYPE_Q5_0] = {"q5_0", 32, 22, true},
+    [PI_TYPE_Q5_1] = {"q5_1", 32, 24, true},
     [PI_TYPE_Q8_0] = {"q8_0", 32, 34, true},
     [PI_TYPE_Q8_1] = {"q8_1", 32, 36, false},
     [PI_TYPE_Q2_K] = {"q2_K", 256, 84, false},

@@ -5,13 +5,22 @@
  * defined is known here with its block size and bytes per block, so any real
  * GGUF file can be inspected and its tensor sizes checked; only the types with
  * `compute` set have quantize/dequantize and kernels: F32, F16, BF16, Q8_0,
- * Q4_0, Q4_K, Q5_K, Q6_K. Q8_K is an activation type only (quantize and
- * dequantize exist, weight kernels do not), so its `compute` is false.
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. Q8_K is an activation type only
+ * (quantize and dequantize exist, weight kernels do not), so its `compute`
+ * is false.
  *
  * Block layouts match ggml byte for byte:
  *   Q8_0: 32 weights = f16 scale d, int8 qs[32];          x = d * qs[i]
  *   Q4_0: 32 weights = f16 scale d, uint8 qs[16];         x = d * (nibble - 8)
  *         weight j (0..15) is the low nibble of qs[j], weight j+16 its high nibble.
+ *   Q4_1: 32 weights = f16 d, f16 m, uint8 qs[16];         x = d * nibble + m
+ *         (nibbles as in Q4_0).
+ *   Q5_0: 32 weights = f16 d, uint8 qh[4], uint8 qs[16];   x = d * (q - 16)
+ *         q = nibble | b << 4, nibbles as in Q4_0 and b bit j of the
+ *         little-endian 32-bit qh for weight j (0..31).
+ *   Q5_1: 32 weights = f16 d, f16 m, uint8 qh[4], uint8 qs[16]; x = d * q + m
+ *         (q as in Q5_0). Q4_1, Q5_0 and Q5_1 are what llama.cpp's quantizer
+ *         writes where a row does not fit a K-quant's 256 (see quant_k.h).
  *
  * K-quants: super-blocks of 256 weights (PI_QK_K).
  *   Q4_K: f16 d, f16 dmin, scales[12], qs[128]. Eight sub-blocks of 32, each
@@ -56,6 +65,30 @@ typedef struct {
     uint8_t qs[PI_QK4_0 / 2];
 } pi_block_q4_0;
 static_assert(sizeof(pi_block_q4_0) == 2 + PI_QK4_0 / 2, "pi_block_q4_0 must match ggml block_q4_0");
+
+#define PI_QK4_1 32
+#define PI_QK5_0 32
+#define PI_QK5_1 32
+
+typedef struct {
+    pi_f16 d, m;
+    uint8_t qs[PI_QK4_1 / 2];
+} pi_block_q4_1;
+static_assert(sizeof(pi_block_q4_1) == 4 + PI_QK4_1 / 2, "pi_block_q4_1 must match ggml block_q4_1");
+
+typedef struct {
+    pi_f16 d;
+    uint8_t qh[4];
+    uint8_t qs[PI_QK5_0 / 2];
+} pi_block_q5_0;
+static_assert(sizeof(pi_block_q5_0) == 2 + 4 + PI_QK5_0 / 2, "pi_block_q5_0 must match ggml block_q5_0");
+
+typedef struct {
+    pi_f16 d, m;
+    uint8_t qh[4];
+    uint8_t qs[PI_QK5_1 / 2];
+} pi_block_q5_1;
+static_assert(sizeof(pi_block_q5_1) == 4 + 4 + PI_QK5_1 / 2, "pi_block_q5_1 must match ggml block_q5_1");
 
 #define PI_QK_K 256
 #define PI_K_SCALE_SIZE 12
@@ -153,8 +186,9 @@ float pi_bf16_to_f32(pi_bf16 h);
 pi_bf16 pi_f32_to_bf16(float f);
 
 /* Reference conversion of one row of n elements (n a multiple of the block
-   size) for the compute types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K;
-   the K-quant weight quantizers are ggml's reference ones, in quant_k.c) and
+   size) for the compute types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+   Q4_K, Q5_K, Q6_K; the quantizers of Q4_1, Q5_0, Q5_1 and the K-quants are
+   ggml's reference ones, in quant_k.c) and
    for the Q8_K activations. These are the specification; they return without
    writing for other types. */
 void pi_quantize_row(pi_type t, const float *x, void *y, int64_t n);

@@ -38,6 +38,7 @@
 #include "axpy_rows.h"
 #include "simd_common.h"
 #include "ref_k.h"
+#include "x86_q4_1_q5.h"
 
 #include <immintrin.h>
 
@@ -47,19 +48,7 @@
 
 INLINE float f16_scalar(pi_f16 h) { return _cvtsh_ss(h); }
 
-/* An f16 scale at p (2-byte aligned) as 8 floats. */
-INLINE __m256 f16_bcast(const void *p) {
-    pi_f16 h;
-    __builtin_memcpy(&h, p, sizeof h);
-    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
-}
-
-INLINE float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+/* f16_bcast and hsum256 are in x86_q4_1_q5.h */
 
 /* 8 weights of a float-like type, widened to f32. */
 INLINE __m256 load8(pi_type t, const void *w, int64_t i) {
@@ -1157,6 +1146,11 @@ KQ_KERNELS(PI_TYPE_Q4_K, q4_K)
 KQ_KERNELS(PI_TYPE_Q5_K, q5_K)
 KQ_KERNELS(PI_TYPE_Q6_K, q6_K)
 
+/* Q4_1, Q5_0, Q5_1 (x86_q4_1_q5.h) */
+LQ_KERNELS(avx2, PI_TYPE_Q4_1, q4_1)
+LQ_KERNELS(avx2, PI_TYPE_Q5_0, q5_0)
+LQ_KERNELS(avx2, PI_TYPE_Q5_1, q5_1)
+
 const pi_kernels pi_kernels_avx2 = {
     .name = "avx2",
     .quantize_q8_0 = pi_quantize_q8_0_avx2,
@@ -1217,4 +1211,5 @@ const pi_kernels pi_kernels_avx2 = {
             [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_avx2,
             [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_avx2,
         },
+    PI_LQ_TABLE_SLOTS(avx2),
 };

@@ -50,6 +50,7 @@
 #include "simd_common.h"
 #include "ref_k.h"
 #include "x86_amx.h"
+#include "x86_q4_1_q5.h"
 
 #include <immintrin.h>
 
@@ -1333,6 +1334,11 @@ KQ_KERNELS(PI_TYPE_Q4_K, q4_K)
 KQ_KERNELS(PI_TYPE_Q5_K, q5_K)
 KQ_KERNELS(PI_TYPE_Q6_K, q6_K)
 
+/* Q4_1, Q5_0, Q5_1 (x86_q4_1_q5.h): 256-bit vectors with VNNI */
+LQ_KERNELS(avx512, PI_TYPE_Q4_1, q4_1)
+LQ_KERNELS(avx512, PI_TYPE_Q5_0, q5_0)
+LQ_KERNELS(avx512, PI_TYPE_Q5_1, q5_1)
+
 /* The AMX table's quant matmuls: tiles (x86_amx.c) for batches large enough
    to pay for repacking the weights, the VNNI tiles above otherwise. */
 static void pi_matmul_q4_0_q8_0_amx(int64_t n, const void *W, size_t stride, int64_t r0, int64_t r1, const void *X,
@@ -1412,6 +1418,7 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
                 [PI_TYPE_Q5_K] = pi_matmul_q5_K_q8_K_avx512,                                                   \
                 [PI_TYPE_Q6_K] = pi_matmul_q6_K_q8_K_avx512,                                                   \
             },                                                                                                 \
+        PI_LQ_TABLE_SLOTS(avx512),                                                                                \
     }
 
 const pi_kernels pi_kernels_avx512 = AVX512_TABLE("avx512", pi_matmul_q8_0_q8_0_avx512, pi_matmul_q4_0_q8_0_avx512);
