@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "gguf/bundle.h"
 #include "gguf/names.h"
+#include "kernels/validate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,18 @@ static pi_status get_float(loader *L, const char *arch, const char *suffix, floa
 
 /* Bind tensor `name` with the expected shape (ne[i] < 0: any). Optional
    tensors that are absent leave w zeroed and return PI_OK. */
+/* Refuse quantized rows with a NaN or infinite scale, naming the tensor,
+   its type and the block (rows of n elements, stride bytes apart). */
+static pi_status check_scales(const loader *L, pi_gguf_str name, pi_type t, const void *data, int64_t n, int64_t rows,
+                              size_t stride) {
+    float v = 0.0f;
+    const int64_t bad = pi_rows_bad_scale(t, data, n, rows, stride, &v);
+    if (bad < 0) return PI_OK;
+    const int64_t nb = n / pi_type_get((uint32_t)t)->blck;
+    return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' (%s): block %lld of row %lld has a non-finite scale (%g)", L->path,
+                    (int)name.len, name.data, pi_type_name(t), (long long)(bad % nb), (long long)(bad / nb), (double)v);
+}
+
 static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int64_t e0, int64_t e1, int64_t e2,
                       bool required) {
     memset(w, 0, sizeof *w);
@@ -90,8 +103,9 @@ static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int
     const pi_type_info *ti = pi_type_get(t->type);
     if (!ti || !ti->compute)
         return pi_error(PI_ERR_UNSUPPORTED,
-                        "%s: tensor '%s' has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K", L->path,
-                        name, pi_type_name(t->type));
+                        "%s: tensor '%s' has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, "
+                        "q5_K, q6_K",
+                        L->path, name, pi_type_name(t->type));
     if (t->ne[0] % ti->blck) /* the GGUF reader checks this too; the kernels rely on it */
         return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has rows of %lld elements, not a multiple of %s's block of %lld",
                         L->path, name, (long long)t->ne[0], ti->name, (long long)ti->blck);
@@ -103,6 +117,8 @@ static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int
     for (int i = 0; i < 4; i++) w->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
     w->row_bytes = pi_row_size(w->type, w->ne[0]);
     w->name = t->name;
+    pi_status st = check_scales(L, t->name, w->type, w->data, w->ne[0], w->ne[1] * w->ne[2] * w->ne[3], w->row_bytes);
+    if (st) return st;
     L->m->weight_bytes += t->nbytes;
     L->m->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
     return PI_OK;
@@ -211,6 +227,7 @@ static pi_status bind_bundles(loader *L, int il) {
         const uint8_t *src = (const uint8_t *)t->data + off[k];
         for (int64_t i = 0; i < XF; i++) memcpy(p + (size_t)i * rb[k], src + (size_t)i * b->stride, rb[k]);
         *dst[k] = (pi_weight){p, type[k], {b->n_embd, F, X ? X : 1, 1}, rb[k], t->name};
+        if ((st = check_scales(L, t->name, type[k], p, b->n_embd, XF, rb[k]))) return st; /* row = bundle */
     }
     m->weight_bytes += t->nbytes;
     m->n_params += 3 * (uint64_t)(b->n_embd * XF);

@@ -60,27 +60,48 @@ static pi_status batch_submit(pi_offload *o, pi_read_batch *b, int64_t il, int64
 
 static int64_t la_left(const pi_read_batch *a) { return a->layer >= 0 ? a->runs - a->done : 0; }
 
+/* Check the bundles read run i of batch b brought (pi_offload_check_bundle). */
+static pi_status check_run(pi_offload *o, const pi_read_batch *b, int64_t i) {
+    pi_status st = PI_OK;
+    for (int32_t j = 0; j < b->run_len[i] && !st; j++) {
+        const int64_t k = b->run_first[i] + j;
+        st = pi_offload_check_bundle(o, b->layer, b->neuron[k], pi_ncache_slot(o->cache, b->slot[k]));
+    }
+    return st;
+}
+
 /* Reap at least min completions of any kind: lookahead reads are marked
    done in their set, the tags of the step's own reads move to the front of
-   o->tags. Returns how many own tags, or -1 when the engine failed. */
-static int reap(pi_offload *o, int64_t own_left, int min) {
+   o->tags; every bundle read is checked. Returns how many own tags, or -1
+   with *err set when the engine failed or a bundle is malformed. */
+static int reap(pi_offload *o, int64_t own_left, int min, pi_status *err) {
     int64_t want = own_left + la_left(&o->la[0]) + la_left(&o->la[1]);
     want = want < o->n_ff ? want : o->n_ff; /* the tags array */
     if (want <= 0) return 0;
     const uint64_t t = pi_time_ns();
     const int got = pi_io_reap_min(o->io, o->tags, (int)want, min);
     o->st.io_wait_ns += pi_time_ns() - t;
-    if (got < 0) return -1;
+    if (got < 0) {
+        *err = PI_ERR_IO;
+        return -1;
+    }
     int own = 0;
+    pi_status bad = PI_OK;
     for (int g = 0; g < got; g++) {
         const uint64_t tag = o->tags[g];
         if (tag & LA_TAG) {
             pi_read_batch *a = &o->la[(tag >> LA_SET_BIT) & 1];
             a->run_done[tag & LA_RUN_MASK] = 1;
             a->done++;
+            if (!bad) bad = check_run(o, a, (int64_t)(tag & LA_RUN_MASK));
         } else {
             o->tags[own++] = tag;
+            if (!bad) bad = check_run(o, &o->rd, (int64_t)tag);
         }
+    }
+    if (bad) {
+        *err = bad;
+        return -1;
     }
     return own;
 }
@@ -92,10 +113,7 @@ static pi_status la_finish(pi_offload *o, pi_read_batch *a) {
     if (a->layer < 0) return PI_OK;
     pi_status err = PI_OK;
     while (a->done < a->runs)
-        if (reap(o, 0, 1) < 0) {
-            err = PI_ERR_IO;
-            break;
-        }
+        if (reap(o, 0, 1, &err) < 0) break;
     for (int64_t k = 0; k < a->n; k++) {
         if (err) pi_ncache_drop(o->cache, a->slot[k]);
         else pi_ncache_settle(o->cache, a->slot[k]);
@@ -255,11 +273,8 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
         const bool had_pend = n_pend > 0;
         for (int64_t done = 0; !err && (done < n_runs || n_pend > 0);) {
             const int64_t own_left = n_runs - done;
-            const int own = reap(o, own_left, own_left <= 0 ? 1 : own_left < REAP_BATCH ? (int)own_left : REAP_BATCH);
-            if (own < 0) {
-                err = PI_ERR_IO;
-                break;
-            }
+            const int own = reap(o, own_left, own_left <= 0 ? 1 : own_left < REAP_BATCH ? (int)own_left : REAP_BATCH, &err);
+            if (own < 0) break;
             int64_t nr = 0;
             for (int g = 0; g < own; g++)
                 for (int32_t b = 0; b < o->rd.run_len[o->tags[g]]; b++)
@@ -361,6 +376,11 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
         }
         o->st.prefill_bytes += (uint64_t)rows * o->stride;
         const uint8_t *buf = o->stream_buf[p];
+        for (int64_t r = 0; r < rows; r++)
+            if ((err = pi_offload_check_bundle(o, u, i0 + r, buf + (size_t)r * o->stride))) {
+                if (i0 + R < F) pi_io_reap(o->io, &tag, 1, true); /* the next piece's read, in flight */
+                return err;
+            }
         const pi_bundle_parts *pt = &o->parts[u];
         pi_weight g = {buf + pt->off[PI_BUNDLE_GATE], pt->type[PI_BUNDLE_GATE], {E, rows, 1, 1}, o->stride, {0, NULL}};
         pi_weight w_up = {buf + pt->off[PI_BUNDLE_UP], pt->type[PI_BUNDLE_UP], {E, rows, 1, 1}, o->stride, {0, NULL}};
@@ -515,8 +535,16 @@ static pi_status moe_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     return PI_OK;
 }
 
+/* After a malformed bundle the file is not trusted again: every later step
+   gives the same refusal. */
+static pi_status refused(const pi_offload *o) {
+    return o->refusal[0] ? pi_error(PI_ERR_FORMAT, "%s", o->refusal) : PI_OK;
+}
+
 static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
     offload_ffn *x = impl;
+    pi_status st = refused(x->off);
+    if (st) return st;
     if (!x->sp) return ffn_stream(x->off, s, il, 1);
     if (s->m->hp.n_expert) return moe_offload(x->sp, x->off, s, il);
     pi_la_target t;
@@ -524,7 +552,8 @@ static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
 }
 
 static pi_status offload_batch(void *impl, pi_state *s, int64_t il, int64_t nb) {
-    return ffn_stream(((offload_ffn *)impl)->off, s, il, nb);
+    pi_status st = refused(((offload_ffn *)impl)->off);
+    return st ? st : ffn_stream(((offload_ffn *)impl)->off, s, il, nb);
 }
 
 static pi_status offload_embed(void *impl, pi_state *s, int32_t tok, float *out) {

@@ -9,6 +9,7 @@
 #include "base/mapfile.h"
 #include "ffn_sparse.h"
 #include "gguf/names.h"
+#include "kernels/validate.h"
 #include "model/session.h"
 
 #include <stdio.h>
@@ -247,6 +248,22 @@ static void *aligned(size_t align, size_t bytes) {
     return posix_memalign(&p, align < 64 ? 64 : align, bytes ? bytes : align) ? NULL : p;
 }
 
+pi_status pi_offload_check_bundle(pi_offload *o, int64_t u, int64_t neuron, const uint8_t *bundle) {
+    static const char *const part[3] = {"gate", "up", "down"};
+    const pi_bundle_parts *pt = &o->parts[u];
+    for (int k = 0; k < 3; k++) {
+        float v = 0.0f;
+        const int64_t bad = pi_rows_bad_scale(pt->type[k], bundle + pt->off[k], o->n_embd, 1, pt->bytes[k], &v);
+        if (bad >= 0) {
+            snprintf(o->refusal, sizeof o->refusal, "%s: bundle %lld of FFN unit %lld: the %s part (%s) has a non-finite "
+                     "scale (%g) in block %lld", o->path, (long long)neuron, (long long)u, part[k],
+                     pi_type_name(pt->type[k]), (double)v, (long long)bad);
+            return pi_error(PI_ERR_FORMAT, "%s", o->refusal);
+        }
+    }
+    return PI_OK;
+}
+
 /* Read the first hot[il] bundles of every layer into the resident region,
    de-interleaved into gate, up and down_t matrices. */
 static pi_status read_hot(pi_offload *o, uint8_t *bounce, size_t bounce_bytes) {
@@ -265,6 +282,8 @@ static pi_status read_hot(pi_offload *o, uint8_t *bounce, size_t bounce_bytes) {
             int64_t n = H - i0 < per ? H - i0 : per;
             pi_status st = pi_io_read(o->io, o->bundle_off[il] + i0 * (int64_t)o->stride, bounce, (size_t)n * o->stride);
             if (st) return st;
+            for (int64_t i = 0; i < n; i++)
+                if ((st = pi_offload_check_bundle(o, il, i0 + i, bounce + (size_t)i * o->stride))) return st;
             for (int64_t i = 0; i < n; i++)
                 for (int k = 0; k < 3; k++)
                     memcpy(dst[k] + (size_t)(i0 + i) * pt->bytes[k], bounce + (size_t)i * o->stride + pt->off[k],

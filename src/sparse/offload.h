@@ -89,7 +89,15 @@ typedef struct pi_read_batch {
     struct iovec *iov;       /* (n_ff) */
 } pi_read_batch;
 
-typedef struct pi_offload {
+typedef struct pi_offload pi_offload;
+
+/* Refuse a bundle of unit u (neuron `neuron`) read from flash whose parts
+   hold a NaN or infinite scale: PI_ERR_FORMAT naming the bundle, part and
+   type (kernels/validate.h), kept in o->refusal: the decoding steps after
+   it give the same refusal. Every bundle read is checked. */
+pi_status pi_offload_check_bundle(pi_offload *o, int64_t u, int64_t neuron, const uint8_t *bundle);
+
+struct pi_offload {
     char *path;
     pi_io *io;
     pi_ncache *cache;
@@ -102,6 +110,7 @@ typedef struct pi_offload {
     uint8_t *fixed_arena;
     size_t fixed_bytes;
     int64_t *bundle_off;     /* (n_layer) file offset of bundle 0 */
+    char refusal[512];       /* a malformed bundle was read: what was wrong ("" while none) */
     size_t stride;           /* bytes per bundle on flash and per cache slot */
     pi_bundle_parts *parts;  /* (n_layer) gate, up, down_t inside a unit's bundles (its layer's types) */
     int max_merge;
@@ -138,7 +147,7 @@ typedef struct pi_offload {
     int64_t la_guess;            /* a mixture: the expert the next layer's router was guessed to rank
                                     first (its set is in flight), or -1 */
     pi_offload_stats st;
-} pi_offload;
+};
 
 /* What a lookahead reads for: layer il's expert x (0: a dense layer),
    predicted from the normed input in (n_embd floats). */
