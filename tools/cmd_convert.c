@@ -35,9 +35,9 @@ static void usage(FILE *f) {
                "         (a power of two in [512, 65536], default 4096; 0: packed), tensors 4096-aligned;\n"
                "         with --reorder the neurons are first ordered by activation frequency\n"
                "       any of the -m forms (or alone): --output-type T / --embd-type T write the output head /\n"
-               "         token embedding in type T (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K): under\n"
-               "         --mem-budget the output head is part of the fixed region, so a smaller type lowers\n"
-               "         the minimum\n"
+               "         token embedding in type T (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K,\n"
+               "         q6_K): under --mem-budget the output head is part of the fixed region, so a smaller\n"
+               "         type lowers the minimum\n"
                "       with --reorder STATS: --recall R sets each layer's predictor threshold to the largest that\n"
                "         keeps recall R on the profiled tokens (STATS from profiling a model with predictors)\n"
                "       pinfer convert -m MODEL.gguf --plain -o OUT.gguf\n"
@@ -96,8 +96,10 @@ int cmd_convert(int argc, char **argv) {
             const bool o_ = !strcmp(a, "--output-type");
             const int t = pi_type_from_name(v);
             if (t < 0 || !pi_type_get((uint32_t)t)->compute) {
-                fprintf(stderr, "pinfer: %s: %s '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K\n", cmd,
-                        a, v);
+                fprintf(stderr,
+                        "pinfer: %s: %s '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, "
+                        "q6_K\n",
+                        cmd, a, v);
                 return 2;
             }
             if (o_) retype.retype_output = true, retype.output_type = (pi_type)t;

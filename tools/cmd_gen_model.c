@@ -92,8 +92,10 @@ static void usage(FILE *f) {
 static bool parse_type(const char *opt, const char *v, pi_type *out) {
     int t = pi_type_from_name(v);
     if (t < 0 || !pi_type_get((uint32_t)t)->compute) {
-        fprintf(stderr, "pinfer: gen-model: %s '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K\n", opt,
-                v);
+        fprintf(stderr,
+                "pinfer: gen-model: %s '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, "
+                "q6_K\n",
+                opt, v);
         return false;
     }
     *out = (pi_type)t;
