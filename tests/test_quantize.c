@@ -8,13 +8,22 @@
  *    Q6_K head; pinfer's predictors keep their type and ffn_down_t takes its
  *    layer's ffn_down type; the outputs load and generate;
  *  - bad input: OUT naming IN, an unknown TYPE or option, a quantized input,
- *    a bundle file — each refused with a message, nothing written.
+ *    a bundle file — each refused with a message, nothing written;
+ *  - llama.cpp's fallbacks on models whose rows are not multiples of 256
+ *    (relu-stories, dim 128; stories260K, dim 64, n_ff 172): which tensors
+ *    become Q5_0 / Q5_1 / Q8_0 / F16 under q4_k_m, q5_k_m and q6_k, every
+ *    Q5_0 / Q5_1 row equal to the reference quantizer's bytes and within a
+ *    step of its input when dequantized, and a digest of every tensor's name,
+ *    type and bytes equal to that of llama-quantize's output of the same
+ *    input and type (llama.cpp at c392e509; see expected_digests).
  */
 #include "test_util.h"
 
 #include "gguf/gguf.h"
 
 #include <limits.h>
+#include <math.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 static const char *g_pinfer, *g_runner;
@@ -67,6 +76,202 @@ static uint32_t type_of(const char *path, const char *name) {
     return t;
 }
 
+/* The sha256 of a file's bytes, as sha256sum prints it. */
+static bool file_sha256(const char *path, char sum[65]) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "sha256sum %s | cut -c1-64", path);
+    FILE *p = popen(cmd, "r");
+    bool ok = false;
+    if (p) {
+        ok = fgets(sum, 65, p) != NULL && strlen(sum) == 64;
+        pclose(p);
+    }
+    return ok;
+}
+
+/* The sha256 of every tensor of out, in the order of in's tensor table:
+   its name, a NUL, its type (4 bytes, little-endian) and its bytes. */
+static bool digest(const char *in_path, const char *out_path, char sum[65]) {
+    pi_gguf *in = NULL, *out = NULL;
+    bool ok = false;
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s-digest", g_tmp);
+    FILE *f = fopen(tmp, "wb");
+    if (!f || pi_gguf_open(in_path, &in) != PI_OK || pi_gguf_open(out_path, &out) != PI_OK) goto done;
+    for (int64_t i = 0; i < pi_gguf_n_tensors(in); i++) {
+        const pi_gguf_tensor *t = pi_gguf_tensor_at(in, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.data);
+        const pi_gguf_tensor *o = pi_gguf_find_tensor(out, name);
+        if (!o) goto done;
+        const uint8_t ty[4] = {(uint8_t)o->type, (uint8_t)(o->type >> 8), (uint8_t)(o->type >> 16),
+                               (uint8_t)(o->type >> 24)};
+        fwrite(name, 1, strlen(name) + 1, f);
+        fwrite(ty, 1, 4, f);
+        fwrite(o->data, 1, o->nbytes, f);
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        goto done;
+    }
+    f = NULL;
+    ok = file_sha256(tmp, sum);
+done:
+    if (f) fclose(f);
+    pi_gguf_close(in);
+    pi_gguf_close(out);
+    unlink(tmp);
+    return ok;
+}
+
+/* Every Q5_0 / Q5_1 / Q4_1 tensor of out: each row is what pi_quantize_row
+   makes of in's row, and dequantized it is within one step of it (a
+   block's max |x| / 16 for Q5_0, its (max - min) / levels otherwise, with
+   slack for the f16 scale and offset). Returns how many tensors it checked. */
+static int round_trips(const char *in_path, const char *out_path, const char *what) {
+    pi_gguf *in = NULL, *out = NULL;
+    int checked = 0;
+    if (pi_gguf_open(in_path, &in) != PI_OK || pi_gguf_open(out_path, &out) != PI_OK) goto done;
+    for (int64_t i = 0; i < pi_gguf_n_tensors(out); i++) {
+        const pi_gguf_tensor *o = pi_gguf_tensor_at(out, i);
+        if (o->type != PI_TYPE_Q4_1 && o->type != PI_TYPE_Q5_0 && o->type != PI_TYPE_Q5_1) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)o->name.len, o->name.data);
+        const pi_gguf_tensor *t = pi_gguf_find_tensor(in, name);
+        CHECKF(t != NULL, "%s: %s not in the input", what, name);
+        if (!t) continue;
+        const int64_t n = o->ne[0], rows = (int64_t)(o->nbytes / pi_row_size((pi_type)o->type, n));
+        const size_t ib = pi_row_size((pi_type)t->type, n), ob = pi_row_size((pi_type)o->type, n);
+        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+        uint8_t *q = malloc(ob);
+        int bytes_bad = 0, far = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            pi_dequantize_row((pi_type)t->type, (const uint8_t *)t->data + (size_t)r * ib, x, n);
+            pi_quantize_row((pi_type)o->type, x, q, n);
+            const uint8_t *orow = (const uint8_t *)o->data + (size_t)r * ob;
+            bytes_bad += memcmp(q, orow, ob) != 0;
+            pi_dequantize_row((pi_type)o->type, orow, y, n);
+            for (int64_t b = 0; b < n / 32; b++) {
+                float lo = x[32 * b], hi = lo, amax = 0;
+                for (int j = 0; j < 32; j++) {
+                    lo = fminf(lo, x[32 * b + j]), hi = fmaxf(hi, x[32 * b + j]);
+                    amax = fmaxf(amax, fabsf(x[32 * b + j]));
+                }
+                const double step = o->type == PI_TYPE_Q5_0 ? amax / 16.0
+                                                            : (hi - lo) / (o->type == PI_TYPE_Q4_1 ? 15.0 : 31.0);
+                for (int j = 0; j < 32; j++)
+                    far += fabs((double)x[32 * b + j] - y[32 * b + j]) > step * 1.01 + amax * 1e-3;
+            }
+        }
+        CHECKF(bytes_bad == 0, "%s: %s (%s): %d rows differ from pi_quantize_row's", what, name,
+               pi_type_name(o->type), bytes_bad);
+        CHECKF(far == 0, "%s: %s (%s): %d weights more than a step from the input", what, name,
+               pi_type_name(o->type), far);
+        checked++;
+        free(x), free(y), free(q);
+    }
+done:
+    pi_gguf_close(in);
+    pi_gguf_close(out);
+    return checked;
+}
+
+/* What llama-quantize (llama.cpp c392e509, no importance matrix) wrote for
+   these fixtures, as digest() computes it; every tensor was also compared
+   byte for byte when these were recorded. */
+static const struct {
+    const char *model, *input_sha256, *recipe, *digest;
+} expected_digests[] = {
+    {"relu/relu-stories.gguf", "fb294f8e933b9e30d51dc04f538d8f8ee5f9dfacb822795f501e148dcb582d68", "q4_k_m",
+     "37b189fa249372085240824d930b52bf5e0ae816ad9fac8c5736957fd7522cbb"},
+    {"relu/relu-stories.gguf", "fb294f8e933b9e30d51dc04f538d8f8ee5f9dfacb822795f501e148dcb582d68", "q5_k_m",
+     "69951a0b7aee5defbefe0b36942b71c307b7ceb113921be7b4b306f8bc5e5fb7"},
+    {"relu/relu-stories.gguf", "fb294f8e933b9e30d51dc04f538d8f8ee5f9dfacb822795f501e148dcb582d68", "q6_k",
+     "cc3e777acaf2c559c63507cdebdea8bb79095d4d747ec4092fa2ea2940945803"},
+    {"stories260K.gguf", "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d", "q4_k_m",
+     "7a932d8603d832bc37d6b5ff975448cac0af3cf93c22d3729bac10955653f44e"},
+    {"stories260K.gguf", "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d", "q5_k_m",
+     "670c86c2d525f9f76bde1ceb0faa1905b0279d6a4bfea19a447a71decee77edd"},
+    {"stories260K.gguf", "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d", "q6_k",
+     "3014c046fe63338ea1d8e70a0c72fa3ac0892f48b78fa2d537e9467f84f186d2"},
+};
+
+/* 4. The fallbacks of rows that are not multiples of 256. */
+static void test_fallbacks(const char *out, const char *err) {
+    char path[512], args[2048];
+    if (!t_fixture(path, sizeof path, "relu/relu-stories.gguf") || access(path, R_OK) != 0) {
+        fprintf(stderr, "skip (fallbacks): no %s\n", path);
+        return;
+    }
+    /* relu-stories: 6 layers of dim 128 (n_ff 512): every row of 128 falls
+       back; ffn_down's rows of 512 do not; layers 2 and 5 get more bits */
+    static const struct {
+        const char *recipe, *fallback_type;
+        uint32_t q, v_more, down, down_more, output;
+        const char *summary;
+    } cases[] = {
+        {"q4_k_m", "q5_0", PI_TYPE_Q5_0, PI_TYPE_Q8_0, PI_TYPE_Q4_K, PI_TYPE_Q6_K, PI_TYPE_Q8_0,
+         "13 f32, 35 q5_0, 3 q8_0, 4 q4_K, 2 q6_K"},
+        {"q5_k_m", "q5_1", PI_TYPE_Q5_1, PI_TYPE_Q8_0, PI_TYPE_Q5_K, PI_TYPE_Q6_K, PI_TYPE_Q8_0,
+         "13 f32, 35 q5_1, 3 q8_0, 4 q5_K, 2 q6_K"},
+        {"q6_k", "q8_0", PI_TYPE_Q8_0, PI_TYPE_Q8_0, PI_TYPE_Q6_K, PI_TYPE_Q6_K, PI_TYPE_Q8_0,
+         "13 f32, 38 q8_0, 6 q6_K"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        snprintf(args, sizeof args, "quantize -t 2 %s %s %s", path, out, cases[c].recipe);
+        CHECKF(pinfer(args, err) == 0, "quantize relu-stories %s failed", cases[c].recipe);
+        CHECKF(t_file_has(err, cases[c].summary) && t_file_has(err, "fell back"), "relu-stories %s: not \"%s\"",
+               cases[c].recipe, cases[c].summary);
+        const char *r = cases[c].recipe;
+        CHECKF(type_of(out, "token_embd.weight") == cases[c].q && type_of(out, "blk.0.attn_q.weight") == cases[c].q &&
+                   type_of(out, "blk.3.attn_k.weight") == cases[c].q &&
+                   type_of(out, "blk.5.attn_output.weight") == cases[c].q &&
+                   type_of(out, "blk.1.ffn_gate.weight") == cases[c].q &&
+                   type_of(out, "blk.4.ffn_up.weight") == cases[c].q,
+               "relu-stories %s: rows of 128 are not %s", r, cases[c].fallback_type);
+        CHECKF(type_of(out, "blk.0.attn_v.weight") == cases[c].q &&
+                   type_of(out, "blk.2.attn_v.weight") == cases[c].v_more &&
+                   type_of(out, "blk.5.attn_v.weight") == cases[c].v_more,
+               "relu-stories %s: attn_v types", r);
+        CHECKF(type_of(out, "blk.0.ffn_down.weight") == cases[c].down &&
+                   type_of(out, "blk.2.ffn_down.weight") == cases[c].down_more &&
+                   type_of(out, "blk.5.ffn_down.weight") == cases[c].down_more,
+               "relu-stories %s: ffn_down types", r);
+        CHECKF(type_of(out, "output.weight") == cases[c].output &&
+                   type_of(out, "blk.0.attn_norm.weight") == PI_TYPE_F32,
+               "relu-stories %s: output / norm types", r);
+        if (cases[c].q != PI_TYPE_Q8_0)
+            CHECKF(round_trips(path, out, r) == 35, "relu-stories %s: not 35 tensors of the fallback type", r);
+    }
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon' -n 8 --temp 0", out);
+    CHECK(pinfer(args, err) == 0); /* the last one (q6_k); q4_k_m and q5_k_m load in the digest loop */
+
+    /* stories260K: n_ff 172 fits no block of 32, so its ffn_down falls back to F16 */
+    if (t_fixture(path, sizeof path, "stories260K.gguf") && access(path, R_OK) == 0) {
+        snprintf(args, sizeof args, "quantize %s %s q4_k_m", path, out);
+        CHECK(pinfer(args, err) == 0);
+        CHECK(type_of(out, "blk.0.ffn_down.weight") == PI_TYPE_F16 &&
+              type_of(out, "blk.0.ffn_up.weight") == PI_TYPE_Q5_0 && type_of(out, "blk.2.attn_v.weight") == PI_TYPE_Q8_0 && type_of(out, "output.weight") == PI_TYPE_Q8_0);
+    }
+
+    /* llama-quantize's bytes, where the fixtures are the ones recorded */
+    for (size_t k = 0; k < sizeof expected_digests / sizeof expected_digests[0]; k++) {
+        char sum[65] = "", dsum[65] = "";
+        t_fixture(path, sizeof path, expected_digests[k].model);
+        if (!file_sha256(path, sum) || strcmp(sum, expected_digests[k].input_sha256)) {
+            fprintf(stderr, "skip (llama-quantize digest): %s is not the file recorded\n", path);
+            continue;
+        }
+        snprintf(args, sizeof args, "quantize %s %s %s", path, out, expected_digests[k].recipe);
+        CHECK(pinfer(args, err) == 0);
+        CHECKF(digest(path, out, dsum) && !strcmp(dsum, expected_digests[k].digest),
+               "%s %s: tensors differ from llama-quantize's (digest %s)", expected_digests[k].model,
+               expected_digests[k].recipe, dsum);
+        snprintf(args, sizeof args, "run -m %s -p 'Once upon' -n 4 --temp 0", out);
+        CHECKF(pinfer(args, err) == 0, "%s %s does not run", expected_digests[k].model, expected_digests[k].recipe);
+    }
+}
+
 int main(void) {
     if (!t_pinfer_binary(&g_pinfer, &g_runner)) return PI_TEST_SKIP;
     t_tmp_path(g_tmp, sizeof g_tmp, "quantize");
@@ -85,15 +290,8 @@ int main(void) {
         snprintf(cmd0, sizeof cmd0, "cd %s-dir && %s %s gen-model --preset tiny --type f16 --embd-type f16 "
                  "--output-type f16 --seed 7 -o tiny-f16.gguf >/dev/null 2>%s", g_tmp, g_runner, abs, err);
         CHECK(t_sh(cmd0) == 0);
-        char cmd[1024], sum[128] = "";
-        snprintf(cmd, sizeof cmd, "sha256sum %s | cut -c1-64", f16);
-        FILE *p = popen(cmd, "r");
-        if (p) {
-            if (!fgets(sum, sizeof sum, p)) sum[0] = '\0';
-            pclose(p);
-        }
-        sum[strcspn(sum, "\n")] = '\0';
-        if (!sum[0] || !t_file_has(dir, sum)) {
+        char sum[65] = "";
+        if (!file_sha256(f16, sum) || !t_file_has(dir, sum)) {
             fprintf(stderr, "skip (byte identity): gen-model's F16 output changed (sha256 %s is not the README's)\n", sum);
         } else {
             static const char *const types[] = {"q4_k_m", "q6_k"};
@@ -173,6 +371,10 @@ int main(void) {
     CHECK(pinfer(args, err) == 1 && t_file_has(err, "nonexistent"));
     struct stat sb;
     CHECK(stat(out, &sb) != 0); /* no refused run left a file */
+
+    /* 4. llama.cpp's fallbacks */
+    test_fallbacks(out, err);
+    unlink(out);
 
     snprintf(args, sizeof args, "%s-q8.gguf", g_tmp);
     unlink(args);

@@ -104,6 +104,6 @@ int cmd_quantize(int argc, char **argv) {
                      (long long)rep.n_tensors[t], pi_type_name((uint32_t)t));
     fprintf(stderr, "quantize: wrote %s (%s: %.1f MiB from %.1f MiB in %.1f s, %d threads): %s%s\n", pos[1],
             pi_quant_recipe_name(p.recipe), out_mib, in_mib, el, p.n_threads, types,
-            rep.n_fallback ? "; some rows did not fit the type's blocks: fell back to q8_0 or f16" : "");
+            rep.n_fallback ? "; some rows did not fit the type's blocks: fell back as llama.cpp does" : "");
     return 0;
 }

@@ -95,9 +95,15 @@ static int decide(qctx *q, const char *name, pi_type type, uint32_t n_dims, cons
     }
     if (output && p->output_type >= 0) t = (pi_type)p->output_type;
     if (embd && p->embd_type >= 0) t = (pi_type)p->embd_type;
-    if (ne[0] % pi_type_get((uint32_t)t)->blck) { /* llama.cpp's fallbacks, without Q5_0/Q5_1 */
+    if (ne[0] % pi_type_get((uint32_t)t)->blck) {
+        /* llama.cpp's fallbacks: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (blocks
+           of 32), and F16 where the row does not fit those either (or the type
+           has no fallback of its own) */
         *fell_back = true;
-        t = t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K || t == PI_TYPE_Q6_K ? PI_TYPE_Q8_0 : PI_TYPE_F16;
+        t = t == PI_TYPE_Q4_K   ? PI_TYPE_Q5_0
+            : t == PI_TYPE_Q5_K ? PI_TYPE_Q5_1
+            : t == PI_TYPE_Q6_K ? PI_TYPE_Q8_0
+                                : PI_TYPE_F16;
         if (ne[0] % pi_type_get((uint32_t)t)->blck) t = PI_TYPE_F16;
     }
     return (int)t;

@@ -9,8 +9,8 @@
  * are kept: activation predictors (fc1/fc2) in their type, ffn_down_t in the
  * type its layer's ffn_down gets, permutations and counts copied. Rows whose
  * length a K-quant's block of 256 does not divide fall back as llama.cpp's
- * do (Q6_K to Q8_0, else F16 where the block does not fit either; llama.cpp
- * takes Q5_0/Q5_1 for Q4_K/Q5_K, which pinfer does not compute: Q8_0).
+ * do: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, and F16 where those blocks
+ * of 32 do not fit either.
  */
 #ifndef PI_SPARSE_QUANTIZE_H
 #define PI_SPARSE_QUANTIZE_H
