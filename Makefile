@@ -230,7 +230,8 @@ fuzz:
 	@scripts/deps.sh fuzz
 	@mkdir -p $(FUZZ_BUILD)
 	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  -o $(FUZZ_BUILD)/fuzz_gguf fuzz/fuzz_gguf.c src/gguf/*.c src/base/*.c src/kernels/types.c -lm -pthread
+	  -o $(FUZZ_BUILD)/fuzz_gguf fuzz/fuzz_gguf.c src/gguf/*.c src/base/*.c src/kernels/types.c src/kernels/validate.c \
+	  src/kernels/ref.c src/kernels/quant_k.c -lm -pthread
 	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	  -o $(FUZZ_BUILD)/fuzz_hwfile fuzz/fuzz_hwfile.c src/plan/hwfile.c src/base/*.c src/kernels/types.c -lm -pthread
 	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

@@ -4,12 +4,17 @@
  * Parses the input with pi_gguf_open_mem and, when it is accepted, touches
  * every view the reader hands out (each key, string, string-array element,
  * the last byte of each scalar array and the first and last byte of each
- * tensor's data) and calls the typed getters on common keys. Under ASan any
+ * tensor's data) and calls the typed getters on common keys. Tensors of a
+ * weight type (every quantized type pinfer reads: Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q4_K, Q5_K, Q6_K) have their scales checked as the loader checks
+ * them and their first row dequantized. Under ASan any
  * view that escapes the input, and any crash, hang or oversized allocation in
  * the parser, is a finding. The target must also be deterministic and leak
  * nothing: it is replayed by fuzz/replay_main.c in `make test`.
  */
 #include "gguf/gguf.h"
+#include "kernels/types.h"
+#include "kernels/validate.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -50,8 +55,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (pi_gguf_find_kv(g, key) != kv) __builtin_trap();
         }
     }
+    static float row[1 << 14];
     for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
         const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
+        const pi_type_info *ti = pi_type_get(t->type);
+        if (ti && ti->compute && t->ne[0] > 0 && t->ne[0] % ti->blck == 0 && t->ne[0] <= (int64_t)(sizeof row / sizeof row[0])) {
+            const size_t rb = pi_row_size((pi_type)t->type, t->ne[0]);
+            const int64_t rows = rb ? (int64_t)(t->nbytes / rb) : 0;
+            float v;
+            sum += (unsigned)pi_rows_bad_scale((pi_type)t->type, t->data, t->ne[0], rows < 64 ? rows : 64, rb, &v);
+            if (rows > 0) {
+                pi_dequantize_row((pi_type)t->type, t->data, row, t->ne[0]);
+                sum += (unsigned)(row[0] != row[0]);
+            }
+        }
         sum += touch(t->name.data, t->name.len);
         sum += touch(t->data, t->nbytes);
         if ((const uint8_t *)t->data < base + pi_gguf_data_offset(g) ||
