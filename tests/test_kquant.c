@@ -10,7 +10,7 @@
  *    least as many tokens as llama.cpp's own F16 and K-quant texts share
  *    (random weights leave near-ties everywhere: the F16 file must agree on
  *    all 32);
- *  - relu-stories quantized to q4_k_m by `pinfer quantize`: the oracle-sparse
+ *  - relu-stories and drelu-stories quantized to q4_k_m by `pinfer quantize`: the oracle-sparse
  *    session's logits are the dense session's up to the transposed down
  *    projection's requantization (as for Q8_0 and Q4_0), and its top-1 token
  *    is dense's wherever dense's margin exceeds that error.
@@ -128,8 +128,8 @@ static void greedy(const char *dir, const char *model, const char *name) {
     CHECKF(lines == 2, "%s: %d greedy lines found", name, lines);
 }
 
-/* relu-stories in q4_k_m: oracle-sparse logits equal dense. */
-static void oracle_matches_dense(const char *q) {
+/* A trained ReLU-family fixture in q4_k_m: oracle-sparse logits equal dense. */
+static void oracle_matches_dense(const char *name, const char *q) {
     pi_model_params mp = pi_model_default_params();
     mp.n_threads = 2;
     mp.n_ctx = 64;
@@ -166,10 +166,10 @@ static void oracle_matches_dense(const char *q) {
         argmax_same += ad == ao;
         excused += ad != ao && ld[ad] - second <= 2 * err; /* a near-tie the error can flip */
     }
-    fprintf(stderr, "relu-stories q4_k_m: oracle-sparse vs dense: max relative logit error %.2e, top-1 equal %d/24 "
-            "(%d near-ties excused)\n", worst, argmax_same, excused);
-    CHECKF(worst < 0.06 && argmax_same + excused == 24, "oracle-sparse differs from dense in q4_k_m: %.2e, %d/24",
-           worst, argmax_same);
+    fprintf(stderr, "%s q4_k_m: oracle-sparse vs dense: max relative logit error %.2e, top-1 equal %d/24 "
+            "(%d near-ties excused)\n", name, worst, argmax_same, excused);
+    CHECKF(worst < 0.06 && argmax_same + excused == 24, "%s: oracle-sparse differs from dense in q4_k_m: %.2e, %d/24",
+           name, worst, argmax_same);
     pi_session_free(o);
     pi_session_free(d);
     pi_model_close(m);
@@ -206,12 +206,15 @@ int main(void) {
         greedy(dir, path, files[k]);
     }
 
-    char relu[600];
-    if (t_fixture(relu, sizeof relu, "relu/relu-stories.gguf")) {
-        snprintf(q, sizeof q, "%s-relu-q4km.gguf", g_tmp);
+    static const char *const trained[] = {"relu-stories", "drelu-stories"};
+    for (int k = 0; k < 2; k++) {
+        char relu[600], fx[64];
+        snprintf(fx, sizeof fx, "relu/%s.gguf", trained[k]);
+        if (!t_fixture(relu, sizeof relu, fx)) continue;
+        snprintf(q, sizeof q, "%s-%s-q4km.gguf", g_tmp, trained[k]);
         snprintf(args, sizeof args, "%s %s quantize %s %s q4_k_m >/dev/null 2>&1", g_runner, g_pinfer, relu, q);
         CHECK(t_sh(args) == 0);
-        oracle_matches_dense(q);
+        oracle_matches_dense(trained[k], q);
         unlink(q);
     }
     unlink(f16);
