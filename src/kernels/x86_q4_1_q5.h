@@ -192,7 +192,9 @@ LQ_INLINE void lq_axpy(pi_type ty, int64_t n, float a, const void *vw, float *y)
         const __m256i q = lq_levels(ty, p);
         __m256 c = va, dw = va, mw = va;
         if (ty == PI_TYPE_Q5_0) {
-            c = _mm256_set1_ps(a * _cvtsh_ss(*(const pi_f16 *)p));
+            pi_f16 d; /* the row may be at any address (axpy_rows takes rows at odd ones) */
+            memcpy(&d, p, sizeof d);
+            c = _mm256_set1_ps(a * _cvtsh_ss(d));
         } else {
             dw = f16_bcast(p);
             mw = f16_bcast(p + 2);
