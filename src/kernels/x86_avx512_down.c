@@ -13,18 +13,24 @@
  *     general register, converted and multiplied by its coefficient at once
  *     (a lone last block: one at a time);
  *   - Q8_0: sign-extended bytes converted to float, times a * d;
- *   - Q4_0 and Q4_K: a nibble, zero-extended to a 32-bit lane, indexes a
- *     16-float table with vpermps (which reads only the index's low 4 bits,
- *     so the low nibble needs no mask): -8..7 for Q4_0, 0..15 for Q4_K;
- *   - Q5_K: the nibble and the fifth bit (moved to bit 4) merged by one
- *     vpternlogd index a 32-float table 0..31 with vpermt2ps;
+ *   - Q4_0: bytes zero-extended to 32-bit lanes; the low nibble indexes a
+ *     16-float table -8..7 with vpermps (which reads only the index's low
+ *     4 bits, so it needs no mask), the high nibble is made a float in the
+ *     mantissa of 2^19 (hi_nibble), off the shuffle unit, which the
+ *     zero-extension and the lookup already keep busy;
+ *   - Q4_K / Q5_K: a row's sub-block has only 16 (32) distinct weights,
+ *     d * sc * q - dmin * m for q = 0..15 (0..31), each one FMA of exact
+ *     operands with one rounding, as ref computes it; one FMA per row and
+ *     sub-block (two for Q5_K) builds them in a register, and the nibble
+ *     (Q5_K: with the fifth bit moved to bit 4 by one vpternlogd) indexes
+ *     it with vpermps (vpermt2ps), so a weight costs a lookup and the FMA
+ *     that adds it to y;
  *   - Q6_K: 32 weights at a time assembled in bytes (minus 32), then
  *     sign-extended and converted;
  *   - K-quant scales: Q4_K / Q5_K's 8 six-bit scales and mins are unpacked
  *     with 32-bit masks and shifts, converted and multiplied by d and -dmin
- *     once per row and super-block (exact products), so a weight is one
- *     FMA, d * sc * q - dmin * m, with one rounding, as ref computes it;
- *     Q6_K's d * scales[k] (exact) times q - 32 is exact.
+ *     once per row and super-block (exact products); Q6_K's d * scales[k]
+ *     (exact) times q - 32 is exact.
  * Rows are only 2-byte aligned (any address works): every load is
  * unaligned and stays inside the row.
  */
@@ -118,6 +124,17 @@ INLINE uint64_t u16_at(const uint8_t *p) {
     return v;
 }
 
+/* The high nibbles q of the bytes in v's lanes (bits 8-31 clear), as
+   floats q - o (o = 0 or 8), without a shuffle: q lands in the mantissa of
+   2^19, whose last place is 2^-4, so (v & 0xf0) | bits(2^19) is 2^19 + q
+   exactly, and taking 2^19 + o leaves q - o, exactly. (The shuffle unit
+   already does the zero-extension and the low nibbles' lookup; this runs
+   on the other units.) */
+INLINE __m512 hi_nibble(__m512i v, float o) {
+    const __m512i t = _mm512_ternarylogic_epi32(v, _mm512_set1_epi32(0xf0), _mm512_set1_epi32(0x49000000), 0xea);
+    return _mm512_sub_ps(_mm512_castsi512_ps(t), _mm512_set1_ps(0x1p19f + o));
+}
+
 /* Blocks [b, b + m) (m = 4 or 1) of R rows of Q8_0 (Q4 = 0) or Q4_0 (Q4 = 1),
    into y[0 .. 32 m). With 4 blocks, a row's 4 scales are gathered in a
    general register and converted and multiplied by its coefficient at once. */
@@ -146,7 +163,7 @@ INLINE void q_seg(const int Q4, const int R, const int m, const uint8_t *const *
             if (Q4) {
                 const __m512i v = u8x16(b + 2);
                 acc[2 * e] = _mm512_fmadd_ps(s, _mm512_permutexvar_ps(v, tab), acc[2 * e]);
-                acc[2 * e + 1] = _mm512_fmadd_ps(s, _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), acc[2 * e + 1]);
+                acc[2 * e + 1] = _mm512_fmadd_ps(s, hi_nibble(v, 8.0f), acc[2 * e + 1]);
             } else {
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++)
@@ -211,6 +228,10 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
                 const __m512 a = _mm512_set1_ps(c[k]);
                 const __m512 d0 = _mm512_set1_ps(sm[k][2 * i]), m0 = _mm512_set1_ps(sm[k][8 + 2 * i]);
                 const __m512 d1 = _mm512_set1_ps(sm[k][2 * i + 1]), m1 = _mm512_set1_ps(sm[k][9 + 2 * i]);
+                /* the sub-blocks' weights for every quant value: vlo0[q] = d0 * q + m0, ... */
+                const __m512 vlo0 = _mm512_fmadd_ps(d0, tlo, m0), vlo1 = _mm512_fmadd_ps(d1, tlo, m1);
+                const __m512 vhi0 = Q5 ? _mm512_fmadd_ps(d0, thi, m0) : vlo0;
+                const __m512 vhi1 = Q5 ? _mm512_fmadd_ps(d1, thi, m1) : vlo1;
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     const __m512i v = u8x16(p + qs_off + 32 * i + 16 * h);
@@ -221,14 +242,14 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
                         const __m512i ilo = _mm512_ternarylogic_epi32(v, bit_to_4(hb, 2 * i), b4, 0xd8);
                         const __m512i ihi =
                             _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), bit_to_4(hb, 2 * i + 1), b4, 0xd8);
-                        qlo = _mm512_permutex2var_ps(tlo, ilo, thi);
-                        qhi = _mm512_permutex2var_ps(tlo, ihi, thi);
+                        qlo = _mm512_permutex2var_ps(vlo0, ilo, vhi0);
+                        qhi = _mm512_permutex2var_ps(vlo1, ihi, vhi1);
                     } else {
-                        qlo = _mm512_permutexvar_ps(v, tlo);
-                        qhi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tlo);
+                        qlo = _mm512_permutexvar_ps(v, vlo0);
+                        qhi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), vlo1);
                     }
-                    acc[h] = _mm512_fmadd_ps(a, _mm512_fmadd_ps(d0, qlo, m0), acc[h]);
-                    acc[2 + h] = _mm512_fmadd_ps(a, _mm512_fmadd_ps(d1, qhi, m1), acc[2 + h]);
+                    acc[h] = _mm512_fmadd_ps(a, qlo, acc[h]);
+                    acc[2 + h] = _mm512_fmadd_ps(a, qhi, acc[2 + h]);
                 }
             }
 #pragma GCC unroll 4
