@@ -22,9 +22,9 @@
  *     d * sc * q - dmin * m for q = 0..15 (0..31), each one FMA of exact
  *     operands with one rounding, as ref computes it; one FMA per row and
  *     sub-block (two for Q5_K) builds them in a register, and the nibble
- *     (Q5_K: with the fifth bit moved to bit 4 by one vpternlogd) indexes
- *     it with vpermps (vpermt2ps), so a weight costs a lookup and the FMA
- *     that adds it to y;
+ *     indexes it with vpermps (Q5_K: vpermt2ps, the index's bit 4 the
+ *     fifth bit, merged in bytes by 128-bit ops before the zero-extension),
+ *     so a weight costs a lookup and the FMA that adds it to y;
  *   - Q6_K: 32 weights at a time assembled in bytes (minus 32), then
  *     sign-extended and converted;
  *   - K-quant scales: Q4_K / Q5_K's 8 six-bit scales and mins are unpacked
@@ -59,9 +59,10 @@ INLINE __m128i load128(const uint8_t *p) { return _mm_loadu_si128((const __m128i
 /* 16 bytes zero-extended to 32-bit lanes. */
 INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(load128(p)); }
 
-/* Bit b of each lane moved to bit 4 (the other bits anywhere). */
-INLINE __m512i bit_to_4(__m512i h, int b) {
-    return b <= 4 ? _mm512_sll_epi32(h, _mm_cvtsi32_si128(4 - b)) : _mm512_srl_epi32(h, _mm_cvtsi32_si128(b - 4));
+/* Bit b of each byte of h moved to bit 4 (the other bits anywhere): a
+   16-bit shift by at most 4, so a byte's bit 4 comes from the byte itself. */
+INLINE __m128i bit_to_4(__m128i h, int b) {
+    return b <= 4 ? _mm_sll_epi16(h, _mm_cvtsi32_si128(4 - b)) : _mm_srl_epi16(h, _mm_cvtsi32_si128(b - 4));
 }
 
 /* ------------------------------------------------------- F32, F16, BF16 */
@@ -208,7 +209,7 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
     const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
     const __m512 tlo = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512 thi = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
-    const __m512i b4 = _mm512_set1_epi32(16);
+    const __m128i b4 = _mm_set1_epi8(16);
     float sm[PI_AXPY_ROWS_GROUP][16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * bsz;
@@ -234,17 +235,19 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
                 const __m512 vhi1 = Q5 ? _mm512_fmadd_ps(d1, thi, m1) : vlo1;
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
-                    const __m512i v = u8x16(p + qs_off + 32 * i + 16 * h);
+                    const uint8_t *qs = p + qs_off + 32 * i + 16 * h;
                     __m512 qlo, qhi;
                     if (Q5) {
-                        const __m512i hb = u8x16(p + 16 + 16 * h);
-                        /* bit 4 from the shifted qh, bits 0-3 from the nibble */
-                        const __m512i ilo = _mm512_ternarylogic_epi32(v, bit_to_4(hb, 2 * i), b4, 0xd8);
-                        const __m512i ihi =
-                            _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), bit_to_4(hb, 2 * i + 1), b4, 0xd8);
-                        qlo = _mm512_permutex2var_ps(vlo0, ilo, vhi0);
-                        qhi = _mm512_permutex2var_ps(vlo1, ihi, vhi1);
+                        /* the 5-bit indices made in bytes (128-bit ops, half
+                           the cost of 512-bit ones), then zero-extended: bits
+                           0-3 the nibble, bit 4 bit 2 i (2 i + 1) of qh */
+                        const __m128i q = load128(qs), hq = load128(p + 16 + 16 * h);
+                        const __m128i blo = _mm_ternarylogic_epi32(q, bit_to_4(hq, 2 * i), b4, 0xd8);
+                        const __m128i bhi = _mm_ternarylogic_epi32(_mm_srli_epi16(q, 4), bit_to_4(hq, 2 * i + 1), b4, 0xd8);
+                        qlo = _mm512_permutex2var_ps(vlo0, _mm512_cvtepu8_epi32(blo), vhi0);
+                        qhi = _mm512_permutex2var_ps(vlo1, _mm512_cvtepu8_epi32(bhi), vhi1);
                     } else {
+                        const __m512i v = u8x16(qs);
                         qlo = _mm512_permutexvar_ps(v, vlo0);
                         qhi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), vlo1);
                     }
