@@ -15,8 +15,11 @@
  * rows, in neuron order), and each token's list goes through the engine's
  * own chunk function (pi_sparse_down_chunk, axpy_rows on the down rows) in
  * PI_DOWN_T_CHUNKS chunks reduced by the pool, as a decode step does; a pass
- * reads every row once. "axpy" is the same with the per-row axpy kernel,
- * the down path before axpy_rows.
+ * reads every row once. "share" is that figure over matvec's. "rows" is the
+ * kernel alone on the same lists: axpy_rows over each token's whole list in
+ * one call, the threads taking whole tokens (no chunks, no reduction), so
+ * the gap between "rows" and "down" is what the chunked reduction costs.
+ * "axpy" is the down path with the per-row axpy kernel, as before axpy_rows.
  */
 #include "args.h"
 #include "cmds.h"
@@ -34,6 +37,7 @@
 
 #define MAX_ITEMS 16
 #define MAX_REPS 100
+#define MAX_THREADS 256
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -56,16 +60,20 @@ typedef struct {
     int64_t n_tok;
     int64_t *start;
     const uint8_t **rows3;
+    const void **rows; /* the same pointers, contiguous: rows[k] = rows3[3k + 2] */
     float *val;
     float *out, *scratch; /* (cols), (PI_DOWN_T_CHUNKS * cols) */
+    float *ys;            /* (MAX_THREADS, cols): each thread's y for the kernel alone */
 } down_set;
 
 static void down_set_free(down_set *d) {
     free(d->start);
     free(d->rows3);
+    free(d->rows);
     free(d->val);
     free(d->out);
     free(d->scratch);
+    free(d->ys);
     memset(d, 0, sizeof *d);
 }
 
@@ -89,11 +97,13 @@ static bool down_set_create(const pi_probe_mats *m, double active, down_set *d) 
     d->n_tok = per * (int64_t)m->n_mat;
     d->start = malloc((size_t)(d->n_tok + 1) * sizeof *d->start);
     d->rows3 = calloc((size_t)total * 3, sizeof *d->rows3);
+    d->rows = malloc((size_t)total * sizeof *d->rows);
+    d->ys = calloc((size_t)MAX_THREADS * (size_t)m->cols, sizeof *d->ys);
     d->val = malloc((size_t)total * sizeof *d->val);
     d->out = malloc((size_t)m->cols * sizeof *d->out);
     d->scratch = malloc((size_t)PI_DOWN_T_CHUNKS * (size_t)m->cols * sizeof *d->scratch);
     int64_t *perm = malloc((size_t)m->rows * sizeof *perm);
-    if (!d->start || !d->rows3 || !d->val || !d->out || !d->scratch || !perm) {
+    if (!d->start || !d->rows3 || !d->rows || !d->ys || !d->val || !d->out || !d->scratch || !perm) {
         free(perm);
         down_set_free(d);
         return false;
@@ -113,6 +123,7 @@ static bool down_set_create(const pi_probe_mats *m, double active, down_set *d) 
             d->start[t] = k;
             for (int64_t r = a; r < b; r++, k++) {
                 d->rows3[3 * k + 2] = m->data + mi * m->mat_bytes + (size_t)perm[r] * m->row_bytes;
+                d->rows[k] = d->rows3[3 * k + 2];
                 d->val[k] = (float)(mix64(&seed) >> 40) * 0x1p-24f * 0.01f + 1e-4f; /* nonzero, as active rows are */
             }
         }
@@ -134,6 +145,31 @@ static void axpy_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
     const axpy_chunk_job *j = ctx;
     for (int64_t k = k0; k < k1; k++)
         if (j->f->val[k] != 0.0f) j->axpy(j->n_embd, j->f->val[k], j->f->row[3 * k + 2], acc);
+}
+
+/* The kernel alone: tokens [t0, t1) of d, each list in one axpy_rows call,
+   into thread tid's own y. */
+typedef struct {
+    const down_set *d;
+    int64_t cols;
+    pi_axpy_rows_fn axpy_rows;
+} rows_job;
+
+static void rows_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
+    const rows_job *j = ctx;
+    float *y = j->d->ys + (size_t)tid * (size_t)j->cols;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t k = j->d->start[t];
+        j->axpy_rows(j->cols, j->d->val + k, j->d->rows + k, j->d->start[t + 1] - k, y);
+    }
+}
+
+/* Weight GB/s of axpy_rows alone over every token of d (one pass). */
+static double rows_gbs(pi_pool *pool, const pi_kernels *k, const pi_probe_mats *m, down_set *d) {
+    rows_job j = {d, m->cols, k->axpy_rows[m->type]};
+    const double t0 = pi_time_s();
+    pi_pool_for_dynamic(pool, d->n_tok, 1, rows_tokens, &j);
+    return (double)m->alloc_bytes / (pi_time_s() - t0) * 1e-9;
 }
 
 /* Weight GB/s of the down projection over every token of d (median of reps
@@ -225,11 +261,11 @@ int cmd_bench_kernels(int argc, char **argv) {
     if (threads_buf[0]) {
         if ((n_threads_list = arg_list(cmd, "-t", threads_buf, threads_s, MAX_ITEMS)) < 0) return 2;
         for (int i = 0; i < n_threads_list; i++)
-            if (!arg_int(cmd, "-t", threads_s[i], 1, 256, &thread_counts[i])) return 2;
+            if (!arg_int(cmd, "-t", threads_s[i], 1, MAX_THREADS, &thread_counts[i])) return 2;
     } else {
         n_threads_list = 0;
         thread_counts[n_threads_list++] = 1;
-        if (ncpu > 1) thread_counts[n_threads_list++] = ncpu;
+        if (ncpu > 1) thread_counts[n_threads_list++] = ncpu < MAX_THREADS ? ncpu : MAX_THREADS;
     }
 
     printf("bench-kernels: matvec %ld x %ld, working set >= %ld MiB per point, median of %ld passes\n", rows, cols,
@@ -249,10 +285,10 @@ int cmd_bench_kernels(int argc, char **argv) {
     }
     if (down)
         printf("down: down_t of the same matrices, %.0f%% of the rows per token, %d chunks; share: median of down / "
-               "matvec over rounds of both\n",
+               "matvec over rounds of both; rows: axpy_rows alone, a token's list per call\n",
                100.0 * active, PI_DOWN_T_CHUNKS);
     printf("\n%-6s %-8s %7s %10s %9s %11s", "type", "kernels", "threads", "GB/s", "% of bw", "ms/matrix");
-    if (down) printf(" %10s %7s %10s", "down GB/s", "share", "axpy GB/s");
+    if (down) printf(" %10s %7s %10s %10s", "down GB/s", "share", "rows GB/s", "axpy GB/s");
     printf("\n");
 
     int status = 0;
@@ -290,7 +326,7 @@ int cmd_bench_kernels(int argc, char **argv) {
                        better than a ratio of medians when other work on the
                        machine comes and goes */
                     fflush(stdout);
-                    double dg[MAX_REPS], ag[MAX_REPS], share[MAX_REPS];
+                    double dg[MAX_REPS], rg[MAX_REPS], ag[MAX_REPS], share[MAX_REPS];
                     for (int r = 0; r < reps && !status; r++) {
                         double mv;
                         if (pi_probe_kernel(pool, k, &m, PI_HW_MATVEC, 1, &mv) != PI_OK) {
@@ -299,12 +335,13 @@ int cmd_bench_kernels(int argc, char **argv) {
                             break;
                         }
                         dg[r] = down_gbs(pool, k, &m, &ds, false, 1);
+                        rg[r] = rows_gbs(pool, k, &m, &ds);
                         ag[r] = down_gbs(pool, k, &m, &ds, true, 1);
                         share[r] = dg[r] / mv;
                     }
                     if (!status)
-                        printf(" %10.2f %6.0f%% %10.2f", pi_median(dg, (int)reps), 100.0 * pi_median(share, (int)reps),
-                               pi_median(ag, (int)reps));
+                        printf(" %10.2f %6.0f%% %10.2f %10.2f", pi_median(dg, (int)reps),
+                               100.0 * pi_median(share, (int)reps), pi_median(rg, (int)reps), pi_median(ag, (int)reps));
                 }
                 printf("\n");
                 fflush(stdout);
