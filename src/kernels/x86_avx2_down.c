@@ -3,7 +3,9 @@
  * axpy_rows.h) of the "avx2" table, compiled with AVX2 + FMA + F16C.
  *
  * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 32
- * floats (4 registers) and each row's weights for the segment are unpacked
+ * floats (4 registers; 64 for Q4_K / Q5_K, a pair of sub-blocks whose
+ * weights are the low and high nibbles of the same bytes, zero-extended
+ * once for both) and each row's weights for the segment are unpacked
  * and added with one FMA per vector, row after row. Unpacking: F16 by
  * vcvtph2ps, BF16 by a 16-bit shift; Q8_0 bytes sign-extended and
  * converted; Q4_0 nibbles minus 8 in bytes, then the same; Q4_K / Q5_K
@@ -163,7 +165,8 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
 }
 
 /* Q4_K (Q5 = 0) or Q5_K (Q5 = 1): nsb super-blocks of R rows, a segment
-   being one sub-block of 32. */
+   being the two sub-blocks 2 i, 2 i + 1 (64 weights), which share their
+   quant bytes (low and high nibbles) and so one zero-extension of them. */
 INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                     int64_t nsb, float *y) {
     const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
@@ -176,32 +179,38 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
             prefetch_span(pf[k] + off, bsz);
             k4_scales(w[k] + off, sm[k]);
         }
-        for (int j = 0; j < 8; j++) {
-            float *ys = y + 32 * j;
-            __m256 acc[4];
-#pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) acc[e] = _mm256_loadu_ps(ys + 8 * e);
-            /* sub-block j: the low (even j) or high nibbles of qs[32 (j / 2) ..] */
-            const __m128i sh = _mm_cvtsi32_si128(4 * (j & 1));
-            const __m128i hsh = _mm_cvtsi32_si128(j), hup = _mm_cvtsi32_si128(4);
+        for (int i = 0; i < 4; i++) {
+            float *ys = y + 64 * i;
+            __m256 acc[8];
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) acc[e] = _mm256_loadu_ps(ys + 8 * e);
+            /* Q5_K: bit 2 i (2 i + 1) of qh[l] is bit 4 of weight l of
+               sub-block 2 i (2 i + 1); moved to bit 4 by one shift each */
+            const __m128i hsh_lo = _mm_cvtsi32_si128(2 * i <= 4 ? 4 - 2 * i : 2 * i - 4);
+            const __m128i hsh_hi = _mm_cvtsi32_si128(2 * i + 1 <= 4 ? 3 - 2 * i : 2 * i - 3);
 #pragma GCC unroll 8
             for (int k = 0; k < R; k++) {
                 const uint8_t *p = w[k] + off;
                 const __m256 a = _mm256_set1_ps(c[k]);
-                const __m256 d = _mm256_set1_ps(sm[k][j]), m = _mm256_set1_ps(sm[k][8 + j]);
+                const __m256 d0 = _mm256_set1_ps(sm[k][2 * i]), m0 = _mm256_set1_ps(sm[k][8 + 2 * i]);
+                const __m256 d1 = _mm256_set1_ps(sm[k][2 * i + 1]), m1 = _mm256_set1_ps(sm[k][9 + 2 * i]);
 #pragma GCC unroll 4
                 for (int e = 0; e < 4; e++) {
-                    __m256i v = _mm256_and_si256(_mm256_srl_epi32(u8x8(p + qs_off + 32 * (j / 2) + 8 * e), sh), m4);
-                    if (Q5) { /* bit j of qh[l] is bit 4 of weight l */
-                        const __m256i hb = _mm256_sll_epi32(_mm256_srl_epi32(u8x8(p + 16 + 8 * e), hsh), hup);
-                        v = _mm256_or_si256(v, _mm256_and_si256(hb, b4));
+                    const __m256i v = u8x8(p + qs_off + 32 * i + 8 * e);
+                    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_srli_epi32(v, 4);
+                    if (Q5) {
+                        const __m256i h = u8x8(p + 16 + 8 * e);
+                        const __m256i hl = 2 * i <= 4 ? _mm256_sll_epi32(h, hsh_lo) : _mm256_srl_epi32(h, hsh_lo);
+                        const __m256i hh = 2 * i + 1 <= 4 ? _mm256_sll_epi32(h, hsh_hi) : _mm256_srl_epi32(h, hsh_hi);
+                        lo = _mm256_or_si256(lo, _mm256_and_si256(hl, b4));
+                        hi = _mm256_or_si256(hi, _mm256_and_si256(hh, b4));
                     }
-                    const __m256 wv = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(v), m);
-                    acc[e] = _mm256_fmadd_ps(a, wv, acc[e]);
+                    acc[e] = _mm256_fmadd_ps(a, _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(lo), m0), acc[e]);
+                    acc[4 + e] = _mm256_fmadd_ps(a, _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(hi), m1), acc[4 + e]);
                 }
             }
-#pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) _mm256_storeu_ps(ys + 8 * e, acc[e]);
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) _mm256_storeu_ps(ys + 8 * e, acc[e]);
         }
     }
 }
