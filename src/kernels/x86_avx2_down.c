@@ -8,7 +8,9 @@
  * once for both) and each row's weights for the segment are unpacked
  * and added with one FMA per vector, row after row. Unpacking: F16 by
  * vcvtph2ps, BF16 by a 16-bit shift; Q8_0 bytes sign-extended and
- * converted; Q4_0 nibbles minus 8 in bytes, then the same; Q4_K / Q5_K
+ * converted; Q4_0 nibbles minus 8 in bytes, then the same (the Q8_0 / Q4_0
+ * scales of a row converted and multiplied by its coefficient 4 blocks at
+ * a time, each block's then one broadcast from memory); Q4_K / Q5_K
  * nibbles (and the fifth bit) zero-extended to 32-bit lanes and converted,
  * d * sc * q - dmin * m in one FMA of exact operands (one rounding, as ref);
  * Q6_K's 32 weights of a segment assembled in bytes minus 32, times the
@@ -30,6 +32,12 @@ INLINE float f16_at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
     return _cvtsh_ss(h);
+}
+
+INLINE uint16_t u16_at(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
 
 INLINE uint32_t u32_at(const uint8_t *p) {
@@ -103,10 +111,32 @@ INLINE void fl_pass(pi_type t, const int R, const uint8_t *const *w, const float
 
 /* ------------------------------------------------------------ Q8_0, Q4_0 */
 
+/* cd[k][e] = c[k] * the f16 scale of block e from byte offset off on of
+   row k (blocks bsz bytes, the scale first), for the next 4 blocks (fewer
+   when nleft < 4): 4 scales gathered in a general register, converted and
+   multiplied at once, so that a block's coefficient is one broadcast from
+   memory (no shuffle). */
+INLINE void block_scales(const int R, const uint8_t *const *w, const float *c, size_t off, size_t bsz,
+                         int64_t nleft, float cd[][4]) {
+#pragma GCC unroll 8
+    for (int k = 0; k < R; k++) {
+        const uint8_t *p = w[k] + off;
+        if (nleft >= 4) {
+            const uint64_t d = (uint64_t)u16_at(p) | (uint64_t)u16_at(p + bsz) << 16 |
+                               (uint64_t)u16_at(p + 2 * bsz) << 32 | (uint64_t)u16_at(p + 3 * bsz) << 48;
+            _mm_storeu_ps(cd[k], _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d)), _mm_set1_ps(c[k])));
+        } else {
+            for (int64_t e = 0; e < nleft; e++) cd[k][e] = c[k] * f16_at(p + e * bsz);
+        }
+    }
+}
+
 INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
                       float *y) {
+    float cds[PI_AXPY_ROWS_GROUP][4];
     for (int64_t b = 0; b < nb; b++, y += PI_QK8_0) {
         const size_t off = (size_t)b * sizeof(pi_block_q8_0);
+        if (b % 4 == 0) block_scales(R, w, c, off, sizeof(pi_block_q8_0), nb - b, cds);
         __m256 acc[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[j] = _mm256_loadu_ps(y + 8 * j);
@@ -114,7 +144,7 @@ INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, cons
         for (int k = 0; k < R; k++) {
             const uint8_t *p = w[k] + off;
             if (b % 2 == 0) prefetch_span(pf[k] + off, 2 * sizeof(pi_block_q8_0));
-            const __m256 cd = _mm256_set1_ps(c[k] * f16_at(p));
+            const __m256 cd = _mm256_broadcast_ss(&cds[k][b % 4]);
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) acc[j] = _mm256_fmadd_ps(cd, _mm256_cvtepi32_ps(s8x8(p + 2 + 8 * j)), acc[j]);
         }
@@ -126,8 +156,10 @@ INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, cons
 INLINE void q4_0_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
                       float *y) {
     const __m128i m4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    float cds[PI_AXPY_ROWS_GROUP][4];
     for (int64_t b = 0; b < nb; b++, y += PI_QK4_0) {
         const size_t off = (size_t)b * sizeof(pi_block_q4_0);
+        if (b % 4 == 0) block_scales(R, w, c, off, sizeof(pi_block_q4_0), nb - b, cds);
         __m256 acc[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[j] = _mm256_loadu_ps(y + 8 * j);
@@ -135,7 +167,7 @@ INLINE void q4_0_pass(const int R, const uint8_t *const *w, const float *c, cons
         for (int k = 0; k < R; k++) {
             const uint8_t *p = w[k] + off;
             if (b % 4 == 0) prefetch_span(pf[k] + off, 4 * sizeof(pi_block_q4_0));
-            const __m256 cd = _mm256_set1_ps(c[k] * f16_at(p));
+            const __m256 cd = _mm256_broadcast_ss(&cds[k][b % 4]);
             const __m128i q = _mm_loadu_si128((const __m128i *)(p + 2));
             const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), eight);
             const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), eight);
