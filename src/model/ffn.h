@@ -60,6 +60,20 @@ typedef struct pi_ffn_ops {
 
 #define PI_DOWN_T_CHUNKS 64 /* the down projection sums its rows in this many fixed chunks, so the
                                result does not depend on the thread count */
+#define PI_DOWN_T_MIN_ROWS 128 /* ... of at least this many rows where the layer has 64 x that many */
+
+/* Rows per chunk of the down projection of a list of n of a layer's F
+   neurons: n / PI_DOWN_T_CHUNKS, but at least PI_DOWN_T_MIN_ROWS (or F /
+   PI_DOWN_T_CHUNKS when that is smaller). A sparse token's few hundred
+   neurons then make a few long chunks, not 64 short ones: each chunk has
+   its own partial sum of n_embd floats to clear and add, which for 22-row
+   chunks cost a quarter of the down projection's time. The whole layer's
+   chunks (n = F) are unchanged, and so is any list of a small layer. */
+static inline int64_t pi_down_chunk_rows(int64_t n, int64_t F) {
+    const int64_t q = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS, fq = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+    const int64_t lo = fq < PI_DOWN_T_MIN_ROWS ? fq : PI_DOWN_T_MIN_ROWS;
+    return q > lo ? q : lo > 0 ? lo : 1;
+}
 
 /* hb = act(gate) * up, elementwise over n values. */
 void pi_ffn_activate(pi_ffn_act act, float *hb, const float *hb2, int64_t n);

@@ -196,7 +196,7 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
     for (int64_t k = 0; k < f->hot; k++)
         pi_sparse_set_rows(f, k, NULL, NULL, (const uint8_t *)hw[2].data + (size_t)k * hw[2].row_bytes);
     pi_sparse_job cj = pi_sparse_input(f, s, 0);
-    const int64_t q = n > 0 ? (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS : 1, n_chunks = (n + q - 1) / q;
+    const int64_t q = pi_down_chunk_rows(n, hp->n_ff), n_chunks = (n + q - 1) / q; /* as ffn_sparse's */
     pi_sparse_down dj = {f, E, s->k->axpy_rows[f->types.down]};
     /* this step's lookahead set (reads issued by the step before, for this
        unit or a guess that missed); the other set is completed first */

@@ -286,8 +286,8 @@ static void sparse_finish(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n, 
     const int64_t a = pi_sparse_count_list(f, il, n);
     f->stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
     pi_sparse_down dj = {f, f->m->hp.n_embd, s->k->axpy_rows[f->types.down]};
-    int64_t chunk = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
-    pi_pool_reduce_f32(s->pool, n, chunk ? chunk : 1, pi_sparse_down_chunk, &dj, out, f->m->hp.n_embd,
+    const int64_t chunk = pi_down_chunk_rows(n, f->m->hp.n_ff);
+    pi_pool_reduce_f32(s->pool, n, chunk, pi_sparse_down_chunk, &dj, out, f->m->hp.n_embd,
                        s->reduce_scratch);
 }
 
