@@ -14,7 +14,7 @@
  * are dealt at random into tokens of --active of them each (10%: scattered
  * rows, in neuron order), and each token's list goes through the engine's
  * own chunk function (pi_sparse_down_chunk, axpy_rows on the down rows) in
- * PI_DOWN_T_CHUNKS chunks reduced by the pool, as a decode step does; a pass
+ * the chunks a decode step uses (pi_down_chunk_rows) reduced by the pool; a pass
  * reads every row once. "share" is that figure over matvec's. "rows" is the
  * kernel alone on the same lists: axpy_rows over each token's whole list in
  * one call, the threads taking whole tokens (no chunks, no reduction), so
@@ -42,7 +42,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: pinfer bench-kernels [options]\n"
-            "  --types LIST      weight types (default f32,f16,bf16,q8_0,q4_0,q4_K,q5_K,q6_K)\n"
+            "  --types LIST      weight types (default f32,f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1,q4_K,q5_K,q6_K)\n"
             "  --variants LIST   kernel sets (default: every one this CPU runs)\n"
             "  -t, --threads LIST  thread counts (default 1,<cores>)\n"
             "  --rows N --cols N matrix shape (default 14336 x 4096)\n"
@@ -185,7 +185,7 @@ static double down_gbs(pi_pool *pool, const pi_kernels *k, const pi_probe_mats *
     for (int r = -1; r < reps; r++) {
         const double t0 = pi_time_s();
         for (int64_t t = 0; t < d->n_tok; t++) {
-            const int64_t n = d->start[t + 1] - d->start[t], chunk = (n + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+            const int64_t n = d->start[t + 1] - d->start[t], chunk = pi_down_chunk_rows(n, m->rows);
             f.val = d->val + d->start[t];
             f.row = d->rows3 + 3 * d->start[t];
             if (per_row) pi_pool_reduce_f32(pool, n, chunk, axpy_chunk, &aj, d->out, m->cols, d->scratch);
@@ -199,7 +199,7 @@ static double down_gbs(pi_pool *pool, const pi_kernels *k, const pi_probe_mats *
 int cmd_bench_kernels(int argc, char **argv) {
     const char *cmd = "bench-kernels";
     char *types[MAX_ITEMS], *variants[MAX_ITEMS], *threads_s[MAX_ITEMS];
-    char types_buf[256] = "f32,f16,bf16,q8_0,q4_0,q4_K,q5_K,q6_K", variants_buf[256] = "", threads_buf[64] = "";
+    char types_buf[256] = "f32,f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1,q4_K,q5_K,q6_K", variants_buf[256] = "", threads_buf[64] = "";
     int n_types, n_variants = 0, n_threads_list;
     long rows = 14336, cols = 4096, ws_mib = 768, reps = 5, bw_mib = 1024;
     double active = 0.1;
@@ -231,7 +231,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     for (int i = 0; i < n_types; i++) {
         int t = pi_type_from_name(types[i]);
         if (t < 0 || !pi_type_get((uint32_t)t)->compute) {
-            fprintf(stderr, "pinfer: %s: no kernels for type '%s' (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)\n", cmd,
+            fprintf(stderr, "pinfer: %s: no kernels for type '%s' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)\n", cmd,
                     types[i]);
             return 2;
         }
@@ -284,9 +284,9 @@ int cmd_bench_kernels(int argc, char **argv) {
                bw[ti]);
     }
     if (down)
-        printf("down: down_t of the same matrices, %.0f%% of the rows per token, %d chunks; share: median of down / "
-               "matvec over rounds of both; rows: axpy_rows alone, a token's list per call\n",
-               100.0 * active, PI_DOWN_T_CHUNKS);
+        printf("down: down_t of the same matrices, %.0f%% of the rows per token, in chunks of at least %d rows; share: "
+               "median of down / matvec over rounds of both; rows: axpy_rows alone, a token's list per call\n",
+               100.0 * active, PI_DOWN_T_MIN_ROWS);
     printf("\n%-6s %-8s %7s %10s %9s %11s", "type", "kernels", "threads", "GB/s", "% of bw", "ms/matrix");
     if (down) printf(" %10s %7s %10s %10s", "down GB/s", "share", "rows GB/s", "axpy GB/s");
     printf("\n");
