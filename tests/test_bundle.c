@@ -279,8 +279,8 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
     if (fm) {
         const pi_layer *l = &fm->layers[0];
         CHECK(fm->bundled && l->ffn_gate.row_bytes == l->bundle.stride &&
-              l->ffn_up.data == (const uint8_t *)l->bundle.data + l->bundle.up_off &&
-              l->ffn_down_t.data == (const uint8_t *)l->bundle.data + l->bundle.down_off);
+              l->ffn_up.data == (const uint8_t *)l->bundle.data + l->bundle.parts.off[PI_BUNDLE_UP] &&
+              l->ffn_down_t.data == (const uint8_t *)l->bundle.data + l->bundle.parts.off[PI_BUNDLE_DOWN]);
         CHECK(pi_lm_bytes_per_token(fm) == pi_lm_bytes_per_token(bm));
         pi_state *vd, *vo;
         CHECK(pi_state_create(fm, 64, 2, &vd) == PI_OK);

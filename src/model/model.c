@@ -65,8 +65,6 @@ static pi_status get_float(loader *L, const char *arch, const char *suffix, floa
     return st ? pi_error_prefix(st, "%s", L->path) : PI_OK;
 }
 
-/* Bind tensor `name` with the expected shape (ne[i] < 0: any). Optional
-   tensors that are absent leave w zeroed and return PI_OK. */
 /* Refuse quantized rows with a NaN or infinite scale, naming the tensor,
    its type and the block (rows of n elements, stride bytes apart). */
 static pi_status check_scales(const loader *L, pi_gguf_str name, pi_type t, const void *data, int64_t n, int64_t rows,
@@ -79,6 +77,8 @@ static pi_status check_scales(const loader *L, pi_gguf_str name, pi_type t, cons
                     (int)name.len, name.data, pi_type_name(t), (long long)(bad % nb), (long long)(bad / nb), (double)v);
 }
 
+/* Bind tensor `name` with the expected shape (ne[i] < 0: any). Optional
+   tensors that are absent leave w zeroed and return PI_OK. */
 static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int64_t e0, int64_t e1, int64_t e2,
                       bool required) {
     memset(w, 0, sizeof *w);
@@ -202,8 +202,7 @@ static pi_status bind_bundles(loader *L, int il) {
     pi_status st = pi_bundle_tensor(m->gguf, L->path, b, il, X, &t);
     if (st) return st;
     const pi_bundle_parts *pt = &b->layer[il];
-    l->bundle = (pi_layer_bundle){t->data, (int64_t)pi_gguf_tensor_file_offset(m->gguf, t), b->stride,
-                                  pt->off[PI_BUNDLE_GATE], pt->off[PI_BUNDLE_UP], pt->off[PI_BUNDLE_DOWN], true};
+    l->bundle = (pi_layer_bundle){t->data, (int64_t)pi_gguf_tensor_file_offset(m->gguf, t), b->stride, *pt, true};
     const size_t *off = pt->off, *rb = pt->bytes;
     const pi_type *type = pt->type;
     pi_weight *dst[3] = {X ? &l->ffn_gate_exps : &l->ffn_gate, X ? &l->ffn_up_exps : &l->ffn_up, &l->ffn_down_t};

@@ -21,6 +21,7 @@
 #ifndef PI_MODEL_MODEL_H
 #define PI_MODEL_MODEL_H
 
+#include "gguf/bundle.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 
@@ -78,8 +79,8 @@ typedef struct pi_layer_bundle {
     const void *data;     /* bundle 0 inside the mapping; bundle i at data + i * stride */
     int64_t file_off;     /* absolute file offset of bundle 0 (a multiple of 4096) */
     size_t stride;        /* bytes from one bundle to the next */
-    size_t gate_off, up_off, down_off; /* the parts inside a bundle; their types and sizes
-                                          are ffn_gate's, ffn_up's and ffn_down_t's */
+    pi_bundle_parts parts; /* types, row sizes and offsets of gate, up and down inside a bundle
+                              (those of the ffn_gate, ffn_up and ffn_down_t bound to them) */
     bool present;
 } pi_layer_bundle;
 

@@ -98,20 +98,6 @@ static size_t stream_acc_bytes(const pi_lm *m) {
     return (2 + used) * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float);
 }
 
-/* Layer il's bundle parts: offsets as stored, types those of the weights
-   bound to them (a Q4_K_M file's layers may differ). */
-static void parts_of(const pi_lm *m, int64_t il, pi_bundle_parts *p) {
-    const pi_layer *l = &m->layers[il];
-    const bool moe = m->hp.n_expert > 0;
-    p->type[PI_BUNDLE_GATE] = moe ? l->ffn_gate_exps.type : l->ffn_gate.type;
-    p->type[PI_BUNDLE_UP] = moe ? l->ffn_up_exps.type : l->ffn_up.type;
-    p->type[PI_BUNDLE_DOWN] = l->ffn_down_t.type;
-    p->off[PI_BUNDLE_GATE] = l->bundle.gate_off;
-    p->off[PI_BUNDLE_UP] = l->bundle.up_off;
-    p->off[PI_BUNDLE_DOWN] = l->bundle.down_off;
-    for (int k = 0; k < 3; k++) p->bytes[k] = pi_row_size(p->type[k], m->hp.n_embd);
-}
-
 pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *z) {
     memset(z, 0, sizeof *z);
     if (!m->bundled || !m->layers[0].bundle.present)
@@ -145,11 +131,10 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     int64_t n_of[3][PI_TYPE_COUNT] = {{0}};
     uint64_t sum[3] = {0};
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        pi_bundle_parts p;
-        parts_of(m, il, &p);
-        const size_t b = p.bytes[0] + p.bytes[1] + p.bytes[2];
+        const pi_bundle_parts *p = &m->layers[il].bundle.parts;
+        const size_t b = p->bytes[0] + p->bytes[1] + p->bytes[2];
         if (b > z->bundle_mem) z->bundle_mem = b;
-        for (int k = 0; k < 3; k++) sum[k] += p.bytes[k], n_of[k][p.type[k]]++;
+        for (int k = 0; k < 3; k++) sum[k] += p->bytes[k], n_of[k][p->type[k]]++;
     }
     for (int k = 0; k < 3; k++) {
         z->part_bytes[k] = (size_t)((sum[k] + (uint64_t)hp->n_layer / 2) / (uint64_t)hp->n_layer);
@@ -329,7 +314,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         st = pi_error(PI_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (int64_t u = 0; u < L; u++) parts_of(m, u / X, &o->parts[u]);
+    for (int64_t u = 0; u < L; u++) o->parts[u] = m->layers[u / X].bundle.parts;
     for (int64_t u = 0; u < L; u++) /* expert x's bundles follow the layer's earlier experts' */
         o->bundle_off[u] = m->layers[u / X].bundle.file_off + (u % X) * F * (int64_t)o->stride;
 
@@ -376,11 +361,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
        planted 7b-l8 model at 570 MiB, giving the cache 64 or 128 MiB
        instead of its minimum lowered the share of neurons served from
        memory from 63% to 57% and 47%. */
-    size_t bundle_mem = 0; /* the largest unit's: a split by counts may favour any layer */
-    for (int64_t u = 0; u < L; u++) {
-        const size_t b = o->parts[u].bytes[0] + o->parts[u].bytes[1] + o->parts[u].bytes[2];
-        if (b > bundle_mem) bundle_mem = b;
-    }
+    const size_t bundle_mem = z.bundle_mem; /* the largest layer's: a split by counts may favour any layer */
     uint64_t left = pi_budget_left(&o->budget);
     if (left == UINT64_MAX) left = (uint64_t)L * (uint64_t)F * (bundle_mem + o->stride); /* unlimited: all hot */
     int64_t slots = opt->cold_slots;

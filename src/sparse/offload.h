@@ -89,15 +89,7 @@ typedef struct pi_read_batch {
     struct iovec *iov;       /* (n_ff) */
 } pi_read_batch;
 
-typedef struct pi_offload pi_offload;
-
-/* Refuse a bundle of unit u (neuron `neuron`) read from flash whose parts
-   hold a NaN or infinite scale: PI_ERR_FORMAT naming the bundle, part and
-   type (kernels/validate.h), kept in o->refusal: the decoding steps after
-   it give the same refusal. Every bundle read is checked. */
-pi_status pi_offload_check_bundle(pi_offload *o, int64_t u, int64_t neuron, const uint8_t *bundle);
-
-struct pi_offload {
+typedef struct pi_offload {
     char *path;
     pi_io *io;
     pi_ncache *cache;
@@ -147,7 +139,13 @@ struct pi_offload {
     int64_t la_guess;            /* a mixture: the expert the next layer's router was guessed to rank
                                     first (its set is in flight), or -1 */
     pi_offload_stats st;
-};
+} pi_offload;
+
+/* Refuse a bundle of unit u (neuron `neuron`) read from flash whose parts
+   hold a NaN or infinite scale: PI_ERR_FORMAT naming the bundle, part and
+   type (kernels/validate.h), kept in o->refusal: the decoding steps after
+   it give the same refusal. Every bundle read is checked. */
+pi_status pi_offload_check_bundle(pi_offload *o, int64_t u, int64_t neuron, const uint8_t *bundle);
 
 /* What a lookahead reads for: layer il's expert x (0: a dense layer),
    predicted from the normed input in (n_embd floats). */
