@@ -281,6 +281,29 @@ static void bench_json_sparse(const char *model) {
     }
     cJSON_Delete(doc);
     free(text);
+    /* --vs-dense: each round also decodes with the dense FFN in a second
+       session; the record's ratio is the median of the rounds' ratios */
+    CHECK(pinfer("bench -m %s -p 0 -n 8 -r 1 -t 2 --rounds 3 --vs-dense -o json", model) == 0);
+    doc = parse_file(g_out);
+    text = t_read_file(g_err, NULL);
+    r = cJSON_GetArrayItem(doc, 0);
+    if (r && text) {
+        double ratio[3] = {0};
+        int n = 0;
+        for (const char *q = text; n < 3 && (q = strstr(q, "| sparse/dense ")); q++) ratio[n++] = atof(q + 15);
+        CHECK(n == 3);
+        double lo = fmin(ratio[0], fmin(ratio[1], ratio[2])), hi = fmax(ratio[0], fmax(ratio[1], ratio[2]));
+        const double med = ratio[0] + ratio[1] + ratio[2] - lo - hi;
+        CHECKF(num(r, "dense_ts") > 0.0 && fabs(num(r, "sparse_over_dense") - med) < 0.006,
+               "sparse_over_dense %g, rounds' median %g", num(r, "sparse_over_dense"), med);
+        CHECK(has(text, "sparse/dense = %.2f (median of 3 rounds)", num(r, "sparse_over_dense")));
+        CHECK(str(r, "ffn") && !strcmp(str(r, "ffn"), "sparse"));
+    }
+    cJSON_Delete(doc);
+    free(text);
+    CHECK(pinfer("bench -m %s -p 0 -n 8 --vs-dense --dense", model) == 1 && t_file_has(g_err, "decodes densely"));
+    CHECK(pinfer("bench -m %s -p 0 -n 0 --vs-dense", model) == 2 && t_file_has(g_err, "--vs-dense"));
+    CHECK(pinfer("bench -m %s -n 8 --vs-dense --mem-budget 1G", model) == 2 && t_file_has(g_err, "--vs-dense"));
 }
 
 /* The offload figures of a tg record against app_print_offload's lines. */

@@ -40,6 +40,9 @@ static void usage(FILE *f) {
                "  --peer PATH          also run this llama-bench binary on the same file and print ratios\n"
                "  --rounds N           alternate pinfer and the peer N times; report medians and the\n"
                "                       median of the per-round ratios (robust to a noisy machine)\n"
+               "  --vs-dense           a sparse model in memory: each round also decodes the same tokens with\n"
+               "                       the dense FFN (a second session on the same weights), alternated with\n"
+               "                       the sparse runs; reports the median of the per-round sparse/dense ratios\n"
                "  --mem-budget SIZE    decode with the FFN on flash under this budget (a bundle file)\n"
                "  --sweep F,F,...      decode speed across budgets (a bundle file): for each F, a budget of the\n"
                "                       model's minimum plus F times its FFN bytes (1 = all resident), planned,\n"
@@ -401,7 +404,7 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
 
 typedef struct {
     const char *peer, *sweep, *sweep_out;
-    bool naive;
+    bool naive, vs_dense;
     long n_prompt, n_gen, reps, rounds;
     report_fmt fmt;
 } bench_args;
@@ -411,6 +414,7 @@ static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *
     bench_args *b = ctx;
     const char *a = argv[*i], *v;
     if (!strcmp(a, "--naive")) return b->naive = true, 1;
+    if (!strcmp(a, "--vs-dense")) return b->vs_dense = true, 1;
     /* (--output and --output=FMT reach here as -o FMT: args.c) */
     static const char *const with_value[] = {"--sweep", "--sweep-out", "-p", "-n", "-r", "--peer", "--rounds", "-o"};
     bool mine = false;
@@ -436,6 +440,7 @@ typedef struct {
     long n_prompt, n_gen;  /* one of them is 0 */
     double median;         /* tok/s as the report shows it: the median (of the rounds' medians) */
     double peer, ratio;    /* with --peer: the peer's tok/s, median of pinfer/peer per round */
+    double dense, dratio;  /* with --vs-dense: dense decode's tok/s, median of sparse/dense per round */
     double *ts, *ns;       /* (n): every timed repetition of every round */
     int n;
     char time[32];         /* when the test started, RFC 3339 */
@@ -546,6 +551,7 @@ static double stddev(const double *v, int n) {
 typedef struct {
     const app *a;
     const char *model, *peer;
+    bool vs_dense;
     int threads;
     long reps, rounds;
     bool use_mmap;
@@ -624,6 +630,10 @@ static void add_record(report *r, const bench_ctx *c, const bench_test *t, const
     if (c->peer) {
         report_num(r, "peer_ts", t->peer);
         report_num(r, "pinfer_over_peer", t->ratio);
+    }
+    if (c->vs_dense && tg) {
+        report_num(r, "dense_ts", t->dense);
+        report_num(r, "sparse_over_dense", t->dratio);
     }
     if (sf->valid && tg) {
         report_num(r, "sparse_neurons_frac", sf->computed_frac);
@@ -707,6 +717,10 @@ static void add_record(report *r, const bench_ctx *c, const bench_test *t, const
         report_md(r, "peer t/s", "%.2f", t->peer);
         report_md(r, "pinfer/peer", "%.2f", t->ratio);
     }
+    if (c->vs_dense && tg) {
+        report_md(r, "dense t/s", "%.2f", t->dense);
+        report_md(r, "sparse/dense", "%.2f", t->dratio);
+    }
 }
 
 /* Write the records of the tests run to stdout. */
@@ -729,11 +743,11 @@ int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     app_opts o;
     app_opts_init(&o);
-    bench_args ba = {NULL, NULL, NULL, false, 512, 128, 5, 1, REPORT_TEXT};
+    bench_args ba = {NULL, NULL, NULL, false, false, 512, 128, 5, 1, REPORT_TEXT};
     int pr = app_parse_args(cmd, argc, argv, &o, NULL, bench_option, &ba, usage);
     if (pr <= 0) return pr ? 2 : 0;
     const char *peer = ba.peer, *sweep = ba.sweep, *sweep_out = ba.sweep_out;
-    const bool naive = ba.naive;
+    const bool naive = ba.naive, vs_dense = ba.vs_dense;
     const long n_prompt = ba.n_prompt, n_gen = ba.n_gen, reps = ba.reps, rounds = ba.rounds;
     const report_fmt fmt = ba.fmt;
     /* the human report: on stdout, or on stderr when stdout carries records */
@@ -750,9 +764,15 @@ int cmd_bench(int argc, char **argv) {
         }
         return bench_sweep(cmd, &o, sweep, n_gen, reps, naive, sweep_out);
     }
+    if (vs_dense && (n_gen <= 0 || peer || o.mp.mem_budget)) {
+        fprintf(stderr, "pinfer: %s: --vs-dense needs -n N > 0, and goes with neither --peer nor --mem-budget "
+                        "(the dense FFN needs every weight in memory)\n", cmd);
+        return 2;
+    }
     o.mp.n_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
     app a;
     memset(&a, 0, sizeof a);
+    pi_session *dense = NULL; /* with --vs-dense */
     int32_t *toks = NULL;
     double *samples = NULL;
     sparse_figs sf;
@@ -772,6 +792,21 @@ int cmd_bench(int argc, char **argv) {
     if (!app_load(cmd, &o, &a)) goto out;
     const int64_t V = a.info.n_vocab;
     const int T = pi_session_n_threads(a.s);
+    if (vs_dense) {
+        if (pi_session_ffn(a.s) == PI_FFN_DENSE) {
+            fprintf(stderr, "pinfer: %s: --vs-dense compares the sparse FFN with the dense one, but %s decodes "
+                            "densely (no activation predictors, or --dense)\n", cmd, o.model);
+            goto out;
+        }
+        pi_session_params dp = pi_session_default_params();
+        dp.n_ctx = pi_session_n_ctx(a.s);
+        dp.n_threads = T;
+        dp.ffn = PI_FFN_DENSE;
+        if (pi_session_create(a.m, &dp, &dense)) {
+            fprintf(stderr, "pinfer: %s: the dense session: %s\n", cmd, pi_last_error());
+            goto out;
+        }
+    }
     toks = malloc((size_t)(n_prompt + 1) * sizeof *toks);
     /* every timed repetition of every round: tok/s and ns, for pp and for tg */
     const size_t n_samples = (size_t)(rounds * reps);
@@ -794,6 +829,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(out, "%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
 
     double pp[MAX_REPS], tg[MAX_REPS], ppp[MAX_REPS], ptg[MAX_REPS], rpp[MAX_REPS], rtg[MAX_REPS];
+    double dtg[MAX_REPS], rdtg[MAX_REPS];
     for (long k = 0; k < rounds; k++) {
         pp[k] = tg[k] = ppp[k] = ptg[k] = 0.0;
         if (k == 0) now_rfc3339(tpp.time, sizeof tpp.time);
@@ -808,9 +844,23 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
         if (peer && !run_peer(peer, o.model, n_prompt, n_gen, T, reps, &ppp[k], &ptg[k])) goto out;
+        dtg[k] = rdtg[k] = 0.0;
+        if (dense) { /* the same tokens through the dense session; a.s is back before any error path */
+            pi_session *sparse = a.s;
+            a.s = dense;
+            const bool ok = measure_tg(&a, n_gen, reps, &dtg[k], NULL, NULL);
+            a.s = sparse;
+            if (!ok) {
+                fprintf(stderr, "pinfer: %s: dense decode: %s\n", cmd, pi_last_error());
+                goto out;
+            }
+            rdtg[k] = dtg[k] > 0 ? tg[k] / dtg[k] : 0.0;
+            fprintf(stderr, "bench: round %ld: sparse tg %.2f | dense tg %.2f | sparse/dense %.2f\n", k + 1, tg[k],
+                    dtg[k], rdtg[k]);
+        }
         rpp[k] = ppp[k] > 0 ? pp[k] / ppp[k] : 0.0;
         rtg[k] = ptg[k] > 0 ? tg[k] / ptg[k] : 0.0;
-        if (rounds > 1)
+        if (rounds > 1 && !dense)
             fprintf(stderr, "bench: round %ld: pp %.2f tg %.2f%s", k + 1, pp[k], tg[k], peer ? "" : "\n");
         if (rounds > 1 && peer) fprintf(stderr, " | peer pp %.2f tg %.2f\n", ppp[k], ptg[k]);
     }
@@ -845,8 +895,15 @@ int cmd_bench(int argc, char **argv) {
             fprintf(out, "tg%-6ld %7d %12.2f %11.0f%%   pinfer/peer = %.2f\n", n_gen, T, ttg.peer,
                     100.0 * ttg.peer / bound, ttg.ratio);
     }
+    if (dense) {
+        ttg.dense = app_median(dtg, (int)rounds);
+        ttg.dratio = app_median(rdtg, (int)rounds);
+        fprintf(out, "dense FFN (a second session, alternated with the sparse runs):\n");
+        fprintf(out, "tg%-6ld %7d %12.2f %11.0f%%   sparse/dense = %.2f (median of %ld round%s)\n", n_gen, T,
+                ttg.dense, 100.0 * ttg.dense / bound, ttg.dratio, rounds, rounds > 1 ? "s" : "");
+    }
     if (fmt != REPORT_TEXT) {
-        bench_ctx c = {.a = &a, .model = o.model, .peer = peer, .threads = T, .reps = reps, .rounds = rounds,
+        bench_ctx c = {.a = &a, .model = o.model, .peer = peer, .vs_dense = dense != NULL, .threads = T, .reps = reps, .rounds = rounds,
                        .use_mmap = o.mp.use_mmap, .bw = bw, .bound = bound};
         cpu_info(c.cpu, sizeof c.cpu);
         bench_test tests[2];
@@ -860,6 +917,7 @@ int cmd_bench(int argc, char **argv) {
     }
     rc = 0;
 out:
+    pi_session_free(dense);
     sparse_figs_free(&sf);
     free(samples);
     free(toks);
