@@ -211,6 +211,39 @@ int main(void) {
     CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--recall"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --recall 0.97", conv);
     CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "histograms"));
+    /* a mixture: gen-model's bundle file carries the planted logit histograms of
+       every expert, so thresholds follow a recall target per expert, chosen by
+       the planner under a budget or asked for; the planned runs give the text
+       of the in-memory run at the plan's recall */
+    char moe[320];
+    snprintf(moe, sizeof moe, "%s.moe.gguf", g_tmp);
+    snprintf(args, sizeof args, "gen-model --preset moe-tiny --layers 2 --vocab-size 300 --act relu --active 0.15 "
+             "--predictor --pred-rank 64 -o %s --bundle-out %s", moe, bundle);
+    CHECK(pinfer(args, NULL, err) == 0);
+    snprintf(args, sizeof args, "inspect %s", bundle);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "pinfer.stats.pred_hist"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall 0.95", bundle);
+    CHECK(pinfer(args, mem_out, err) == 0 && t_file_has(err, "thresholds for recall 0.95"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall 0.99", bundle);
+    CHECK(pinfer(args, out2, err) == 0 && t_file_has(err, "thresholds for recall 0.99"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall 0.95 --mem-budget 17M --no-plan", bundle);
+    CHECK(pinfer(args, out, err) == 0 && t_same_file(out, mem_out));
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "plan -m %s --mem-budget %s --hw %s -o %s", bundle, k ? "64M" : "17M", hwf, plan);
+        CHECKF(pinfer(args, out, err) == 0 && t_file_has(out, "predictor thresholds for recall"), "mixture plan %d", k);
+        char *pt = t_read_file(plan, NULL), *rp = pt ? strstr(pt, "\nrecall ") : NULL;
+        const double r = rp ? atof(rp + strlen("\nrecall ")) : 0.0;
+        free(pt);
+        CHECKF(r >= 0.95 && r <= 0.99, "mixture plan %d: recall %g", k, r);
+        snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall %.17g", bundle, r);
+        CHECK(pinfer(args, out2, err) == 0);
+        snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --plan %s", bundle, plan);
+        CHECKF(pinfer(args, out, err) == 0 && t_same_file(out, out2) && t_file_has(err, "the plan's"),
+               "mixture: planned run %d differs from the in-memory run", k);
+    }
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --recall 0.97", moe); /* the plain file: no predictors */
+    CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "no predictors"));
+    unlink(moe);
     /* --plain: a file llama.cpp reads (no predictors, no ffn_down_t), the same text dense */
     char plain[320];
     snprintf(plain, sizeof plain, "%s.plain.gguf", g_tmp);

@@ -35,6 +35,8 @@
  *    loads and the reuse, and a model larger than the free disk space is
  *    refused before any data with both sizes in bytes.
  */
+#include "gguf/names.h"
+#include "gguf/predhist.h"
 #include "model/genmodel.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -869,6 +871,42 @@ static void check_bundle_out(const char *label, pi_genmodel_params *p) {
         }
         CHECKF(fabs(sum - (double)mf->hp.n_expert_used * 1e6) < 1e3, "%s: layer 0's expert shares sum to %.0f", label, sum);
     }
+    /* the predictor's planted logit histograms, per unit: each unit's count is
+       its tokens' neurons, and the thresholds they give for the planted recall
+       are the planted threshold, with its recall and precision */
+    pi_genmodel_plant info;
+    pi_pred_hist ph = {0};
+    const int64_t U = pi_ffn_units(&md->hp);
+    float thr_file = 0.0f;
+    CHECK(pi_genmodel_plant_info(p, &info) == PI_OK);
+    CHECK(pi_gguf_get_f32(md->gguf, PI_KEY_SPARSE_THRESHOLD, &thr_file) == PI_OK);
+    CHECKF(pi_pred_hist_read(md->gguf, direct, U, &ph) == PI_OK && ph.h, "%s: no planted histograms", label);
+    float *thr = malloc((size_t)U * sizeof *thr);
+    double *rec = malloc((size_t)U * sizeof *rec), *prec = malloc((size_t)U * sizeof *prec);
+    if (ph.h && thr && rec && prec) {
+        CHECK(pi_pred_hist_thresholds(&ph, info.recall, thr, rec, prec, NULL) == PI_OK);
+        int off = 0;
+        for (int64_t u = 0; u < U; u++) {
+            double n = 0.0;
+            for (int64_t b = 0; b < 2 * ph.bins; b++) n += ph.h[u * 2 * ph.bins + b];
+            float share = 1.0f;
+            if (mf->hp.n_expert) memcpy(&share, (const uint8_t *)ut->arr_data + 4 * u, 4), share /= 1e6f;
+            off += fabs(n - (double)F * 1e6 * share) > 1e-3 * n;
+            off += fabsf(thr[u] - thr_file) > 2.0f * ph.w || fabs(rec[u] - info.recall) > 0.01 ||
+                   fabs(prec[u] - info.precision) > 0.02;
+        }
+        CHECKF(off == 0, "%s: %d units' histograms disagree with the planted threshold %.3f (recall %.3f, precision "
+               "%.3f; unit 0: %.3f, %.3f, %.3f)", label, off, (double)thr_file, info.recall, info.precision,
+               (double)thr[0], rec[0], prec[0]);
+        /* a lower recall target raises every threshold */
+        float *t95 = malloc((size_t)U * sizeof *t95);
+        CHECK(t95 && pi_pred_hist_thresholds(&ph, 0.95, t95, NULL, NULL, NULL) == PI_OK && t95[0] > thr[0]);
+        free(t95);
+    }
+    free(thr);
+    free(rec);
+    free(prec);
+    free(ph.h);
 done:
     pi_lm_free(mf);
     pi_lm_free(mp);

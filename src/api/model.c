@@ -117,7 +117,7 @@ static pi_status load_plan(const char *path, const pi_model_params *p, pi_plan *
    file's logit histograms; else the file's own stand. */
 static pi_status set_thresholds(pi_model *m, const pi_model_params *p) {
     pi_lm *lm = m->lm;
-    const int64_t L = lm->hp.n_layer;
+    const int64_t L = pi_ffn_units(&lm->hp); /* a threshold per layer, for a mixture per layer and expert */
     float recall_target = 0.0f;
     if (!pi_gguf_get_f32(lm->gguf, PI_KEY_PREDICTOR_RECALL_TARGET, &recall_target) && recall_target > 0.0f)
         m->recall = recall_target;
@@ -125,15 +125,11 @@ static pi_status set_thresholds(pi_model *m, const pi_model_params *p) {
     if (!from_plan && !(p->recall > 0.0f)) return PI_OK;
     if (!lm->has_predictor)
         return pi_error(PI_ERR_INVALID, "%s has no predictors: a recall target chooses their thresholds", m->path);
-    if (lm->hp.n_expert)
-        return pi_error(PI_ERR_UNSUPPORTED, "%s: a mixture of experts keeps the thresholds its predictors were "
-                        "trained with (pinfer train-predictor --recall R); a recall target here is for dense models",
-                        m->path);
     if (!lm->layer_threshold && !(lm->layer_threshold = malloc((size_t)L * sizeof *lm->layer_threshold)))
         return pi_error(PI_ERR_NOMEM, "out of memory");
     if (from_plan) {
         if (m->plan.n_layer != L)
-            return pi_error(PI_ERR_INVALID, "the plan has thresholds for %lld layers, %s has %lld: plan again",
+            return pi_error(PI_ERR_INVALID, "the plan has thresholds for %lld FFN units, %s has %lld: plan again",
                             (long long)m->plan.n_layer, m->path, (long long)L);
         memcpy(lm->layer_threshold, m->plan.thr, (size_t)L * sizeof *lm->layer_threshold);
         m->recall = (float)m->plan.recall;

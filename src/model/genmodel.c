@@ -119,6 +119,10 @@
 #define PLANT_RHO 0.25     /* share of an embedding's energy in coordinate 0 */
 #define PLANT_EPS 0.30     /* sd of the unpredictable part of a gate (total sd 1) */
 #define PLANT_RECALL 0.97  /* recall the predictor threshold is chosen for */
+#define HIST_BINS 1024     /* the planted logit histograms: bins of 1/32 over [-16, 16), as profile's */
+#define HIST_LO (-16.0)
+#define HIST_W (1.0 / 32.0)
+#define HIST_SUB 8         /* midpoints per bin of the integration */
 #define PLANT_UP_POS 0.95  /* dReLU: P(up > 0) */
 #define PLANT_PMAX 0.99    /* no neuron fires more often than this */
 #define PLANT_GAIN 0.25    /* attn_output and ffn_down scale: gain / sqrt(n_layer) of the usual */
@@ -230,6 +234,8 @@ typedef struct {
     int64_t n_clipped;
     double cover80, recall, precision;
     float threshold;
+    double *hist;              /* (2 HIST_BINS) the predictor's logits per token, as profile counts them:
+                                  expected inactive then active neurons by bin (with --predictor) */
     double persist;            /* lag-1 correlation along the walk; 0: none */
     float walk_w[WALK_TERMS];  /* moving-average weights, unit sum of squares */
     bool walk;                 /* the output head walks the vocabulary (any persistence) */
@@ -292,6 +298,7 @@ static void plant_free(plant *pl) {
     free(pl->rb);
     free(pl->gs);
     free(pl->down_seed);
+    free(pl->hist);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -413,6 +420,38 @@ static void top_k(const double *l, int64_t X, int64_t K, uint8_t *set) {
             if (!set[x] && (best < 0 || l[x] > l[best])) best = x;
         set[best] = 1;
     }
+}
+
+/* The predictor's logit histograms a profile of the planted model would
+   count, per token of a unit: neuron r's logit L ~ N(-t_r, c1^2) and it is
+   active with probability q Phi(L / en) given L (the gate is L plus
+   independent noise of sd en; dReLU's up is positive with probability q).
+   Each bin's mass by the midpoint rule, HIST_SUB points per bin. */
+static pi_status plant_hist(plant *pl, double en) {
+    const int64_t F = pl->F, n = (int64_t)HIST_BINS * HIST_SUB;
+    const double step = HIST_W / HIST_SUB, span = 8.0 * pl->c1;
+    double *phi = malloc((size_t)n * sizeof *phi);
+    pl->hist = calloc(2 * (size_t)HIST_BINS, sizeof *pl->hist);
+    if (!phi || !pl->hist) {
+        free(phi);
+        return pi_error(PI_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t g = 0; g < n; g++) phi[g] = pl->q * norm_cdf((HIST_LO + ((double)g + 0.5) * step) / en);
+    const double norm = step / (pl->c1 * sqrt(2.0 * M_PI));
+    for (int64_t r = 0; r < F; r++) {
+        const double mu = -(double)pl->t[r];
+        int64_t g0 = (int64_t)floor((mu - span - HIST_LO) / step), g1 = (int64_t)ceil((mu + span - HIST_LO) / step);
+        if (g0 < 0) g0 = 0;
+        if (g1 > n) g1 = n;
+        for (int64_t g = g0; g < g1; g++) {
+            const double z = (HIST_LO + ((double)g + 0.5) * step - mu) / pl->c1, m = norm * exp(-0.5 * z * z);
+            const int64_t b = g / HIST_SUB;
+            pl->hist[b] += m * (1.0 - phi[g]);
+            pl->hist[HIST_BINS + b] += m * phi[g];
+        }
+    }
+    free(phi);
+    return PI_OK;
 }
 
 /* What plant_init computes besides the neurons' design (costly for many experts). */
@@ -651,6 +690,11 @@ static pi_status plant_init(const pi_genmodel_params *p, plant *pl, int what) {
         free(dp);
         free(da);
         free(phi);
+        pi_status st = plant_hist(pl, en);
+        if (st) {
+            plant_free(pl);
+            return st;
+        }
     }
     return PI_OK;
 }
@@ -1534,6 +1578,27 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
         }
         st = pi_gguf_set_arr(w, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, ut, (uint64_t)(L * X));
         free(ut);
+        if (st) goto done;
+    }
+    if (pl.hist) { /* the predictor's logit histograms, for thresholds at other recall targets */
+        const int64_t U = p->n_expert ? L * X : L;
+        float *h = malloc((size_t)(U * 2 * HIST_BINS) * sizeof *h);
+        if (!h) {
+            st = pi_error(PI_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int64_t u = 0; u < U; u++) {
+            double tok = BUNDLE_TOKENS;
+            if (p->n_expert) {
+                if (u % X == 0) shuffle_rank(pl.erank, pl.order, pl.X, layer_stream(p->seed, u / X, ROUTER_TAG_ORDER));
+                tok *= pl.load[pl.erank[u % X]];
+            }
+            for (int64_t b = 0; b < 2 * HIST_BINS; b++) h[u * 2 * HIST_BINS + b] = (float)(pl.hist[b] * tok);
+        }
+        const float range[2] = {(float)HIST_LO, (float)HIST_W};
+        st = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, h, (uint64_t)(U * 2 * HIST_BINS));
+        if (!st) st = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_RANGE, PI_GGUF_FLOAT32, range, 2);
+        free(h);
         if (st) goto done;
     }
     /* the tensors: the plain file's, each layer's FFN matrices replaced by

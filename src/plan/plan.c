@@ -189,10 +189,6 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
         pi_mprofile_free(p);
         return st;
     }
-    if (p->n_expert) { /* a mixture keeps its predictors' own thresholds: none chosen by recall */
-        free(p->hist.h);
-        p->hist.h = NULL;
-    }
     *out = p;
     return PI_OK;
 }
