@@ -234,8 +234,6 @@ typedef struct {
     int64_t n_clipped;
     double cover80, recall, precision;
     float threshold;
-    double *hist;              /* (2 HIST_BINS) the predictor's logits per token, as profile counts them:
-                                  expected inactive then active neurons by bin (with --predictor) */
     double persist;            /* lag-1 correlation along the walk; 0: none */
     float walk_w[WALK_TERMS];  /* moving-average weights, unit sum of squares */
     bool walk;                 /* the output head walks the vocabulary (any persistence) */
@@ -298,7 +296,6 @@ static void plant_free(plant *pl) {
     free(pl->rb);
     free(pl->gs);
     free(pl->down_seed);
-    free(pl->hist);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -420,38 +417,6 @@ static void top_k(const double *l, int64_t X, int64_t K, uint8_t *set) {
             if (!set[x] && (best < 0 || l[x] > l[best])) best = x;
         set[best] = 1;
     }
-}
-
-/* The predictor's logit histograms a profile of the planted model would
-   count, per token of a unit: neuron r's logit L ~ N(-t_r, c1^2) and it is
-   active with probability q Phi(L / en) given L (the gate is L plus
-   independent noise of sd en; dReLU's up is positive with probability q).
-   Each bin's mass by the midpoint rule, HIST_SUB points per bin. */
-static pi_status plant_hist(plant *pl, double en) {
-    const int64_t F = pl->F, n = (int64_t)HIST_BINS * HIST_SUB;
-    const double step = HIST_W / HIST_SUB, span = 8.0 * pl->c1;
-    double *phi = malloc((size_t)n * sizeof *phi);
-    pl->hist = calloc(2 * (size_t)HIST_BINS, sizeof *pl->hist);
-    if (!phi || !pl->hist) {
-        free(phi);
-        return pi_error(PI_ERR_NOMEM, "out of memory");
-    }
-    for (int64_t g = 0; g < n; g++) phi[g] = pl->q * norm_cdf((HIST_LO + ((double)g + 0.5) * step) / en);
-    const double norm = step / (pl->c1 * sqrt(2.0 * M_PI));
-    for (int64_t r = 0; r < F; r++) {
-        const double mu = -(double)pl->t[r];
-        int64_t g0 = (int64_t)floor((mu - span - HIST_LO) / step), g1 = (int64_t)ceil((mu + span - HIST_LO) / step);
-        if (g0 < 0) g0 = 0;
-        if (g1 > n) g1 = n;
-        for (int64_t g = g0; g < g1; g++) {
-            const double z = (HIST_LO + ((double)g + 0.5) * step - mu) / pl->c1, m = norm * exp(-0.5 * z * z);
-            const int64_t b = g / HIST_SUB;
-            pl->hist[b] += m * (1.0 - phi[g]);
-            pl->hist[HIST_BINS + b] += m * phi[g];
-        }
-    }
-    free(phi);
-    return PI_OK;
 }
 
 /* What plant_init computes besides the neurons' design (costly for many experts). */
@@ -690,11 +655,6 @@ static pi_status plant_init(const pi_genmodel_params *p, plant *pl, int what) {
         free(dp);
         free(da);
         free(phi);
-        pi_status st = plant_hist(pl, en);
-        if (st) {
-            plant_free(pl);
-            return st;
-        }
     }
     return PI_OK;
 }
@@ -1460,6 +1420,76 @@ done:
 
 #define BUNDLE_TOKENS 1000000 /* the nominal tokens the planted activation counts are expected over */
 
+/* The predictor's logit histograms a profile of the planted model would
+   count, per token of a unit (2 HIST_BINS: inactive then active neurons by
+   bin; NULL when out of memory): neuron r's logit L ~ N(-t_r, c1^2), and it
+   is active with probability q Phi(L / en) given L (the gate is L plus
+   independent noise of sd en, as for the threshold; dReLU's up is positive
+   with probability q). Each bin's mass by the midpoint rule, HIST_SUB points
+   per bin. */
+static double *plant_hist(const pi_genmodel_params *p, const plant *pl) {
+    const int64_t n = (int64_t)HIST_BINS * HIST_SUB;
+    const double step = HIST_W / HIST_SUB, span = 8.0 * pl->c1;
+    const double en = sqrt(PLANT_EPS * PLANT_EPS + quant_noise(p->type));
+    double *phi = malloc((size_t)n * sizeof *phi), *hist = calloc(2 * (size_t)HIST_BINS, sizeof *hist);
+    if (!phi || !hist) {
+        free(phi);
+        free(hist);
+        return NULL;
+    }
+    for (int64_t g = 0; g < n; g++) phi[g] = pl->q * norm_cdf((HIST_LO + ((double)g + 0.5) * step) / en);
+    const double norm = step / (pl->c1 * sqrt(2.0 * M_PI));
+    for (int64_t r = 0; r < pl->F; r++) {
+        const double mu = -(double)pl->t[r];
+        int64_t g0 = (int64_t)floor((mu - span - HIST_LO) / step), g1 = (int64_t)ceil((mu + span - HIST_LO) / step);
+        if (g0 < 0) g0 = 0;
+        if (g1 > n) g1 = n;
+        for (int64_t g = g0; g < g1; g++) {
+            const double z = (HIST_LO + ((double)g + 0.5) * step - mu) / pl->c1, m = norm * exp(-0.5 * z * z);
+            hist[g / HIST_SUB] += m * (1.0 - phi[g]);
+            hist[HIST_BINS + g / HIST_SUB] += m * phi[g];
+        }
+    }
+    free(phi);
+    return hist;
+}
+
+/* The bundle file's planted statistics per FFN unit (layer, or layer and
+   expert) over BUNDLE_TOKENS tokens: for a mixture each unit's tokens (its
+   expert's planted share), with a predictor the logit histograms, every
+   unit's scaled by its tokens. */
+static pi_status unit_stats(pi_gguf_writer *w, const pi_genmodel_params *p, plant *pl, int64_t L) {
+    const int64_t X = p->n_expert, U = X ? L * X : L;
+    double *tok = malloc((size_t)U * sizeof *tok), *hist = p->predictor ? plant_hist(p, pl) : NULL;
+    float *v = malloc((size_t)(p->predictor ? U * 2 * HIST_BINS : U) * sizeof *v);
+    pi_status st = PI_OK;
+    if (!tok || !v || (p->predictor && !hist)) {
+        st = pi_error(PI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t u = 0; u < U; u++) {
+        if (X && u % X == 0) shuffle_rank(pl->erank, pl->order, pl->X, layer_stream(p->seed, u / X, ROUTER_TAG_ORDER));
+        tok[u] = X ? pl->load[pl->erank[u % X]] * BUNDLE_TOKENS : BUNDLE_TOKENS;
+    }
+    if (X) {
+        for (int64_t u = 0; u < U; u++) v[u] = (float)tok[u];
+        if ((st = pi_gguf_set_arr(w, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, v, (uint64_t)U))) goto done;
+    }
+    if (hist) { /* for thresholds at other recall targets */
+        for (int64_t u = 0; u < U; u++)
+            for (int64_t b = 0; b < 2 * HIST_BINS; b++) v[u * 2 * HIST_BINS + b] = (float)(hist[b] * tok[u]);
+        const float range[2] = {(float)HIST_LO, (float)HIST_W};
+        st = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, v, (uint64_t)(U * 2 * HIST_BINS));
+        if (!st) st = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_RANGE, PI_GGUF_FLOAT32, range, 2);
+    }
+done:
+    free(tok);
+    free(hist);
+    free(v);
+    return st;
+}
+
+
 /* Whether ts is one of its layer's FFN matrices (what bundles replace). */
 static bool is_ffn_matrix(const gtensor *t) {
     static const char *const fmt[] = {PI_TN_FFN_GATE,      PI_TN_FFN_UP,      PI_TN_FFN_DOWN,     PI_TN_FFN_DOWN_T,
@@ -1566,41 +1596,7 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
         (st = pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, 0.0f)) ||
         (st = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, "planted by pinfer gen-model (expected counts)")))
         goto done;
-    if (p->n_expert) {
-        float *ut = malloc((size_t)(L * X) * sizeof *ut);
-        if (!ut) {
-            st = pi_error(PI_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        for (int64_t l = 0; l < L; l++) {
-            shuffle_rank(pl.erank, pl.order, pl.X, layer_stream(p->seed, l, ROUTER_TAG_ORDER));
-            for (int64_t x = 0; x < X; x++) ut[l * X + x] = (float)(pl.load[pl.erank[x]] * BUNDLE_TOKENS);
-        }
-        st = pi_gguf_set_arr(w, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, ut, (uint64_t)(L * X));
-        free(ut);
-        if (st) goto done;
-    }
-    if (pl.hist) { /* the predictor's logit histograms, for thresholds at other recall targets */
-        const int64_t U = p->n_expert ? L * X : L;
-        float *h = malloc((size_t)(U * 2 * HIST_BINS) * sizeof *h);
-        if (!h) {
-            st = pi_error(PI_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        for (int64_t u = 0; u < U; u++) {
-            double tok = BUNDLE_TOKENS;
-            if (p->n_expert) {
-                if (u % X == 0) shuffle_rank(pl.erank, pl.order, pl.X, layer_stream(p->seed, u / X, ROUTER_TAG_ORDER));
-                tok *= pl.load[pl.erank[u % X]];
-            }
-            for (int64_t b = 0; b < 2 * HIST_BINS; b++) h[u * 2 * HIST_BINS + b] = (float)(pl.hist[b] * tok);
-        }
-        const float range[2] = {(float)HIST_LO, (float)HIST_W};
-        st = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, h, (uint64_t)(U * 2 * HIST_BINS));
-        if (!st) st = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_RANGE, PI_GGUF_FLOAT32, range, 2);
-        free(h);
-        if (st) goto done;
-    }
+    if ((st = unit_stats(w, p, &pl, L))) goto done;
     /* the tensors: the plain file's, each layer's FFN matrices replaced by
        its bundles, then the permutations and the counts */
     uint64_t need = (uint64_t)n_vocab * 96 + (uint64_t)nt * 160 + ((uint64_t)1 << 20);
