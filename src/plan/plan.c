@@ -332,9 +332,11 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
             pairs += mi * prev;
             prev = mi;
         }
-        double R = M - pairs > 0.0 ? M - pairs : 0.0;
         /* per visit of the unit (every token for a dense layer), then weighted */
         const double w = visit_of(mp, l);
+        /* two neighbours missed in one visit merge into one read: per visit
+           the chance is (m_i / w)(m_{i-1} / w), per token w times that */
+        double R = M - pairs / w > 0.0 ? M - pairs / w : 0.0;
         double t_pred = t_pred_all / (double)L;
         double t_gu = gu_time(mp, S / w, A / w, rd_g, rd_u, T);
         double t_down = A / w * d / ax_d;
@@ -383,7 +385,7 @@ typedef struct {
 static double layer_time(const tables *tb, int64_t l, int64_t H) {
     const layer_tab *t = &tb->tab[l];
     const double w = visit_of(tb->mp, l); /* per visit, weighted by the share of tokens visiting */
-    double R = (t->miss[H] - t->pairs[H]) / w;
+    double R = (t->miss[H] - t->pairs[H] / w) / w; /* reads per visit, as in cost_with */
     R = R > 0.0 ? R : 0.0;
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
     double t_io = io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd);
