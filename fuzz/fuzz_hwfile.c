@@ -6,7 +6,8 @@
  * pi_hw_validate, (2) formats and parses back to the same result bit for bit,
  * and (3) gives the cost model's helpers positive finite figures (reads/s at
  * any block size and queue depth; kernel GB/s >= 0 for every kernel, type and
- * thread count). A violated invariant aborts.
+ * thread count), and (4) a run's achieved reads rescale the read figures
+ * once, within [1/8, 8], leaving a valid result. A violated invariant aborts.
  *
  * Build with clang from the repository root (`make fuzz`): fuzz/fuzz_hwfile.c,
  * src/plan/hwfile.c, every .c of src/base and src/kernels/types.c, with
@@ -46,7 +47,10 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            same(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
            same(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
            a->io_buffered == b->io_buffered && a->io_file_bytes == b->io_file_bytes &&
-           same(&a->other_cpu, &b->other_cpu, sizeof a->other_cpu);
+           same(&a->other_cpu, &b->other_cpu, sizeof a->other_cpu) &&
+           same(&a->run_read_rate, &b->run_read_rate, sizeof a->run_read_rate) &&
+           same(&a->run_read_bytes, &b->run_read_bytes, sizeof a->run_read_bytes) &&
+           same(&a->run_time, &b->run_time, sizeof a->run_time) && a->run_qd == b->run_qd;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -77,5 +81,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 double v = pi_hw_kernel_gbs(&hw, w, (pi_type)t, th);
                 FUZZ_REQUIRE(v >= 0 && isfinite(v));
             }
+    /* a run's achieved reads rescale the table within [1/8, 8] and apply once */
+    const double k = pi_hw_run_factor(&hw);
+    FUZZ_REQUIRE(k >= 0.125 && k <= 8.0);
+    const double k2 = pi_hw_apply_run(&hw);
+    FUZZ_REQUIRE((k2 == k || k2 == 1.0) && hw.run_read_rate == 0.0 && pi_hw_validate(&hw) == PI_OK);
+    FUZZ_REQUIRE(pi_hw_apply_run(&hw) == 1.0);
+    for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+        double v = pi_hw_iops(&hw, blocks[b], 128);
+        FUZZ_REQUIRE(v > 0 && isfinite(v));
+    }
     return 0;
 }

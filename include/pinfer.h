@@ -239,6 +239,17 @@ PI_API pi_status pi_model_memory(const pi_model *m, pi_memory_report *out);
    this disk has not been measured. */
 PI_API pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int queue_depth, double *reads_per_s);
 
+/* Keep the random-read rate a run of this model achieved (reads per second
+   while one was in flight, of read_bytes on average, queue_depth deep) in
+   the cached `pinfer hwprobe` figures of its filesystem: plans made from
+   them afterwards price reads at this rate rather than the probe's, until
+   hwprobe measures again (pi_model_read_rate keeps the probe's). The cache
+   file must exist; a model opened with params.hw_path is refused
+   (PI_ERR_INVALID): that file is the user's. The file's path goes to
+   path_out (may be NULL). */
+PI_API pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int queue_depth, double reads_per_s,
+                                     char *path_out, size_t path_n);
+
 /* What a budget must hold to run the bundle file at path with a context of
    n_ctx (0: the default), before any hot neuron, and what would make every
    neuron resident. Reads metadata only. */

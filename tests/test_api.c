@@ -14,11 +14,14 @@
  *    PI_ERR_INVALID with a message, never a crash.
  */
 #include "pinfer.h"
+#include "api/engine.h"
 #include "test_hw.h"
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/stat.h>
 
 /* Generated text, kept by the piece callback. */
 typedef struct {
@@ -425,6 +428,57 @@ static void test_misuse(const char *model) {
     CHECK(!strcmp(pi_status_str(PI_ERR_INVALID), "invalid") && !strcmp(pi_status_str(PI_ERR_FULL), "full"));
 }
 
+/* pi_model_note_reads: the run's figure lands in the cache file of the
+   model's filesystem, the file keeps the probe's time, the read rate the
+   benchmarks' floor uses stays the probe's, and the planner's figures are
+   scaled by the run's factor. */
+static void test_note_reads(const char *bundle, pi_model_params *mp) {
+    char cache[512], cpath[1024], got[1024] = "x", *old = getenv("XDG_CACHE_HOME");
+    old = old ? strdup(old) : NULL;
+    t_tmp_path(cache, sizeof cache, "api-cache");
+    setenv("XDG_CACHE_HOME", cache, 1);
+    struct stat sb;
+    CHECK(stat(bundle, &sb) == 0 && pi_hw_default_path(cpath, sizeof cpath, (uint64_t)sb.st_dev) && t_write_hw(cpath));
+    const struct timespec old_t[2] = {{1000000000, 0}, {1000000000, 0}};
+    CHECK(utimensat(AT_FDCWD, cpath, old_t, 0) == 0);
+    mp->hw_path = NULL;
+    mp->no_plan = true;
+    pi_model *m = NULL;
+    CHECKF(pi_model_open(bundle, mp, &m) == PI_OK, "%s", pi_last_error());
+    CHECK(pi_model_note_reads(m, 100.0, 128, 1e5, NULL, 0) == PI_ERR_INVALID &&
+          pi_model_note_reads(m, 8192.0, 0, 1e5, NULL, 0) == PI_ERR_INVALID &&
+          pi_model_note_reads(m, 8192.0, 128, NAN, NULL, 0) == PI_ERR_INVALID &&
+          pi_model_note_reads(m, 8192.0, 128, -1.0, NULL, 0) == PI_ERR_INVALID &&
+          pi_model_note_reads(NULL, 8192.0, 128, 1e5, NULL, 0) == PI_ERR_INVALID);
+    CHECKF(pi_model_note_reads(m, 8192.0, 128, 3e5, got, sizeof got) == PI_OK && !strcmp(got, cpath), "%s | %s",
+           pi_last_error(), got);
+    pi_hw h;
+    CHECKF(pi_hw_load(cpath, &h) == PI_OK && h.run_read_rate == 3e5 && h.run_read_bytes == 8192.0 && h.run_qd == 128 &&
+               h.run_time > 1.7e9,
+           "%s", pi_last_error());
+    struct stat cs;
+    CHECK(stat(cpath, &cs) == 0 && cs.st_mtime == 1000000000);
+    double r128 = 0.0;
+    CHECK(pi_model_read_rate(m, 8192, 128, &r128) == PI_OK && fabs(r128 - 100000.0) < 1.0);
+    pi_model_close(m);
+    pi_hw planned;
+    CHECKF(pi_engine_hw(bundle, NULL, &planned) == PI_OK, "%s", pi_last_error());
+    CHECKF(fabs(pi_hw_iops(&planned, 8192, 128) - 3e5) < 1.0 && fabs(pi_hw_iops(&planned, 4096, 8) - 1.2e5) < 1.0 &&
+               planned.run_read_rate == 0.0,
+           "planned at %.1f", pi_hw_iops(&planned, 8192, 128));
+    /* a new probe (a save without the run's figure) drops it */
+    CHECK(t_write_hw(cpath) && pi_engine_hw(bundle, NULL, &planned) == PI_OK &&
+          fabs(pi_hw_iops(&planned, 8192, 128) - 1e5) < 1.0);
+    remove(cpath);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/pinfer", cache);
+    rmdir(dir);
+    rmdir(cache);
+    if (old) setenv("XDG_CACHE_HOME", old, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    free(old);
+}
+
 /* Log messages reach the callback. */
 static int g_logged;
 static void on_log(void *ctx, pi_log_level level, const char *msg) {
@@ -472,8 +526,11 @@ static void test_log(const char *relu) {
         double r8 = 0.0, r128 = 0.0;
         CHECK(m && pi_model_read_rate(m, 4096, 8, &r8) == PI_OK && pi_model_read_rate(m, 4096, 128, &r128) == PI_OK);
         CHECKF(fabs(r8 - 40000.0) < 1.0 && fabs(r128 - 100000.0) < 1.0, "read rates %.1f %.1f", r8, r128);
+        /* a run's achieved reads go to the cache file only, never to a given one */
+        CHECK(pi_model_note_reads(m, 8192.0, 128, 1e5, NULL, 0) == PI_ERR_INVALID && strstr(pi_last_error(), hwf));
         pi_model_close(m);
         remove(hwf);
+        test_note_reads(bundle, &mp);
         remove(bundle);
     }
     pi_log_set(NULL, NULL, PI_LOG_WARN);

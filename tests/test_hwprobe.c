@@ -41,7 +41,10 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            same_bits(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
            same_bits(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
            a->io_buffered == b->io_buffered && a->io_file_bytes == b->io_file_bytes &&
-           same_bits(&a->other_cpu, &b->other_cpu, sizeof a->other_cpu);
+           same_bits(&a->other_cpu, &b->other_cpu, sizeof a->other_cpu) &&
+           same_bits(&a->run_read_rate, &b->run_read_rate, sizeof a->run_read_rate) &&
+           same_bits(&a->run_read_bytes, &b->run_read_bytes, sizeof a->run_read_bytes) &&
+           same_bits(&a->run_time, &b->run_time, sizeof a->run_time) && a->run_qd == b->run_qd;
 }
 
 /* A random positive finite double, some of them awkward. */
@@ -89,6 +92,12 @@ static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
     hw->quick = true;
     hw->io_buffered = awkward;
     hw->other_cpu = awkward ? rand_figure(r) : 0.0;
+    if (awkward && t_next(r) % 2) { /* the reads a run achieved, in half of them */
+        hw->run_read_rate = rand_figure(r);
+        hw->run_read_bytes = 512.0 + (double)(t_next(r) % (63u << 20)) + 1.0 / 3.0;
+        hw->run_qd = 1 + (int)(t_next(r) % 65536);
+        hw->run_time = rand_figure(r);
+    }
 }
 
 static void test_round_trip(void) {
@@ -309,6 +318,34 @@ static void test_malformed(void) {
     reject_edit(good, "end", "end\nmem_bw 1 5", "after 'end'", l_end + 1, "record after end");
     reject_edit(good, "end", "end now", "no values", l_end, "end with a value");
 
+    /* The reads a run achieved: optional, once, every field checked. */
+    {
+        static const struct { const char *line, *want, *what; } runs[] = {
+            {"run_reads 8192 128 60000", "run_reads", "a field short"},
+            {"run_reads 8192 128 60000 1700000000 5", "run_reads", "a field more"},
+            {"run_reads 100 128 60000 1700000000", "read size", "a read below 512 bytes"},
+            {"run_reads 8192 0 60000 1700000000", "queue depth", "queue depth 0"},
+            {"run_reads 8192 70000 60000 1700000000", "queue depth", "queue depth above the limit"},
+            {"run_reads 8192 128 -5 1700000000", "reads/s", "a negative rate"},
+            {"run_reads 8192 128 nan 1700000000", "reads/s", "a rate not a number"},
+            {"run_reads 8192 128 60000 0", "time", "time 0"},
+            {"run_reads 8192 128 60000 1700000000\nrun_reads 8192 128 60000 1700000000", "repeated",
+             "run_reads twice"},
+        };
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            char repl[160];
+            snprintf(repl, sizeof repl, "%s\nend", runs[i].line);
+            const int at = l_end + (strstr(runs[i].what, "twice") ? 1 : 0);
+            reject_edit(good, "end", repl, runs[i].want, at, runs[i].what);
+        }
+        char *t = edit_line(good, "end", "run_reads 8957.5 128 62400.5 1795734079\nend");
+        pi_hw h;
+        CHECKF(pi_hw_parse(t, strlen(t), &h) == PI_OK && h.run_read_rate == 62400.5 && h.run_read_bytes == 8957.5 &&
+                   h.run_qd == 128 && h.run_time == 1795734079.0,
+               "%s", pi_last_error());
+        free(t);
+    }
+
     /* Every truncation of the file is rejected; only the text missing its last newline still loads. */
     int bad = 0;
     for (size_t len = 0; len + 1 < n; len++) {
@@ -362,6 +399,48 @@ static void test_malformed(void) {
     unlink(path);
     CHECK(pi_hw_load(path, &hw) == PI_ERR_NOT_FOUND);
     free(good);
+}
+
+/* A run's achieved reads rescale the probe's table by their ratio to it at
+   the run's size and depth, once; the factor is clamped; validation wants
+   all of the run's fields or none. */
+static void test_run_reads(void) {
+    t_rng r = {7};
+    pi_hw hw, base;
+    fill_hw(&base, &r, false);
+    CHECK(pi_hw_run_factor(&base) == 1.0 && pi_hw_run_factor(NULL) == 1.0);
+    hw = base;
+    hw.run_read_bytes = 8192.0;
+    hw.run_qd = 128;
+    hw.run_time = 1.8e9;
+    hw.run_read_rate = 1.5 * pi_hw_iops(&base, 8192, 128);
+    CHECKF(pi_hw_validate(&hw) == PI_OK, "%s", pi_last_error());
+    CHECKF(fabs(pi_hw_run_factor(&hw) - 1.5) < 1e-12, "factor %.17g", pi_hw_run_factor(&hw));
+    CHECK(fabs(pi_hw_apply_run(&hw) - 1.5) < 1e-12);
+    bool scaled = true;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++)
+            scaled = scaled && fabs(hw.read_iops[b][q] / base.read_iops[b][q] - 1.5) < 1e-12 &&
+                     fabs(base.read_lat_us[b][q] / hw.read_lat_us[b][q] - 1.5) < 1e-12;
+    CHECK(scaled);
+    CHECK(hw.run_read_rate == 0.0 && hw.run_qd == 0 && pi_hw_validate(&hw) == PI_OK);
+    CHECK(pi_hw_apply_run(&hw) == 1.0 && fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 1.5) < 1e-12);
+    /* between grid points: the interpolated probe figure is the reference */
+    hw = base;
+    hw.run_read_bytes = 10000.0;
+    hw.run_qd = 100;
+    hw.run_time = 1.8e9;
+    hw.run_read_rate = 0.5 * pi_hw_iops(&base, 10000, 100);
+    CHECK(fabs(pi_hw_run_factor(&hw) - 0.5) < 1e-12);
+    hw.run_read_rate = 1000.0 * pi_hw_iops(&base, 10000, 100);
+    CHECK(pi_hw_run_factor(&hw) == 8.0);
+    hw.run_read_rate = 1e-6;
+    CHECK(pi_hw_run_factor(&hw) == 0.125);
+    /* half a run record is refused */
+    hw = base;
+    hw.run_read_rate = 5000.0;
+    CHECK(pi_hw_validate(&hw) == PI_ERR_INVALID && strstr(pi_last_error(), "run_reads"));
+    CHECK(pi_hw_format(&hw, NULL, 0) < 0);
 }
 
 static void test_interp(void) {
@@ -525,6 +604,7 @@ int main(void) {
     test_round_trip();
     test_malformed();
     test_interp();
+    test_run_reads();
     test_default_path();
     test_probe();
     return t_done("test_hwprobe");

@@ -137,11 +137,16 @@ static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *o
     return true;
 }
 
-/* Median tok/s of `reps` runs generating n tokens one at a time. */
+/* Median tok/s of `reps` runs generating n tokens one at a time. The
+   session's counters start after the warm-up, so that the figures printed
+   with the result (reads, hit rates, time per token) are those of the timed
+   runs: the warm-up's first reads of a model can be far slower than later
+   ones. */
 static bool measure_tg(app *a, long n, long reps, double *out, double *ts, double *ns) {
     const int64_t V = a->info.n_vocab;
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) {
+        if (r == 0) pi_session_reset_stats(a->s);
         pi_session_kv_clear(a->s);
         int32_t tok = 1 % (int32_t)V;
         double t0 = app_time_s();
@@ -509,6 +514,26 @@ static void print_floor(const offload_figs *f, FILE *out) {
             f->io_floor_ms, f->no_io_ms, f->floor_ms, 1e3 / f->floor_ms, f->token_ms, f->floor_ratio);
 }
 
+/* The random reads the timed runs achieved (reads per second while one was
+   in flight), kept beside the cached probe for the planner
+   (pi_engine_hw_note_run): the engine's own reads of this disk are the
+   figure that prices the next plan. Only from enough reads to measure. */
+#define NOTE_MIN_READS 4096
+#define NOTE_MIN_BUSY_S 0.25
+static void note_reads(const app *a, const offload_figs *f, const char *cmd) {
+    if (!f->valid || f->st.reads < NOTE_MIN_READS || f->st.io_busy_s < NOTE_MIN_BUSY_S ||
+        f->mem.queue_depth < 1)
+        return;
+    const double rate = (double)f->st.reads / f->st.io_busy_s, bytes = (double)f->st.bytes_read / (double)f->st.reads;
+    char path[1024];
+    if (pi_model_note_reads(a->m, bytes, f->mem.queue_depth, rate, path, sizeof path)) {
+        fprintf(stderr, "%s: the reads achieved were not kept: %s\n", cmd, pi_last_error());
+        return;
+    }
+    fprintf(stderr, "%s: reads achieved: %.1fK/s of %.1f KiB at queue depth %d (probe: %.1fK/s); kept in %s for the "
+            "planner\n", cmd, rate * 1e-3, bytes / 1024.0, f->mem.queue_depth, f->read_rate * 1e-3, path);
+}
+
 /* The CPU's model name (llama-bench's cpu_info), else the machine type. */
 static void cpu_info(char *buf, size_t n) {
     buf[0] = '\0';
@@ -838,8 +863,7 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
         if (k == 0) now_rfc3339(ttg.time, sizeof ttg.time);
-        if (n_gen > 0 && !(pi_session_reset_stats(a.s),
-                           measure_tg(&a, n_gen, reps, &tg[k], ttg.ts + k * reps, ttg.ns + k * reps))) {
+        if (n_gen > 0 && !measure_tg(&a, n_gen, reps, &tg[k], ttg.ts + k * reps, ttg.ns + k * reps)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -873,6 +897,7 @@ int cmd_bench(int argc, char **argv) {
         app_print_offload(&a, out);
         offload_figures(&a, &of);
         print_floor(&of, out);
+        note_reads(&a, &of, cmd);
     }
     if (n_gen > 0 && pi_session_ffn(a.s) != PI_FFN_DENSE && !a.info.offloaded) {
         /* a separate, untimed pass: the recall check computes every gate */

@@ -8,7 +8,10 @@
 #include "base/timer.h"
 #include "sparse/offload.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -62,6 +65,24 @@ static const char *hw_file(const char *model_path, const char *hw_path, char *bu
     return hw_path ? hw_path : pi_hw_default_path(buf, n, *dev);
 }
 
+/* The reads a run achieved, where the file has them, replace the probe's
+   scale: said once per process, with the figures. */
+static void apply_run(pi_hw *hw, const char *path) {
+    static bool said;
+    const double rate = hw->run_read_rate, bytes = hw->run_read_bytes, when = hw->run_time;
+    const int qd = hw->run_qd;
+    const double k = pi_hw_apply_run(hw);
+    if (!(rate > 0.0) || said) return;
+    said = true;
+    char date[32] = "?";
+    const time_t t = (time_t)when;
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+    PI_LOGW("flash reads priced at what pinfer bench achieved on this disk (%s): %.1fK reads/s of %.1f KiB at queue "
+            "depth %d, %.2fx the probe's figures in %s (pinfer hwprobe measures again and drops it)",
+            date, rate * 1e-3, bytes / 1024.0, qd, k, path);
+}
+
 pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw *out) {
     char buf[1024];
     uint64_t dev;
@@ -73,12 +94,36 @@ pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw
     return st;
 }
 
+pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int queue_depth, double reads_per_s,
+                                char *path_out, size_t path_n) {
+    if (path_out && path_n) path_out[0] = '\0';
+    char buf[1024];
+    uint64_t dev;
+    const char *path = hw_file(model_path, NULL, buf, sizeof buf, &dev);
+    pi_hw hw;
+    struct stat sb;
+    pi_status st = path ? pi_hw_load(path, &hw) : PI_ERR_NOT_FOUND;
+    if (st) return st;
+    if (stat(path, &sb) != 0) return pi_error(PI_ERR_IO, "%s: %s", path, strerror(errno));
+    hw.run_read_rate = reads_per_s;
+    hw.run_read_bytes = read_bytes;
+    hw.run_qd = queue_depth;
+    hw.run_time = (double)time(NULL);
+    if ((st = pi_hw_save(&hw, path))) return st;
+    /* the file's time stays the probe's: its age is what says when to measure again */
+    const struct timespec ts[2] = {sb.st_atim, sb.st_mtim};
+    (void)utimensat(AT_FDCWD, path, ts, 0);
+    if (path_out && path_n) snprintf(path_out, path_n, "%s", path);
+    return PI_OK;
+}
+
 pi_status pi_engine_hw(const char *model_path, const char *hw_path, pi_hw *out) {
     char buf[1024];
     uint64_t dev;
     const char *path = hw_file(model_path, hw_path, buf, sizeof buf, &dev);
     pi_status st = path ? pi_hw_load(path, out) : PI_ERR_NOT_FOUND;
     if (!st) check_hw_fits(out, path, model_path, dev);
+    if (!st) apply_run(out, path);
     if (!st || hw_path) return st;
     PI_LOGW("no hardware figures for this disk yet: measuring memory, kernels and flash once now "
             "(pinfer hwprobe --quick, 10-20 s; kept in %s)", path ? path : "no cache file");

@@ -24,6 +24,16 @@ pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out);
    measuring: PI_ERR_NOT_FOUND when there are none. */
 pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw *out);
 
+/* Keep the random reads a run achieved (reads per second while one was in
+   flight, at that mean size and queue depth) in the cached probe of
+   model_path's filesystem, which must exist; its file time stays the
+   probe's. pi_engine_hw (the planner's figures) then prices reads at that
+   rate instead of the probe's (pi_hw_apply_run), until hwprobe measures
+   again; pi_engine_hw_cached (the benchmarks' I/O floor) keeps the probe's.
+   The file's path into path_out (may be NULL). */
+pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int queue_depth, double reads_per_s,
+                                char *path_out, size_t path_n);
+
 /* The hardware figures for running model_path: from hw_path when given,
    else the cached probe of its filesystem, else measured now (hwprobe
    --quick, 10-20 s; warnings say so and how long it took) and cached. */

@@ -463,3 +463,17 @@ pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int queue_d
     *reads_per_s = pi_hw_iops(&hw, (int)read_bytes, queue_depth);
     return PI_OK;
 }
+
+pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int queue_depth, double reads_per_s,
+                              char *path_out, size_t path_n) {
+    if (path_out && path_n) path_out[0] = '\0';
+    if (!model_ok(m, "pi_model_note_reads")) return PI_ERR_INVALID;
+    if (m->hw_path)
+        return pi_error(PI_ERR_INVALID, "pi_model_note_reads: the figures are %s's (given), not the cache's",
+                        m->hw_path);
+    if (!(reads_per_s > 0.0) || !isfinite(reads_per_s) || !(read_bytes >= 512.0 && read_bytes <= 64.0 * 1048576.0) ||
+        queue_depth < 1)
+        return pi_error(PI_ERR_INVALID, "pi_model_note_reads: %g reads/s of %g bytes at queue depth %d", reads_per_s,
+                        read_bytes, queue_depth);
+    return pi_engine_hw_note_run(m->path, read_bytes, queue_depth, reads_per_s, path_out, path_n);
+}

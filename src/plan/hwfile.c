@@ -20,6 +20,8 @@
  *   block <6 increasing sizes in bytes>
  *   qd <5 increasing queue depths>
  *   read <block> <qd> <reads/s> <mean latency us> [est]   one per (block, qd), all required
+ *   run_reads <bytes> <qd> <reads/s> <unix time>   optional, at most one: the engine's own
+ *                                          reads in a run after the probe (pi_hw.run_*)
  *   end                                    the last record: a file without it is truncated
  *
  * "est" marks a figure filled in by interpolation rather than measured.
@@ -41,6 +43,7 @@
 #include "kernels/types.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -122,6 +125,12 @@ pi_status pi_hw_validate(const pi_hw *hw) {
     if (!figure_ok(hw->seq_read_gbs)) return pi_error(PI_ERR_INVALID, "seq_read_gbs is %g", hw->seq_read_gbs);
     if (!isfinite(hw->other_cpu) || hw->other_cpu < 0 || signbit(hw->other_cpu))
         return pi_error(PI_ERR_INVALID, "other_cpu is %g", hw->other_cpu);
+    const bool run = hw->run_read_rate != 0.0 || hw->run_read_bytes != 0.0 || hw->run_time != 0.0 || hw->run_qd != 0;
+    if (run && (!figure_ok(hw->run_read_rate) || !figure_ok(hw->run_time) ||
+                !(hw->run_read_bytes >= HW_BLOCK_MIN && hw->run_read_bytes <= HW_BLOCK_MAX) || hw->run_qd < 1 ||
+                hw->run_qd > HW_QD_MAX))
+        return pi_error(PI_ERR_INVALID, "run_reads: %g bytes at qd %d, %g reads/s, time %g", hw->run_read_bytes,
+                        hw->run_qd, hw->run_read_rate, hw->run_time);
     return PI_OK;
 }
 
@@ -188,6 +197,12 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
         for (int q = 0; q < PI_HW_N_QD; q++)
             wr(&w, "read %d %d %s %s%s\n", hw->block[b], hw->qd[q], fmt_double(d0, sizeof d0, hw->read_iops[b][q]),
                fmt_double(d1, sizeof d1, hw->read_lat_us[b][q]), hw->read_est[b][q] ? " est" : "");
+    if (hw->run_read_rate > 0.0) {
+        char d2[40];
+        wr(&w, "# run_reads <mean read bytes> <queue depth> <reads/s> <unix time>: achieved by the engine\n");
+        wr(&w, "run_reads %s %d %s %s\n", fmt_double(d0, sizeof d0, hw->run_read_bytes), hw->run_qd,
+           fmt_double(d1, sizeof d1, hw->run_read_rate), fmt_double(d2, sizeof d2, hw->run_time));
+    }
     wr(&w, "end\n");
     return (long)w.len;
 }
@@ -246,6 +261,7 @@ typedef struct pstate {
     int mem_bw_line[PI_HW_MAX_THREADS + 1];
     int kernel_line[PI_HW_N_KERNELS][PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
     int read_line[PI_HW_N_BLOCKS][PI_HW_N_QD];
+    int run_line;
 } pstate;
 
 static pi_status PI_PRINTF(3, 4) perr(const pstate *ps, pi_status st, const char *fmt, ...) {
@@ -439,6 +455,26 @@ static pi_status parse_read(pstate *ps, pi_hw *hw, char **tok, int ntok) {
     return PI_OK;
 }
 
+static pi_status parse_run_reads(pstate *ps, pi_hw *hw, char **tok, int ntok) {
+    pi_status st = want_fields(ps, "run_reads", ntok, 4, 4);
+    if (st) return st;
+    if (ps->run_line) return perr(ps, PI_ERR_FORMAT, "'run_reads' repeated (first on line %d)", ps->run_line);
+    long long q;
+    if (!parse_figure(tok[1], &hw->run_read_bytes) || hw->run_read_bytes < HW_BLOCK_MIN ||
+        hw->run_read_bytes > HW_BLOCK_MAX)
+        return perr(ps, PI_ERR_FORMAT, "run_reads: read size '%s' is not in %d..%d bytes", tok[1], HW_BLOCK_MIN,
+                    HW_BLOCK_MAX);
+    if (!parse_int(tok[2], 1, HW_QD_MAX, &q))
+        return perr(ps, PI_ERR_FORMAT, "run_reads: queue depth '%s' is not in 1..%d", tok[2], HW_QD_MAX);
+    hw->run_qd = (int)q;
+    if (!parse_figure(tok[3], &hw->run_read_rate))
+        return perr(ps, PI_ERR_FORMAT, "run_reads: reads/s '%s' is not a finite number > 0", tok[3]);
+    if (!parse_figure(tok[4], &hw->run_time))
+        return perr(ps, PI_ERR_FORMAT, "run_reads: time '%s' is not a finite number > 0", tok[4]);
+    ps->run_line = ps->line;
+    return PI_OK;
+}
+
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
@@ -461,6 +497,7 @@ static pi_status parse_record(pstate *ps, pi_hw *hw, char **tok, int ntok) {
         if (!strcmp(tok[0], k_kernel_names[k])) return parse_kernel(ps, hw, k, tok, ntok);
     if (!strcmp(tok[0], "mem_bw")) return parse_mem_bw(ps, hw, tok, ntok);
     if (!strcmp(tok[0], "read")) return parse_read(ps, hw, tok, ntok);
+    if (!strcmp(tok[0], "run_reads")) return parse_run_reads(ps, hw, tok, ntok);
     if (!strcmp(tok[0], HW_HEADER)) return perr(ps, PI_ERR_FORMAT, "a second header");
     return perr(ps, PI_ERR_FORMAT, "unknown key '%.40s'", tok[0]);
 }
@@ -608,6 +645,31 @@ double pi_hw_iops(const pi_hw *hw, int block_bytes, int qd) {
     double l = (1 - fb) * ((1 - fq) * c[0][0] + fq * c[0][1]) + fb * ((1 - fq) * c[1][0] + fq * c[1][1]);
     double v = exp(l); /* kept within its corners, which rounding at the ends of the double range can leave */
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+double pi_hw_run_factor(const pi_hw *hw) {
+    if (!hw || !(hw->run_read_rate > 0.0) || !isfinite(hw->run_read_rate)) return 1.0;
+    const double b = hw->run_read_bytes < (double)INT_MAX ? hw->run_read_bytes : (double)INT_MAX;
+    const double probe = pi_hw_iops(hw, (int)b, hw->run_qd);
+    if (!(probe > 0.0)) return 1.0;
+    const double k = hw->run_read_rate / probe;
+    return k < 0.125 ? 0.125 : k > 8.0 ? 8.0 : k;
+}
+
+double pi_hw_apply_run(pi_hw *hw) {
+    double k = pi_hw_run_factor(hw);
+    if (!hw) return k;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++) /* figures at the ends of the double range stay as they are */
+        for (int q = 0; q < PI_HW_N_QD; q++)
+            if (!figure_ok(hw->read_iops[b][q] * k) || !figure_ok(hw->read_lat_us[b][q] / k)) k = 1.0;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) {
+            hw->read_iops[b][q] *= k;
+            hw->read_lat_us[b][q] /= k;
+        }
+    hw->run_read_rate = hw->run_read_bytes = hw->run_time = 0.0;
+    hw->run_qd = 0;
+    return k;
 }
 
 static bool type_measured(const double (*tab)[PI_HW_MAX_THREADS + 1], int ty) {

@@ -69,6 +69,16 @@ typedef struct pi_hw {
     double other_cpu;        /* cores other processes kept busy on average while the probe ran
                                 (from /proc/stat; 0 when unknown): above ~0.25 the figures are
                                 likely low and worth measuring again */
+
+    /* Added: the random reads the engine itself achieved after the probe (pinfer bench under
+       --mem-budget on this filesystem; all 0 when none): reads per second while a read was in
+       flight, at that run's mean read size (bytes) and queue depth, and when (Unix seconds).
+       A virtual disk can serve blocks read before many times faster than new ones (measured
+       here: 0.35K/s for blocks never read, 49K/s for blocks the probe had read), and the
+       engine reads the same cold bundles token after token, so its rate can differ from any
+       probe's. pi_hw_apply_run prices reads at it; a new probe drops it. */
+    double run_read_rate, run_read_bytes, run_time;
+    int run_qd;
 } pi_hw;
 
 typedef struct pi_hwprobe_opts {
@@ -124,6 +134,16 @@ pi_status pi_hw_validate(const pi_hw *hw);
 const char *pi_hw_default_path(char *buf, size_t n, uint64_t fs_dev);
 
 /* ---- what the cost model asks (hwfile.c) ---- */
+
+/* The factor by which the engine's achieved reads beat the probe's at the
+   same size and queue depth (run_read_rate over pi_hw_iops there), clamped
+   to [1/8, 8]; 1 when hw has no run figure. */
+double pi_hw_run_factor(const pi_hw *hw);
+
+/* Scale every random-read figure by pi_hw_run_factor (latencies by its
+   inverse) and clear the run figure, so that it applies once. Returns the
+   factor applied (1 where a scaled figure would leave the double range). */
+double pi_hw_apply_run(pi_hw *hw);
 
 /* Reads per second at this read size and queue depth: log(iops) interpolated
    bilinearly in log(block) and log(qd) between the grid's points, clamped to
