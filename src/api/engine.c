@@ -100,6 +100,7 @@ pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int q
     char buf[1024];
     uint64_t dev;
     const char *path = hw_file(model_path, NULL, buf, sizeof buf, &dev);
+    if (!dev) return pi_error(PI_ERR_IO, "%s: cannot tell its filesystem (the file is gone?)", model_path);
     pi_hw hw;
     struct stat sb;
     pi_status st = path ? pi_hw_load(path, &hw) : PI_ERR_NOT_FOUND;
