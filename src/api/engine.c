@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,12 +69,11 @@ static const char *hw_file(const char *model_path, const char *hw_path, char *bu
 /* The reads a run achieved, where the file has them, replace the probe's
    scale: said once per process, with the figures. */
 static void apply_run(pi_hw *hw, const char *path) {
-    static bool said;
+    static atomic_bool said;
     const double rate = hw->run_read_rate, bytes = hw->run_read_bytes, when = hw->run_time;
     const int qd = hw->run_qd;
     const double k = pi_hw_apply_run(hw);
-    if (!(rate > 0.0) || said) return;
-    said = true;
+    if (!(rate > 0.0) || atomic_exchange(&said, true)) return;
     char date[32] = "?";
     const time_t t = (time_t)when;
     struct tm tm;
