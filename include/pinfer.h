@@ -245,8 +245,9 @@ PI_API pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int 
    them afterwards price reads at this rate rather than the probe's, until
    hwprobe measures again (pi_model_read_rate keeps the probe's). The cache
    file must exist; a model opened with params.hw_path is refused
-   (PI_ERR_INVALID): that file is the user's. The file's path goes to
-   path_out (may be NULL). */
+   (PI_ERR_INVALID): that file is the user's, and so are figures the file
+   cannot hold (a rate not > 0, a size outside 512 B..64 MiB, a depth
+   below 1). The file's path goes to path_out (may be NULL). */
 PI_API pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int queue_depth, double reads_per_s,
                                      char *path_out, size_t path_n);
 

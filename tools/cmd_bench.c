@@ -516,7 +516,7 @@ static void print_floor(const offload_figs *f, FILE *out) {
 
 /* The random reads the timed runs achieved (reads per second while one was
    in flight), kept beside the cached probe for the planner
-   (pi_engine_hw_note_run): the engine's own reads of this disk are the
+   (pi_model_note_reads): the engine's own reads of this disk are the
    figure that prices the next plan. Only from enough reads to measure. */
 #define NOTE_MIN_READS 4096
 #define NOTE_MIN_BUSY_S 0.25

@@ -471,9 +471,6 @@ pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int queue_de
     if (m->hw_path)
         return pi_error(PI_ERR_INVALID, "pi_model_note_reads: the figures are %s's (given), not the cache's",
                         m->hw_path);
-    if (!(reads_per_s > 0.0) || !isfinite(reads_per_s) || !(read_bytes >= 512.0 && read_bytes <= 64.0 * 1048576.0) ||
-        queue_depth < 1)
-        return pi_error(PI_ERR_INVALID, "pi_model_note_reads: %g reads/s of %g bytes at queue depth %d", reads_per_s,
-                        read_bytes, queue_depth);
+    /* the figures' ranges are the file's: pi_hw_save refuses what would not load */
     return pi_engine_hw_note_run(m->path, read_bytes, queue_depth, reads_per_s, path_out, path_n);
 }
