@@ -72,6 +72,7 @@ static pi_mprofile *fake_profile(int64_t L, int64_t F) {
     }
     p->fixed_by_type[PI_TYPE_Q4_0] = 90u << 20;
     p->pred_by_type[PI_TYPE_Q8_0] = 10u << 20;
+    p->lookahead = true; /* as pi_mprofile_make sets it for a file with predictors */
     p->act = malloc((size_t)(L * F) * sizeof *p->act);
     p->sel = malloc((size_t)(L * F) * sizeof *p->sel);
     for (int64_t l = 0; l < L; l++)
@@ -105,7 +106,8 @@ static void test_cost_and_solver(void) {
 
     /* more budget never predicts slower; the budget is respected; the hot
        prefixes take the most selected neurons (deeper layers are less active
-       here, so they get fewer) */
+       here, so they get fewer; layer 0, whose reads no lookahead hides, is
+       priced apart) */
     double prev = 0.0;
     for (int k = 0; k <= 10; k++) {
         lim.mem_budget = base + mp->min_cold + (uint64_t)(ffn * k / 10.0);
@@ -114,7 +116,7 @@ static void test_cost_and_solver(void) {
         CHECKF(p.resident_bytes <= lim.mem_budget, "step %d: plan holds %llu of %llu", k,
                (unsigned long long)p.resident_bytes, (unsigned long long)lim.mem_budget);
         CHECK(p.cost.tok_s <= unlimited * 1.0001);
-        for (int64_t l = 1; l < L; l++) CHECK(p.hot[l] <= p.hot[l - 1]);
+        for (int64_t l = 2; l < L; l++) CHECK(p.hot[l] <= p.hot[l - 1]);
         if (k > 0 && k < 10) CHECK(p.cost.reads > 0.0 && p.cost.ms_io > 0.0);
         prev = p.cost.tok_s;
         /* no worse than a uniform split with the same cache */
@@ -146,7 +148,9 @@ static void test_cost_and_solver(void) {
     pi_plan_cost(mp, &hw, &kp, &k0);
     for (int64_t l = 0; l < L; l++) mp->kappa[l] = 0.5;
     pi_plan_cost(mp, &hw, &kp, &k1);
-    CHECKF(k1.hits > k0.hits && k1.misses < k0.misses && k1.tok_s >= k0.tok_s,
+    /* (within 0.1%: fewer reads per layer fill a shallower queue, which
+       this machine's table makes slower per read) */
+    CHECKF(k1.hits > k0.hits && k1.misses < k0.misses && k1.tok_s >= k0.tok_s * 0.999,
            "kappa 0.5: hits %.1f -> %.1f, misses %.1f -> %.1f", k0.hits, k1.hits, k0.misses, k1.misses);
     CHECKF(fabs(k1.resident + k1.hits + k1.misses - (k0.resident + k0.hits + k0.misses)) < 1e-6,
            "the selected neurons per token do not depend on kappa");
@@ -194,7 +198,7 @@ static void test_mixture(void) {
     pi_plan_limits lim = {base + mp->min_cold + (uint64_t)((double)mp->bundle_mem * (double)(L * F) * 0.2), 0, 0.0, 0.0};
     pi_plan p;
     CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
-    CHECKF(p.hot[0] > p.hot[3] && p.hot[4] > p.hot[7] && p.hot[1] >= p.hot[2],
+    CHECKF(p.hot[0] > p.hot[3] && p.hot[4] >= p.hot[7] && p.hot[1] >= p.hot[2],
            "hot prefixes by popularity: %lld %lld %lld %lld", (long long)p.hot[0], (long long)p.hot[1],
            (long long)p.hot[2], (long long)p.hot[3]);
     CHECK(p.cost.tok_s > 0.0 && isfinite(p.cost.tok_s) && p.cost.reads > 0.0);
@@ -210,6 +214,47 @@ static void test_mixture(void) {
            (unsigned long long)p.cache_bytes, (unsigned long long)p1.cache_bytes);
     CHECKF(c_all.tok_s < c_share.tok_s && fabs(c_all.misses - c_share.misses) < 1e-9,
            "visits by share %.2f tok/s, every token %.2f", c_share.tok_s, c_all.tok_s);
+    pi_mprofile_free(mp);
+}
+
+/* The lookahead: each unit's predicted misses are read while the step
+   before computes, so reads that computation covers cost nothing, the
+   first layer's reads wait whole, and never more than C_AHEAD of a unit's
+   reads are hidden that way. */
+static void test_lookahead(void) {
+    pi_hw hw;
+    fake_hw(&hw);
+    const int64_t L = 4, F = 2048;
+    pi_mprofile *mp = fake_profile(L, F);
+    for (int64_t l = 1; l < L; l++) /* identical layers */
+        for (int64_t i = 0; i < F; i++) mp->act[l * F + i] = mp->act[i], mp->sel[l * F + i] = mp->sel[i];
+    const uint64_t base = mp->fixed + mp->session + mp->io;
+    pi_plan_limits lim = {base + mp->min_cold + (uint64_t)((double)mp->bundle_mem * (double)(L * F) * 0.3), 0, 0.0, 0.0};
+    pi_plan p;
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
+    for (int64_t l = 1; l < L; l++)
+        CHECKF(p.hot[0] >= p.hot[l], "layer 0 (no lookahead) %lld hot, layer %lld %lld", (long long)p.hot[0],
+               (long long)l, (long long)p.hot[l]);
+    pi_cost on, off;
+    pi_plan_cost(mp, &hw, &p, &on);
+    mp->lookahead = false;
+    pi_plan_cost(mp, &hw, &p, &off);
+    CHECKF(on.tok_s > off.tok_s && on.ms_io_hidden > off.ms_io_hidden && on.ms_io == off.ms_io &&
+               on.reads == off.reads,
+           "lookahead %.2f tok/s (%.3f of %.3f ms hidden), without %.2f (%.3f)", on.tok_s, on.ms_io_hidden, on.ms_io,
+           off.tok_s, off.ms_io_hidden);
+    /* a slow disk: the I/O dwarfs the compute between layers, so the time
+       saved is at most that compute (window), and the token still costs all
+       its reads less what the windows covered */
+    pi_hw slow = hw;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 200.0;
+    pi_plan_cost(mp, &slow, &p, &off);
+    mp->lookahead = true;
+    pi_plan_cost(mp, &slow, &p, &on);
+    const double saved = 1e3 / off.tok_s - 1e3 / on.tok_s, compute = on.ms_fixed + on.ms_pred + on.ms_down + on.ms_overhead;
+    CHECKF(saved > 0.0 && saved <= compute + 1e-9 && on.ms_io_hidden - off.ms_io_hidden <= 0.85 * on.ms_io + 1e-9,
+           "slow disk: %.3f ms saved of %.3f ms compute, I/O %.3f ms", saved, compute, on.ms_io);
     pi_mprofile_free(mp);
 }
 
@@ -429,6 +474,7 @@ static void test_real_file(void) {
 int main(void) {
     test_cost_and_solver();
     test_mixture();
+    test_lookahead();
     test_recall_choice();
     test_plan_file();
     test_real_file();

@@ -11,7 +11,11 @@
  *   t_token = t_fixed + sum over layers l of t_l + c_token
  *   t_fixed = sum over types y of W_y / matvec(y, T)
  *             W_y: bytes of type y read every token (attention, output head)
- *   t_l     = t_pred + max(t_io, t_gu) + t_down + c_layer
+ *   t_l     = t_body + max(t_wait, t_gu)
+ *   t_body  = t_pred + t_down + c_layer
+ *   t_wait  = t_io - min(C_AHEAD t_io, t_win)               the reads the lookahead has not done:
+ *             t_win = t_body + t_fixed / (visits per token)  it reads up to C_AHEAD of a unit's
+ *             (0 in the first layer, and without predictors) misses while the step before runs
  *   t_pred  = predictor bytes / matvec(type, T)
  *   t_gu    = (S_l * g + A_l * u) / rowdot(type, T)        gate of every selected
  *             + S_l * c_n / T                              neuron, up of the active ones,
@@ -37,7 +41,11 @@
  *
  * The I/O of a layer overlaps the gate/up work of its resident and cached
  * neurons (the engine issues the reads before computing them); the down
- * projection follows. c_layer and c_token are fixed overheads (pool
+ * projection follows. With predictors the engine also reads each unit's
+ * predicted misses while the step before computes (the lookahead): its
+ * down rows, the attention between layers and the next predictor hide up
+ * to C_AHEAD of those reads (82-95% of the misses were read ahead on the
+ * planted 47B mixture); the first layer's reads wait whole. c_layer and c_token are fixed overheads (pool
  * barriers, norms, attention over a short context), calibrated once on this
  * machine against measured runs.
  *
@@ -104,6 +112,8 @@ typedef struct pi_mprofile {
     pi_type part_type[3];
     uint64_t fixed_by_type[PI_TYPE_COUNT]; /* read every token */
     uint64_t pred_by_type[PI_TYPE_COUNT];
+    bool lookahead;         /* the file has predictors: the engine reads each unit's predicted misses
+                               while the step before computes (run's default) */
     uint64_t file_size;
     bool have_stats;        /* activation counts were in the file (else uniform) */
     double tokens;          /* tokens the counts come from */
