@@ -898,6 +898,42 @@ static void check_bundle_out(const char *label, pi_genmodel_params *p) {
         CHECKF(off == 0, "%s: %d units' histograms disagree with the planted threshold %.3f (recall %.3f, precision "
                "%.3f; unit 0: %.3f, %.3f, %.3f)", label, off, (double)thr_file, info.recall, info.precision,
                (double)thr[0], rec[0], prec[0]);
+        /* the planted selections: per unit, what the histograms put at or
+           above the threshold (logits of both kinds), descending within
+           each expert as the counts are, at most the unit's tokens */
+        int bad_sel = 0;
+        double worst = 0.0;
+        for (int64_t il = 0; il < L; il++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, PI_TN_FFN_SEL_COUNT, (int)il);
+            const pi_gguf_tensor *sc = pi_gguf_find_tensor(md->gguf, nm);
+            CHECKF(sc && sc->type == PI_TYPE_I32 && sc->ne[0] == X * F, "%s: layer %lld has no %s", label, (long long)il, nm);
+            if (!sc) break;
+            for (int64_t x = 0; x < X; x++) {
+                const int64_t u = il * X + x;
+                float share = 1.0f;
+                if (mf->hp.n_expert) memcpy(&share, (const uint8_t *)ut->arr_data + 4 * u, 4), share /= 1e6f;
+                double sum = 0.0, above = 0.0;
+                int32_t prev = INT32_MAX;
+                for (int64_t k = 0; k < F; k++) {
+                    int32_t c;
+                    memcpy(&c, (const uint8_t *)sc->data + 4 * (x * F + k), 4);
+                    bad_sel += c < 0 || c > prev || (double)c > 1e6 * share + 1.0;
+                    prev = c;
+                    sum += c;
+                }
+                /* the bin holding the threshold counts in part, as if spread evenly */
+                const double pos = ((double)thr_file - (double)ph.lo) / (double)ph.w;
+                const int64_t b0 = (int64_t)floor(pos);
+                for (int64_t b = b0 < 0 ? 0 : b0; b < ph.bins; b++)
+                    above += (b == b0 ? (double)(b0 + 1) - pos : 1.0) *
+                             (ph.h[u * 2 * ph.bins + b] + ph.h[(u * 2 + 1) * ph.bins + b]);
+                const double err = fabs(sum - above) / above;
+                worst = err > worst ? err : worst;
+            }
+        }
+        CHECKF(bad_sel == 0 && worst < 0.001, "%s: %d selection counts out of order or range; per unit they differ "
+               "from the histograms' mass above the threshold by up to %.2f%%", label, bad_sel, 100.0 * worst);
         /* a lower recall target raises every threshold */
         float *t95 = malloc((size_t)U * sizeof *t95);
         CHECK(t95 && pi_pred_hist_thresholds(&ph, 0.95, t95, NULL, NULL, NULL) == PI_OK && t95[0] > thr[0]);

@@ -399,22 +399,63 @@ static void test_plan_file(void) {
 
 /* A generated bundle file with statistics: the profile reads them, and a
    planned session equals the in-memory one. */
+/* A tiny Q4_0 ReLU model with planted activity and predictors. */
+static void planted_tiny(pi_genmodel_params *gp, int64_t n_ff, int64_t n_layer, double active) {
+    CHECK(pi_genmodel_preset("tiny", gp) == PI_OK);
+    gp->n_embd = 256, gp->n_head = 4, gp->n_head_kv = 2, gp->n_ff = n_ff, gp->n_layer = n_layer, gp->n_vocab = 300;
+    gp->n_ctx = 128;
+    gp->vocab_path = NULL;
+    gp->type = gp->embd_type = PI_TYPE_Q4_0;
+    gp->output_type = PI_TYPE_Q8_0;
+    gp->act = PI_ACT_RELU;
+    gp->active = active;
+    gp->skew = 1.0;
+    gp->predictor = true;
+    gp->pred_rank = 64;
+    gp->n_threads = 2;
+}
+
+/* A bundle file with the predictors' selection counts (gen-model plants
+   them; profile measures them): the profile spreads each layer's selections
+   as the counts do, scaled to the recall and precision it prices, and so
+   counts fewer cold selections outside a hot prefix than the square-root
+   rule does on planted neurons. */
+static void test_selection_counts(void) {
+    char path[256];
+    t_tmp_path(path, sizeof path, "plan-sel.bundle.gguf");
+    pi_genmodel_params gp;
+    planted_tiny(&gp, 1024, 2, 0.1);
+    CHECKF(pi_genmodel_write_bundle(&gp, path) == PI_OK, "%s", pi_last_error());
+    pi_mprofile *mp = NULL;
+    CHECK(pi_engine_profile(path, 64, &mp) == PI_OK);
+    if (!mp) return;
+    const int64_t L = mp->n_layer, F = mp->n_ff;
+    CHECK(mp->have_stats && mp->sel_file);
+    for (int64_t l = 0; l < L && mp->sel_file; l++) {
+        double A = 0.0, S = 0.0, cold_file = 0.0, cold_sqrt = 0.0, W = 0.0, lo = INFINITY, hi = 0.0;
+        for (int64_t i = 0; i < F; i++) A += mp->act[l * F + i], S += mp->sel[l * F + i], W += sqrt(mp->act[l * F + i]);
+        const double r = mp->recall[l], pr = mp->precision[l], fp = r * A / pr - r * A;
+        for (int64_t i = 0; i < F; i++) {
+            const double a = mp->act[l * F + i], k = mp->sel[l * F + i] / mp->sel_file[l * F + i];
+            if (mp->sel_file[l * F + i] > 1e-3) lo = k < lo ? k : lo, hi = k > hi ? k : hi;
+            if (i >= F / 2) cold_file += mp->sel[l * F + i], cold_sqrt += r * a + fp * sqrt(a) / W;
+        }
+        CHECKF(fabs(S - r * A / pr) < 1e-6 * S, "layer %lld: %.3f selections per token, %.3f from recall and precision",
+               (long long)l, S, r * A / pr);
+        CHECKF(hi - lo < 1e-9 * hi && fabs(hi - 1.0) < 0.02, "layer %lld: counts scaled by %.6f..%.6f", (long long)l, lo, hi);
+        CHECKF(cold_file < 0.97 * cold_sqrt, "layer %lld: beyond a hot half %.2f selections counted, %.2f by the "
+               "square-root rule", (long long)l, cold_file, cold_sqrt);
+    }
+    pi_mprofile_free(mp);
+    unlink(path);
+}
+
 static void test_real_file(void) {
     char plain[256], bundle[256];
     t_tmp_path(plain, sizeof plain, "plan-model.gguf");
     t_tmp_path(bundle, sizeof bundle, "plan-model.bundle.gguf");
     pi_genmodel_params gp;
-    CHECK(pi_genmodel_preset("tiny", &gp) == PI_OK);
-    gp.n_embd = 256, gp.n_head = 4, gp.n_head_kv = 2, gp.n_ff = 768, gp.n_layer = 3, gp.n_vocab = 300, gp.n_ctx = 128;
-    gp.vocab_path = NULL;
-    gp.type = gp.embd_type = PI_TYPE_Q4_0;
-    gp.output_type = PI_TYPE_Q8_0;
-    gp.act = PI_ACT_RELU;
-    gp.active = 0.15;
-    gp.skew = 1.0;
-    gp.predictor = true;
-    gp.pred_rank = 64;
-    gp.n_threads = 2;
+    planted_tiny(&gp, 768, 3, 0.15);
     CHECK(pi_genmodel_write(&gp, plain) == PI_OK);
     pi_stats *st = NULL;
     CHECK(pi_stats_create(3, 768, 0.0f, "synthetic", &st) == PI_OK);
@@ -478,5 +519,6 @@ int main(void) {
     test_recall_choice();
     test_plan_file();
     test_real_file();
+    test_selection_counts();
     return t_done("test_plan");
 }

@@ -171,6 +171,9 @@
 #define PI_TN_FFN_BUNDLE PI_TN_BLK "ffn_bundle"          /* gguf/bundle.h */
 #define PI_TN_FFN_ACT_COUNT PI_TN_BLK "ffn_act_count"    /* I32 [n_ff], in a model or bundle file */
 #define PI_TN_ACT_COUNT PI_TN_BLK "act_count"            /* I32 [n_ff], in a stats file */
+#define PI_TN_FFN_SEL_COUNT PI_TN_BLK "ffn_sel_count"    /* I32 [n_ff]: tokens whose predictor selected the
+                                                            neuron at the file's thresholds */
+#define PI_TN_SEL_COUNT PI_TN_BLK "sel_count"            /* the same in a stats file */
 
 /* The layer of a per-layer name: N when name is fmt (one of the PI_TN_*
    formats with "%d") printed with N, else -1. Leading zeros are read as

@@ -1623,7 +1623,9 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
         st = pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, ne);
         snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)l);
         if (!st) st = pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, ne);
-        need += 2 * ((uint64_t)(F * X) * 4 + PI_BUNDLE_FILE_ALIGN);
+        snprintf(nm, sizeof nm, PI_TN_FFN_SEL_COUNT, (int)l);
+        if (!st && p->predictor) st = pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, ne);
+        need += 3 * ((uint64_t)(F * X) * 4 + PI_BUNDLE_FILE_ALIGN);
     }
     if (st || (st = check_room(path, need)) || (st = pi_gguf_writer_begin_data(w)) ||
         (st = pi_pool_create(p->n_threads, &pool)))
@@ -1709,6 +1711,14 @@ pi_status pi_genmodel_write_bundle(const pi_genmodel_params *p, const char *path
             for (int64_t k = 0; k < F; k++) small[x * F + k] = (int32_t)llround(load * pl.p[k] * BUNDLE_TOKENS);
         }
         if (!st) st = pi_gguf_write_data(w, small, (size_t)(X * F) * sizeof *small);
+        /* the predictor selects neuron k when its logit, N(-t_k, c1^2), reaches the threshold */
+        for (int64_t x = 0; x < X && !st && p->predictor; x++) {
+            const double load = p->n_expert ? pl.load[pl.erank[x]] : 1.0;
+            for (int64_t k = 0; k < F; k++)
+                small[x * F + k] = (int32_t)llround(
+                    load * norm_cdf((-(double)pl.t[k] - (double)pl.threshold) / (double)pl.c1) * BUNDLE_TOKENS);
+        }
+        if (!st && p->predictor) st = pi_gguf_write_data(w, small, (size_t)(X * F) * sizeof *small);
     }
 done:
     if (writing) slab_writer_stop(&sw);

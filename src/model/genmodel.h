@@ -136,7 +136,10 @@ pi_status pi_genmodel_write(const pi_genmodel_params *p, const char *path);
    neurons are stored in planted hotness order with the predictors' fc2
    rows, blk.N.ffn_perm and blk.N.ffn_act_count (the expected counts over
    1,000,000 tokens: a mixture's expert share times the neuron's
-   frequency; pinfer.stats.unit_tokens the experts' shares). The down part
+   frequency; pinfer.stats.unit_tokens the experts' shares) and, with a
+   predictor, blk.N.ffn_sel_count (the expected selections at the
+   predictor's threshold over the same tokens: the share times
+   P(logit >= threshold), the logit N(-t_i, c1^2)). The down part
    is what convert makes from the plain file: a dense model's ffn_down_t, a
    mixture's ffn_down_exps transposed. Needs planted sparsity
    (PI_ERR_INVALID otherwise); the free space is checked first. */

@@ -44,6 +44,7 @@ void pi_mprofile_free(pi_mprofile *p) {
     if (!p) return;
     free(p->act);
     free(p->sel);
+    free(p->sel_file);
     free(p->hist.h);
     free(p);
 }
@@ -55,13 +56,40 @@ static bool f32_array(const pi_gguf *g, const char *key, int64_t n, float *out) 
     return true;
 }
 
+/* out[0..n) = the counts of tensor nm (I32 or F32 [n]) over `tokens`, each
+   at most 1; false when the file has no such tensor of that shape. */
+static bool count_tensor(const pi_gguf *g, const char *nm, int64_t n, double tokens, double *out) {
+    const pi_gguf_tensor *t = pi_gguf_find_tensor(g, nm);
+    if (!t || t->ne[0] != n || (t->type != PI_TYPE_I32 && t->type != PI_TYPE_F32)) return false;
+    for (int64_t i = 0; i < n; i++) {
+        const double c = t->type == PI_TYPE_I32 ? (double)((const int32_t *)t->data)[i] : (double)((const float *)t->data)[i];
+        out[i] = c / tokens > 1.0 ? 1.0 : c / tokens > 0.0 ? c / tokens : 0.0;
+    }
+    return true;
+}
+
 /* s_i from a_i and each layer's recall and precision. */
 static void select_rates(pi_mprofile *p) {
     const int64_t L = p->n_layer, F = p->n_ff;
     for (int64_t l = 0; l < L; l++) {
-        double A = 0.0;
+        double A = 0.0, S_file = 0.0;
         for (int64_t i = 0; i < F; i++) A += p->act[l * F + i];
         const double r = p->recall[l], pr = p->precision[l];
+        if (p->sel_file)
+            for (int64_t i = 0; i < F; i++) S_file += p->sel_file[l * F + i];
+        if (S_file > 0.0) {
+            /* the selections counted at the file's thresholds, scaled to
+               this recall's: where a predictor's false positives fall
+               depends on how each neuron's logits spread (on gen-model's
+               planted neurons the square-root rule below counted 5-14%
+               too many selections outside hot prefixes of 20-50%) */
+            const double k = r * A / pr / S_file;
+            for (int64_t i = 0; i < F; i++) {
+                const double sv = k * p->sel_file[l * F + i];
+                p->sel[l * F + i] = sv > 1.0 ? 1.0 : sv;
+            }
+            continue;
+        }
         /* selected = r A / pr = r A + (false positives); the false positives
            are spread over the neurons in proportion to sqrt(a_i): between
            uniform and proportional to activity, and the split that matched
@@ -129,14 +157,23 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     for (int64_t l = 0; l < L / X && p->have_stats; l++) {
         char nm[64];
         snprintf(nm, sizeof nm, PI_TN_FFN_ACT_COUNT, (int)l);
-        const pi_gguf_tensor *t = pi_gguf_find_tensor(g, nm);
-        if (!t || t->ne[0] != F * X || (t->type != PI_TYPE_I32 && t->type != PI_TYPE_F32)) {
+        if (!count_tensor(g, nm, F * X, (double)tokens, p->act + l * F * X)) {
             p->have_stats = false;
             break;
         }
-        for (int64_t i = 0; i < F * X; i++) {
-            double c = t->type == PI_TYPE_I32 ? (double)((const int32_t *)t->data)[i] : (double)((const float *)t->data)[i];
-            p->act[l * F * X + i] = c / (double)tokens > 1.0 ? 1.0 : c / (double)tokens;
+    }
+    if (p->have_stats) { /* the selections at the file's thresholds, where counted (all layers or none) */
+        if (!(p->sel_file = malloc((size_t)(L * F) * sizeof *p->sel_file))) {
+            pi_mprofile_free(p);
+            return pi_error(PI_ERR_NOMEM, "out of memory");
+        }
+        for (int64_t l = 0; l < L / X && p->sel_file; l++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, PI_TN_FFN_SEL_COUNT, (int)l);
+            if (!count_tensor(g, nm, F * X, (double)tokens, p->sel_file + l * F * X)) {
+                free(p->sel_file);
+                p->sel_file = NULL;
+            }
         }
     }
     const pi_gguf_kv *ukv;

@@ -30,7 +30,9 @@
  *
  *   a_i = activation count / tokens profiled               (pinfer profile)
  *   s_i = r_l a_i + f_l (1 - a_i)                          selected by the predictor:
- *         r_l its recall, f_l its false-positive rate, from recall and precision
+ *         r_l its recall, f_l its false-positive rate, from recall and precision;
+ *         with the file's selection counts (profile, gen-model) the layer's
+ *         S_l = r_l A_l / precision_l spread over its neurons as those counts are
  *   S_l = sum_i s_i,  A_l = sum_i a_i
  *   h_i = 1 for i < H_l (resident); else the LRU hit probability of the
  *         neuron cache of C slots shared by all layers, by Che's
@@ -119,6 +121,8 @@ typedef struct pi_mprofile {
     double tokens;          /* tokens the counts come from */
     double *act;            /* (n_layer * n_ff) a_i */
     double *sel;            /* (n_layer * n_ff) s_i */
+    double *sel_file;       /* (n_layer * n_ff) the predictors' selection rates at the file's thresholds
+                               (blk.N.ffn_sel_count / tokens), NULL when the file has none */
     double recall[PI_PLAN_MAX_LAYERS], precision[PI_PLAN_MAX_LAYERS];
     char source[96];        /* where recall/precision came from */
     /* temporal persistence per layer, from the file's measured reuse
