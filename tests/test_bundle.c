@@ -497,6 +497,8 @@ static void test_moe(void) {
        expert, the logits unchanged */
     pi_stats *ms = synthetic_stats(24, 256, 5);
     if (ms) ms->n_expert = 4, ms->n_expert_used = 2;
+    if (ms && (ms->sel = malloc(24 * 256 * sizeof *ms->sel))) /* selection counts, as profile measures them */
+        for (int64_t i = 0; i < 24 * 256; i++) ms->sel[i] = (ms->counts[i] * 7 + i % 13) % 1001;
     CHECKF(ms && pi_bundle_write(src, ms, 4096, bad) == PI_OK, "%s", pi_last_error());
     CHECK(pi_lm_load(src, PI_MAP_FILE, &a) == PI_OK && pi_lm_load(bad, PI_MAP_FILE, &b) == PI_OK);
     if (a && b && ms) {
@@ -507,8 +509,9 @@ static void test_moe(void) {
         for (int il = 0; il < 6; il++) {
             const pi_gguf_tensor *cnt = tensor_fmt(b->gguf, PI_TN_FFN_ACT_COUNT, il);
             const pi_gguf_tensor *pt = tensor_fmt(b->gguf, PI_TN_FFN_PERM, il);
-            CHECK(cnt && pt && cnt->ne[0] == 4 * 256 && pt->ne[0] == 4 * 256);
-            if (!cnt || !pt) break;
+            const pi_gguf_tensor *sc = tensor_fmt(b->gguf, PI_TN_FFN_SEL_COUNT, il);
+            CHECK(cnt && pt && sc && cnt->ne[0] == 4 * 256 && pt->ne[0] == 4 * 256 && sc->ne[0] == 4 * 256);
+            if (!cnt || !pt || !sc) break;
             for (int x = 0; x < 4; x++) {
                 pi_stats_order(ms, il * 4 + x, perm);
                 for (int k = 0; k < 256; k++) {
@@ -517,13 +520,17 @@ static void test_moe(void) {
                     memcpy(&c, (const uint8_t *)cnt->data + 4 * nw, 4);
                     memcpy(&pv, (const uint8_t *)pt->data + 4 * nw, 4);
                     wrong += c != ms->counts[(il * 4 + x) * 256 + perm[k]] || pv != perm[k];
+                    int32_t sv;
+                    memcpy(&sv, (const uint8_t *)sc->data + 4 * nw, 4);
+                    wrong += sv != ms->sel[(il * 4 + x) * 256 + perm[k]];
                     wrong += memcmp(row_of(&a->layers[il].ffn_gate_exps, old), row_of(&b->layers[il].ffn_gate_exps, nw), 512) != 0;
                     wrong += memcmp(row_of(&a->layers[il].ffn_down_t, old), row_of(&b->layers[il].ffn_down_t, nw), 512) != 0;
                     if (k > 0) wrong += c > ms->counts[(il * 4 + x) * 256 + perm[k - 1]]; /* hottest first */
                 }
             }
         }
-        CHECKF(wrong == 0, "%d reordered expert rows, counts or permutation entries are wrong", wrong);
+        CHECKF(wrong == 0, "%d reordered expert rows, counts (activations, selections) or permutation entries are wrong",
+               wrong);
         pi_state *sa = NULL, *sb = NULL;
         CHECK(pi_state_create(a, 64, 2, &sa) == PI_OK && pi_state_create(b, 64, 2, &sb) == PI_OK);
         int32_t toks[12];

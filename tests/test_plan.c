@@ -287,7 +287,7 @@ static void test_recall_choice(void) {
                 z[i] = (float)((on ? 1.0 : -5.0) + 1.5 * sqrt(3.0) * g);
                 act[i] = on ? 1.0f : 0.0f;
             }
-            pi_stats_observe_logits(hs, l, z, act);
+            pi_stats_observe_logits(hs, l, z, act, 0.0f);
         }
 #undef NEXT_U
     free(z);

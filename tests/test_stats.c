@@ -577,6 +577,24 @@ out:
     unlink(stats);
 }
 
+/* A stats file's keys for tokens, L layers of F neurons (with hist's
+   histograms when given) and its L activation count tensors, open for
+   more tensors. */
+static pi_gguf_writer *stats_header(const char *path, uint64_t tokens, int L, int64_t F, const pi_stats *hist) {
+    pi_gguf_writer *w = NULL;
+    CHECK(pi_gguf_writer_create(path, false, &w) == PI_OK);
+    CHECK(pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_STATS_ARCH) == PI_OK);
+    CHECK(pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, tokens) == PI_OK && pi_gguf_set_u32(w, PI_KEY_STATS_N_LAYER, (uint32_t)L) == PI_OK &&
+          pi_gguf_set_u32(w, PI_KEY_STATS_N_FF, (uint32_t)F) == PI_OK && pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, 0) == PI_OK &&
+          pi_gguf_set_str(w, PI_KEY_STATS_MODEL, "x") == PI_OK && (!hist || pi_stats_set_hist(hist, w) == PI_OK));
+    char nm[64];
+    for (int l = 0; l < L; l++) {
+        snprintf(nm, sizeof nm, PI_TN_ACT_COUNT, l);
+        CHECK(pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, &F) == PI_OK);
+    }
+    return w;
+}
+
 /* Predictor logit histograms: binning, thresholds for a recall target
    against a direct count, the file round trip, malformed histograms. */
 static void test_hist(void) {
@@ -597,8 +615,18 @@ static void test_hist(void) {
                 zs[t][l][i] = (float)q / 32.0f + 1.0f / 64.0f;
                 acts[t][l][i] = on ? 1.0f : 0.0f;
             }
+    const float sel_thr[L] = {0.5f, -0.25f}; /* the predictor's thresholds: what it selects */
     for (int t = 0; t < T; t++)
-        for (int l = 0; l < L; l++) pi_stats_observe_logits(st, l, zs[t][l], acts[t][l]);
+        for (int l = 0; l < L; l++) pi_stats_observe_logits(st, l, zs[t][l], acts[t][l], sel_thr[l]);
+    st->tokens = T;
+    int sel_off = 0;
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < F; i++) {
+            int64_t n = 0;
+            for (int t = 0; t < T; t++) n += zs[t][l][i] >= sel_thr[l];
+            sel_off += st->sel[l * F + i] != n;
+        }
+    CHECKF(sel_off == 0, "%d selection counts differ from a direct count", sel_off);
     float thr[L], thr2[L];
     double rec[L], prec[L], sel[L];
     CHECK(pi_stats_thresholds(st, 0.0, thr, NULL, NULL, NULL) == PI_ERR_INVALID);
@@ -629,7 +657,26 @@ static void test_hist(void) {
     float thr3[L];
     CHECK(back && back->hist && pi_stats_thresholds(back, 0.95, thr3, NULL, NULL, NULL) == PI_OK &&
           !memcmp(thr, thr3, sizeof thr));
+    CHECK(back && back->sel && !memcmp(back->sel, st->sel, (size_t)(L * F) * sizeof *st->sel));
     pi_stats_free(back);
+    /* selection counts: one past the tokens, or a layer's missing, are refused naming the tensor */
+    for (int bad = 0; bad < 2; bad++) {
+        pi_gguf_writer *w = stats_header(path, T, L, F, NULL);
+        const int64_t ne = F;
+        int32_t row[F] = {0};
+        char nm[64];
+        for (int l = 0; l < (bad ? 1 : L); l++) {
+            snprintf(nm, sizeof nm, PI_TN_SEL_COUNT, l);
+            CHECK(pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, &ne) == PI_OK);
+        }
+        CHECK(pi_gguf_writer_begin_data(w) == PI_OK);
+        for (int l = 0; l < L; l++) CHECK(pi_gguf_write_data(w, row, sizeof row) == PI_OK);
+        row[5] = T + 1;
+        for (int l = 0; l < (bad ? 1 : L); l++) CHECK(pi_gguf_write_data(w, row, sizeof row) == PI_OK);
+        CHECK(pi_gguf_writer_close(w) == PI_OK);
+        expect_bad(path, bad ? PI_ERR_NOT_FOUND : PI_ERR_FORMAT, bad ? "blk.1.sel_count" : "blk.0.sel_count", bad ? "a layer's missing" : "301 > tokens");
+        if (!bad) CHECK(strstr(pi_last_error(), "neuron 5") != NULL);
+    }
     /* a histogram of the wrong size or with a negative count is refused */
     for (int bad = 0; bad < 2; bad++) {
         pi_gguf_writer *w;
@@ -638,18 +685,8 @@ static void test_hist(void) {
         const double h7 = st->hist[7];
         if (bad == 0) copy->hist_bins = 1; /* L * 2 values: one bin */
         else copy->hist[7] = -1.0;
-        CHECK(pi_gguf_writer_create(path, false, &w) == PI_OK);
-        CHECK(pi_gguf_set_str(w, PI_KEY_GENERAL_ARCHITECTURE, PI_STATS_ARCH) == PI_OK);
-        CHECK(pi_gguf_set_u64(w, PI_KEY_STATS_TOKENS, 1) == PI_OK && pi_gguf_set_u32(w, PI_KEY_STATS_N_LAYER, L) == PI_OK &&
-              pi_gguf_set_u32(w, PI_KEY_STATS_N_FF, F) == PI_OK && pi_gguf_set_f32(w, PI_KEY_STATS_THRESHOLD, 0) == PI_OK &&
-              pi_gguf_set_str(w, PI_KEY_STATS_MODEL, "x") == PI_OK && pi_stats_set_hist(copy, w) == PI_OK);
-        const int64_t ne = F;
+        w = stats_header(path, 1, L, F, copy);
         int32_t zero[F] = {0};
-        char nm[64];
-        for (int l = 0; l < L; l++) {
-            snprintf(nm, sizeof nm, PI_TN_ACT_COUNT, l);
-            CHECK(pi_gguf_add_tensor(w, nm, PI_TYPE_I32, 1, &ne) == PI_OK);
-        }
         CHECK(pi_gguf_writer_begin_data(w) == PI_OK);
         for (int l = 0; l < L; l++) CHECK(pi_gguf_write_data(w, zero, sizeof zero) == PI_OK);
         CHECK(pi_gguf_writer_close(w) == PI_OK);

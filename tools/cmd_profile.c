@@ -189,6 +189,7 @@ typedef struct {
     pi_stats *st;
     pi_trace *tr;
     pi_predictor *pred;
+    const pi_lm *m; /* its thresholds: a neuron is selected when its logit reaches its unit's */
     float *h, *z;  /* (rank), (n_ff) */
 } observers;
 
@@ -198,7 +199,8 @@ static void observe_both(void *ctx, int64_t layer, int64_t pos, const float *ffn
     if (o->tr) pi_trace_observe(o->tr, layer, pos, ffn_in, act);
     if (o->pred) {
         pi_pred_logits(o->pred, layer, ffn_in, o->h, o->z);
-        pi_stats_observe_logits(o->st, layer, o->z, act);
+        pi_stats_observe_logits(o->st, layer, o->z, act,
+                                o->m->layer_threshold ? o->m->layer_threshold[layer] : o->m->sparse_threshold);
     }
 }
 
@@ -338,7 +340,7 @@ int cmd_profile(int argc, char **argv) {
     app a;
     int32_t *ids = NULL;
     pi_stats *st = NULL;
-    observers obs = {NULL, NULL, NULL, NULL, NULL};
+    observers obs = {NULL, NULL, NULL, NULL, NULL, NULL};
     int rc = 1;
     size_t n_ids = 0;
     o.mp.ffn = PI_FFN_DENSE; /* the FFN observer sees the dense path only */
@@ -378,6 +380,7 @@ int cmd_profile(int argc, char **argv) {
             const pi_weight *fc1 = hp->n_expert ? &lm->layers[l].fc1_exps : &lm->layers[l].fc1;
             rank = fc1->ne[1] > rank ? fc1->ne[1] : rank;
         }
+        obs.m = lm;
         if (pi_predictor_from_model(lm, &obs.pred) || pi_stats_enable_hist(st) ||
             !(obs.h = malloc((size_t)rank * sizeof *obs.h)) || !(obs.z = malloc((size_t)hp->n_ff * sizeof *obs.z))) {
             fprintf(stderr, "pinfer: %s: the predictors' histograms: %s\n", cmd, pi_last_error());

@@ -56,6 +56,9 @@
  * predictors' fc2 rows follow it, and so do the statistics it came from:
  *
  *   blk.N.ffn_act_count  I32 [n_ff]  tokens that activated neuron i (new order)
+ *   blk.N.ffn_sel_count  I32 [n_ff]  optional: tokens whose predictor selected neuron i
+ *                                    (profile of a model with predictors; the planner
+ *                                    spreads false positives as these do)
  *   pinfer.stats.tokens  u64         tokens profiled
  *   pinfer.stats.threshold f32, pinfer.stats.model str (as in stats.h)
  *

@@ -32,6 +32,7 @@ typedef enum {
     T_TRANSPOSE, /* quantized ffn_down -> ffn_down_t, rows permuted */
     T_PERM,      /* blk.N.ffn_perm.weight, composed with the input's */
     T_COUNTS,    /* blk.N.ffn_act_count from the statistics, permuted */
+    T_SELS,      /* blk.N.ffn_sel_count from the statistics, permuted */
     T_BUNDLE,    /* blk.N.ffn_bundle: gate | up | down_t per neuron, permuted */
     T_RETYPE,    /* every row requantized to another type */
 } how;
@@ -75,6 +76,7 @@ typedef enum {
     K_BUNDLE,
     K_PERM,
     K_ACT_COUNT,
+    K_SEL_COUNT,
     K_FC2,
     K_FC1,
 } kind;
@@ -89,6 +91,7 @@ static kind kind_of(pi_gguf_str name, int64_t *layer) {
         {PI_TN_FFN_GATE, K_GATE},           {PI_TN_FFN_UP, K_UP},           {PI_TN_FFN_DOWN, K_DOWN},
         {PI_TN_FFN_DOWN_T, K_DOWN_T},       {PI_TN_FFN_BUNDLE, K_BUNDLE},   {PI_TN_FFN_PERM, K_PERM},
         {PI_TN_FFN_ACT_COUNT, K_ACT_COUNT}, {PI_TN_FC2, K_FC2},             {PI_TN_FC1, K_FC1},
+        {PI_TN_FFN_SEL_COUNT, K_SEL_COUNT},
         {PI_TN_FFN_GATE_EXPS, K_GATE},      {PI_TN_FFN_UP_EXPS, K_UP},      {PI_TN_FFN_DOWN_EXPS, K_DOWN},
         {PI_TN_FC2_EXPS, K_FC2},            {PI_TN_FC1_EXPS, K_FC1},
     };
@@ -248,7 +251,7 @@ static void make_plan(rewriter *r) {
         snprintf(p->name, sizeof p->name, "%.*s", (int)t->name.len, t->name.data);
         p->how = T_COPY;
         if (r->plain && layer < L && layer >= 0 &&
-            (k == K_FC1 || k == K_FC2 || k == K_PERM || k == K_ACT_COUNT || k == K_DOWN_T))
+            (k == K_FC1 || k == K_FC2 || k == K_PERM || k == K_ACT_COUNT || k == K_SEL_COUNT || k == K_DOWN_T))
             continue; /* check_input made sure ffn_down is there */
         if (r->plain) { /* everything else as it is */
             r->np++;
@@ -258,8 +261,8 @@ static void make_plan(rewriter *r) {
             const bool ffn = k == K_GATE || k == K_UP || k == K_DOWN || k == K_DOWN_T || k == K_BUNDLE;
             if (k == K_PERM && r->perm) {
                 continue; /* replaced by the composed permutation */
-            } else if (k == K_ACT_COUNT && r->st) {
-                continue; /* replaced by the new statistics */
+            } else if ((k == K_ACT_COUNT || k == K_SEL_COUNT) && r->st) {
+                continue; /* replaced by the new statistics (selections: where they have them) */
             } else if (k == K_FC2) {
                 if (r->perm) p->how = T_ROWS;
             } else if (r->bundle && ffn) {
@@ -295,6 +298,8 @@ static void make_plan(rewriter *r) {
         new_tensor(r, T_PERM, (int)il, PI_TYPE_I32, XF, 1, PI_TN_FFN_PERM, (int)il);
     for (int64_t il = 0; r->st && il < L; il++)
         new_tensor(r, T_COUNTS, (int)il, PI_TYPE_I32, XF, 1, PI_TN_FFN_ACT_COUNT, (int)il);
+    for (int64_t il = 0; r->st && r->st->sel && il < L; il++)
+        new_tensor(r, T_SELS, (int)il, PI_TYPE_I32, XF, 1, PI_TN_FFN_SEL_COUNT, (int)il);
 }
 
 /* Mark tensors for requantizing as asked: by type_of, then output.weight and
@@ -485,9 +490,11 @@ static pi_status write_tensor(rewriter *r, pi_gguf_writer *w, const plan_t *p) {
             }
         return pi_gguf_write_data(w, out, (size_t)(F * X) * 4);
     }
-    case T_COUNTS: { /* counts <= tokens <= INT32_MAX (checked) */
+    case T_COUNTS:
+    case T_SELS: { /* counts <= tokens <= INT32_MAX (checked) */
         int32_t *out = (int32_t *)r->buf;
-        const int64_t X = experts_of(r), *c = r->st->counts + (int64_t)p->layer * X * F; /* units of the layer */
+        const int64_t X = experts_of(r); /* the layer's units */
+        const int64_t *c = (p->how == T_SELS ? r->st->sel : r->st->counts) + (int64_t)p->layer * X * F;
         for (int64_t x = 0; x < X; x++)
             for (int64_t k = 0; k < F; k++) out[x * F + k] = (int32_t)c[x * F + old_of(r, (int)(p->layer * X + x), k)];
         return pi_gguf_write_data(w, out, (size_t)(F * X) * 4);

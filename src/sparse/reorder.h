@@ -26,7 +26,8 @@
    permuting columns would requantize anyway. blk.N.ffn_perm (I32, n_ff)
    records, for each new position, the original neuron (composed with an
    existing permutation). The statistics are stored too: blk.N.ffn_act_count
-   (I32, n_ff, new order) and pinfer.stats.tokens/threshold/model.
+   (I32, n_ff, new order), blk.N.ffn_sel_count when they counted the
+   predictors' selections, and pinfer.stats.tokens/threshold/model.
    Everything else is copied byte for byte. A bundle file is refused
    (PI_ERR_UNSUPPORTED): pi_bundle_write reorders those. */
 pi_status pi_reorder_write(const char *in_path, const pi_stats *st, const char *out_path);
@@ -60,7 +61,8 @@ typedef struct pi_rewrite_params {
     bool retype_output, retype_embd;
     pi_type output_type, embd_type;
     /* a file llama.cpp reads: without pinfer's additions (predictors fc1/fc2
-       and their keys, ffn_down_t beside ffn_down, ffn_perm, ffn_act_count);
+       and their keys, ffn_down_t beside ffn_down, ffn_perm, ffn_act_count,
+       ffn_sel_count);
        not with st or bundle. A model without ffn_down is refused. */
     bool plain;
     /* > 0 (with st holding the predictors' logit histograms): per-layer

@@ -92,28 +92,33 @@ void pi_stats_free(pi_stats *st) {
     free(st->seq0);
     free(st->last_pos);
     free(st->hist);
+    free(st->sel);
     free(st);
 }
 
 pi_status pi_stats_enable_hist(pi_stats *st) {
-    if (st->hist) return PI_OK;
-    if (!(st->hist = calloc((size_t)(st->n_layer * 2 * PI_STATS_HIST_BINS), sizeof *st->hist)))
+    if (st->hist && st->sel) return PI_OK;
+    if (!st->hist && !(st->hist = calloc((size_t)(st->n_layer * 2 * PI_STATS_HIST_BINS), sizeof *st->hist)))
         return pi_error(PI_ERR_NOMEM, "stats: out of memory for the predictor histograms");
+    if (!st->sel && !(st->sel = calloc((size_t)(st->n_layer * st->n_ff), sizeof *st->sel)))
+        return pi_error(PI_ERR_NOMEM, "stats: out of memory for the selection counts");
     st->hist_bins = PI_STATS_HIST_BINS;
     st->hist_lo = PI_STATS_HIST_LO;
     st->hist_w = PI_STATS_HIST_W;
     return PI_OK;
 }
 
-void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act) {
-    PI_ASSERT(st->hist && layer >= 0 && layer < st->n_layer);
+void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act, float thr) {
+    PI_ASSERT(st->hist && st->sel && layer >= 0 && layer < st->n_layer);
     const int64_t B = st->hist_bins;
     double *h = st->hist + layer * 2 * B;
+    int64_t *sel = st->sel + layer * st->n_ff;
     const float inv = 1.0f / st->hist_w;
     for (int64_t i = 0; i < st->n_ff; i++) {
         const float v = (z[i] - st->hist_lo) * inv;
         const int64_t b = !(v >= 0.0f) ? 0 : v >= (float)(B - 1) ? B - 1 : (int64_t)v; /* NaN: the first bin */
         h[(fabsf(act[i]) > st->threshold) * B + b] += 1.0;
+        sel[i] += z[i] >= thr;
     }
 }
 
@@ -248,11 +253,14 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (st->tokens > PI_STATS_MAX_TOKENS)
         return pi_error(PI_ERR_UNSUPPORTED, "%s: %lld tokens profiled; a stats file counts at most %d (I32 counts)",
                         path, (long long)st->tokens, PI_STATS_MAX_TOKENS);
-    for (int64_t i = 0; i < st->n_layer * st->n_ff; i++)
-        if (st->counts[i] < 0 || st->counts[i] > PI_STATS_MAX_TOKENS)
-            return pi_error(PI_ERR_UNSUPPORTED, "%s: layer %lld neuron %lld has count %lld, outside 0..%d", path,
-                            (long long)(i / st->n_ff), (long long)(i % st->n_ff), (long long)st->counts[i],
-                            PI_STATS_MAX_TOKENS);
+    for (int k = 0; k < 2; k++) {
+        const int64_t *c = k ? st->sel : st->counts;
+        for (int64_t i = 0; c && i < st->n_layer * st->n_ff; i++)
+            if (c[i] < 0 || c[i] > PI_STATS_MAX_TOKENS)
+                return pi_error(PI_ERR_UNSUPPORTED, "%s: layer %lld neuron %lld has %s count %lld, outside 0..%d", path,
+                                (long long)(i / st->n_ff), (long long)(i % st->n_ff), k ? "selection" : "activation",
+                                (long long)c[i], PI_STATS_MAX_TOKENS);
+    }
     int32_t *row = malloc((size_t)st->n_ff * sizeof *row);
     if (!row) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     pi_gguf_writer *w = NULL;
@@ -269,16 +277,20 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (!s) s = pi_stats_set_reuse(st, w);
     if (!s) s = pi_stats_set_hist(st, w);
     char name[PI_NAME_MAX];
-    for (int64_t l = 0; !s && l < st->n_layer; l++) {
-        snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
-        s = pi_gguf_add_tensor(w, name, PI_TYPE_I32, 1, &st->n_ff);
-    }
+    const int kinds = st->sel ? 2 : 1; /* activations, then selections */
+    for (int k = 0; k < kinds; k++)
+        for (int64_t l = 0; !s && l < st->n_layer; l++) {
+            snprintf(name, sizeof name, k ? PI_TN_SEL_COUNT : PI_TN_ACT_COUNT, (int)l);
+            s = pi_gguf_add_tensor(w, name, PI_TYPE_I32, 1, &st->n_ff);
+        }
     if (!s) s = pi_gguf_writer_begin_data(w);
     /* GGUF is little-endian, as are the hosts we build for: int32 as is */
-    for (int64_t l = 0; !s && l < st->n_layer; l++) {
-        for (int64_t i = 0; i < st->n_ff; i++) row[i] = (int32_t)st->counts[l * st->n_ff + i];
-        s = pi_gguf_write_data(w, row, (size_t)st->n_ff * sizeof *row);
-    }
+    for (int k = 0; k < kinds; k++)
+        for (int64_t l = 0; !s && l < st->n_layer; l++) {
+            const int64_t *c = (k ? st->sel : st->counts) + l * st->n_ff;
+            for (int64_t i = 0; i < st->n_ff; i++) row[i] = (int32_t)c[i];
+            s = pi_gguf_write_data(w, row, (size_t)st->n_ff * sizeof *row);
+        }
     free(row);
     return pi_gguf_writer_finish(w, s);
 }
@@ -288,6 +300,55 @@ static pi_status get_int(const pi_gguf *g, const char *path, const char *key, in
     pi_status s = pi_gguf_get_i64_range(g, key, lo, hi, out);
     if (s == PI_ERR_NOT_FOUND) return pi_error(s, "%s: missing key '%s' (is this a pinfer stats file?)", path, key);
     return s;
+}
+
+/* Every layer's count tensor (selections when sel, else activations: I32
+   [n_ff]) is there, and none beyond n_layer. */
+static pi_status check_count_tensors(const pi_gguf *g, const char *path, bool sel, int64_t n_layer, int64_t n_ff) {
+    const char *fmt = sel ? PI_TN_SEL_COUNT : PI_TN_ACT_COUNT;
+    char name[PI_NAME_MAX];
+    for (int64_t l = 0; l < n_layer; l++) {
+        snprintf(name, sizeof name, sel ? PI_TN_SEL_COUNT : PI_TN_ACT_COUNT, (int)l);
+        const pi_gguf_tensor *t = pi_gguf_find_tensor(g, name);
+        if (!t)
+            return pi_error(PI_ERR_NOT_FOUND, "%s: missing tensor '%s' (%s = %lld)", path, name, PI_KEY_STATS_N_LAYER,
+                            (long long)n_layer);
+        if (t->type != PI_TYPE_I32)
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has type %s, expected i32", path, name,
+                            pi_type_get(t->type) ? pi_type_get(t->type)->name : "unknown");
+        if (t->n_dims != 1 || t->ne[0] != n_ff)
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld], expected [%lld] (%s)", path,
+                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)n_ff, PI_KEY_STATS_N_FF);
+    }
+    /* a layer beyond n_layer means the file disagrees with itself */
+    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
+        const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
+        if (pi_tensor_layer(t->name, fmt) >= n_layer)
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' is beyond %s = %lld", path,
+                            (int)(t->name.len < 63 ? t->name.len : 63), t->name.data, PI_KEY_STATS_N_LAYER,
+                            (long long)n_layer);
+    }
+    return PI_OK;
+}
+
+/* The counts (checked by check_count_tensors) into out, each in 0..tokens. */
+static pi_status read_count_tensors(const pi_gguf *g, const char *path, bool sel, int64_t n_layer, int64_t n_ff,
+                                    int64_t tokens, int64_t *out) {
+    char name[PI_NAME_MAX];
+    for (int64_t l = 0; l < n_layer; l++) {
+        snprintf(name, sizeof name, sel ? PI_TN_SEL_COUNT : PI_TN_ACT_COUNT, (int)l);
+        const uint8_t *p = pi_gguf_find_tensor(g, name)->data;
+        int64_t *c = out + l * n_ff;
+        for (int64_t i = 0; i < n_ff; i++) {
+            int32_t v;
+            memcpy(&v, p + i * 4, 4); /* the mapping gives no alignment promise we rely on */
+            if (v < 0 || v > tokens)
+                return pi_error(PI_ERR_FORMAT, "%s: tensor '%s': neuron %lld has count %d, outside 0..%lld (%s)",
+                                path, name, (long long)i, v, (long long)tokens, PI_KEY_STATS_TOKENS);
+            c[i] = v;
+        }
+    }
+    return PI_OK;
 }
 
 pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out) {
@@ -325,29 +386,12 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
     if (memchr(model.data, '\0', model.len))
         return pi_error(PI_ERR_FORMAT, "%s: %s contains a NUL byte", path, PI_KEY_STATS_MODEL);
 
-    /* every layer's tensor before allocating anything: the file must justify n_layer * n_ff */
-    char name[PI_NAME_MAX];
-    for (int64_t l = 0; l < n_layer; l++) {
-        snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
-        const pi_gguf_tensor *t = pi_gguf_find_tensor(g, name);
-        if (!t)
-            return pi_error(PI_ERR_NOT_FOUND, "%s: missing tensor '%s' (%s = %lld)", path, name, PI_KEY_STATS_N_LAYER,
-                            (long long)n_layer);
-        if (t->type != PI_TYPE_I32)
-            return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has type %s, expected i32", path, name,
-                            pi_type_get(t->type) ? pi_type_get(t->type)->name : "unknown");
-        if (t->n_dims != 1 || t->ne[0] != n_ff)
-            return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld], expected [%lld] (%s)", path,
-                            name, (long long)t->ne[0], (long long)t->ne[1], (long long)n_ff, PI_KEY_STATS_N_FF);
-    }
-    /* a layer beyond n_layer means the file disagrees with itself */
-    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
-        const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
-        if (pi_tensor_layer(t->name, PI_TN_ACT_COUNT) >= n_layer)
-            return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' is beyond %s = %lld", path,
-                            (int)(t->name.len < 63 ? t->name.len : 63), t->name.data, PI_KEY_STATS_N_LAYER,
-                            (long long)n_layer);
-    }
+    /* every layer's tensors before allocating anything: the file must justify n_layer * n_ff */
+    bool has_sel = false;
+    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) has_sel |= pi_tensor_layer(pi_gguf_tensor_at(g, i)->name, PI_TN_SEL_COUNT) >= 0;
+    if ((s = check_count_tensors(g, path, false, n_layer, n_ff)) ||
+        (has_sel && (s = check_count_tensors(g, path, true, n_layer, n_ff))))
+        return s;
 
     char *mname = malloc(model.len + 1);
     if (!mname) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
@@ -367,22 +411,13 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
             memcpy(&v, (const uint8_t *)ukv->arr_data + 4 * (size_t)l, 4);
             st->seen[l] = v >= 0.0f && v <= (float)tokens ? (int64_t)v : 0;
         }
-    for (int64_t l = 0; l < n_layer; l++) {
-        snprintf(name, sizeof name, PI_TN_ACT_COUNT, (int)l);
-        const uint8_t *p = pi_gguf_find_tensor(g, name)->data;
-        int64_t *c = st->counts + l * n_ff;
-        for (int64_t i = 0; i < n_ff; i++) {
-            int32_t v;
-            memcpy(&v, p + i * 4, 4); /* the mapping gives no alignment promise we rely on */
-            if (v < 0 || v > tokens) {
-                pi_stats_free(st);
-                return pi_error(PI_ERR_FORMAT, "%s: tensor '%s': neuron %lld has count %d, outside 0..%lld (%s)",
-                                path, name, (long long)i, v, (long long)tokens, PI_KEY_STATS_TOKENS);
-            }
-            c[i] = v;
-        }
+    if (has_sel && !(st->sel = malloc((size_t)(n_layer * n_ff) * sizeof *st->sel))) {
+        pi_stats_free(st);
+        return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     }
-    if ((s = pi_stats_get_reuse(st, g, path)) || (s = pi_stats_get_hist(st, g, path))) {
+    if ((s = read_count_tensors(g, path, false, n_layer, n_ff, tokens, st->counts)) ||
+        (has_sel && (s = read_count_tensors(g, path, true, n_layer, n_ff, tokens, st->sel))) ||
+        (s = pi_stats_get_reuse(st, g, path)) || (s = pi_stats_get_hist(st, g, path))) {
         pi_stats_free(st);
         return s;
     }

@@ -41,10 +41,15 @@
  *   pinfer.stats.pred_range f32[2], with it: lo and width w; bin b holds
  *                           [lo + b w, lo + (b+1) w), the first and last
  *                           bins also everything below and above
+ *   blk.N.sel_count         I32 [n_ff], optional, with the histograms (every
+ *                           layer or none): tokens in which the predictor
+ *                           selected neuron i of layer N (its logit reached
+ *                           the unit's threshold in the model profiled)
  *
  * The logit histograms give each layer's recall and false-positive rate at
  * every threshold (pi_stats_thresholds), so the thresholds can be chosen for
- * a recall target without the training data.
+ * a recall target without the training data; the selection counts say which
+ * neurons the false positives fall on (the planner's reads).
  *
  * Temporal reuse is what a neuron cache lives on (LLM in a Flash's sliding
  * window): over a token that has at least 8 predecessors in its sequence, the
@@ -96,6 +101,8 @@ typedef struct pi_stats {
     int64_t hist_bins;
     float hist_lo, hist_w;
     double *hist;          /* (n_layer, 2, hist_bins) */
+    int64_t *sel;          /* (n_layer, n_ff) tokens in which the predictor selected each neuron;
+                              NULL unless counted with the histograms or loaded */
 } pi_stats;
 
 #define PI_STATS_HIST_BINS 1024  /* logits in [-16, 16) by 1/32 */
@@ -124,12 +131,14 @@ void pi_stats_free(pi_stats *st); /* accepts NULL */
    layer must be below n_layer (a shape mismatch is a programming error). */
 void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
 
-/* Start counting predictor logits (PI_STATS_HIST_BINS bins). PI_ERR_NOMEM. */
+/* Start counting predictor logits (PI_STATS_HIST_BINS bins) and
+   selections. PI_ERR_NOMEM. */
 pi_status pi_stats_enable_hist(pi_stats *st);
 
 /* Count layer's n_ff logits z by whether act marks the neuron active (the
-   stats' threshold). Needs pi_stats_enable_hist. */
-void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act);
+   stats' threshold), and as selected those that reach thr (the predictor's
+   threshold for the unit). Needs pi_stats_enable_hist. */
+void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act, float thr);
 
 /* Per layer, the largest threshold (a bin edge) whose recall is at least
    min_recall on the histograms: thr[l], and what it gives, recall[l],
