@@ -32,7 +32,8 @@
  *   s_i = r_l a_i + f_l (1 - a_i)                          selected by the predictor:
  *         r_l its recall, f_l its false-positive rate, from recall and precision;
  *         with the file's selection counts (profile, gen-model) the layer's
- *         S_l = r_l A_l / precision_l spread over its neurons as those counts are
+ *         S_l = r_l A_l / precision_l spread over its neurons as those counts are,
+ *         moved to the threshold in probit space: s_i = Phi(Phi^-1(c_i) - d_l)
  *   S_l = sum_i s_i,  A_l = sum_i a_i
  *   h_i = 1 for i < H_l (resident); else the LRU hit probability of the
  *         neuron cache of C slots shared by all layers, by Che's
@@ -123,6 +124,7 @@ typedef struct pi_mprofile {
     double *sel;            /* (n_layer * n_ff) s_i */
     double *sel_file;       /* (n_layer * n_ff) the predictors' selection rates at the file's thresholds
                                (blk.N.ffn_sel_count / tokens), NULL when the file has none */
+    double *sel_z;          /* (n_layer * n_ff) Phi^-1 of sel_file, with it */
     double recall[PI_PLAN_MAX_LAYERS], precision[PI_PLAN_MAX_LAYERS];
     char source[96];        /* where recall/precision came from */
     /* temporal persistence per layer, from the file's measured reuse
