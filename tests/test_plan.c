@@ -255,6 +255,16 @@ static void test_lookahead(void) {
     const double saved = 1e3 / off.tok_s - 1e3 / on.tok_s, compute = on.ms_fixed + on.ms_pred + on.ms_down + on.ms_overhead;
     CHECKF(saved > 0.0 && saved <= compute + 1e-9 && on.ms_io_hidden - off.ms_io_hidden <= 0.85 * on.ms_io + 1e-9,
            "slow disk: %.3f ms saved of %.3f ms compute, I/O %.3f ms", saved, compute, on.ms_io);
+    /* the output head runs after the last layer with no read in flight:
+       the larger its share of the fixed region, the less the lookahead hides */
+    pi_cost headed;
+    mp->head_bytes = mp->fixed_by_type[PI_TYPE_Q4_0] / 2;
+    mp->head_type = PI_TYPE_Q4_0;
+    pi_plan_cost(mp, &slow, &p, &headed);
+    CHECKF(headed.ms_io_hidden < on.ms_io_hidden && headed.tok_s < on.tok_s && headed.tok_s > off.tok_s,
+           "head half the fixed region: %.3f ms hidden (%.3f without a head, %.3f without the lookahead)",
+           headed.ms_io_hidden, on.ms_io_hidden, off.ms_io_hidden);
+    mp->head_bytes = 0;
     pi_mprofile_free(mp);
 }
 

@@ -208,6 +208,9 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     memcpy(p->pred_by_type, z->pred_by_type, sizeof p->pred_by_type);
     for (int y = 0; y < PI_TYPE_COUNT; y++) p->lookahead |= p->pred_by_type[y] > 0; /* run's default with predictors */
     p->file_size = pi_gguf_file_size(g);
+    const pi_gguf_tensor *head = pi_gguf_find_tensor(g, PI_TN_OUTPUT); /* absent: tied to the embedding */
+    if (!head) head = pi_gguf_find_tensor(g, PI_TN_TOKEN_EMBD);
+    if (head && head->type < PI_TYPE_COUNT && pi_type_get(head->type)) p->head_bytes = head->nbytes, p->head_type = (pi_type)head->type;
     p->n_expert = z->n_expert;
     p->n_expert_used = z->n_expert_used;
     const int64_t X = p->n_expert ? p->n_expert : 1; /* a layer's count tensor holds its experts' */
@@ -404,18 +407,26 @@ static void fixed_times(const pi_mprofile *mp, const pi_hw *hw, int T, double *t
     }
 }
 
+/* Of the fixed region's time, the part between layers (attention), where
+   the lookahead reads: all of it but the output head's, which runs after
+   the last layer with no read in flight. */
+static double between_layers(const pi_mprofile *mp, const pi_hw *hw, int T, double t_fixed) {
+    const double t_head = mp->head_bytes ? (double)mp->head_bytes / (pi_hw_kernel_gbs(hw, 0, mp->head_type, T) * 1e9) : 0.0;
+    return t_fixed > t_head ? t_fixed - t_head : 0.0;
+}
+
 /* The compute that unit l's lookahead reads overlap, per visit: the step
    before's work after its gate/up (its predictor, down rows and overhead,
-   t_body) and its share of the fixed region (attention between layers),
-   t_fixed spread over the visits of a token. The first layer's units have
+   t_body) and its share of the attention between layers, t_att spread over
+   the visits of a token. The first layer's units have
    none: the last layer looks ahead to no next token. 0 without the
    lookahead. */
-static double ahead_window(const pi_mprofile *mp, int64_t l, double t_body, double t_fixed) {
+static double ahead_window(const pi_mprofile *mp, int64_t l, double t_body, double t_att) {
     const int64_t X = mp->n_expert ? mp->n_expert : 1;
     if (!mp->lookahead || l < X) return 0.0;
     double visits = 0.0;
     for (int64_t k = 0; k < mp->n_layer; k++) visits += mp->n_expert ? mp->visit[k] : 1.0;
-    return t_body + t_fixed / visits;
+    return t_body + t_att / visits;
 }
 
 /* A visit's wait for its reads: t_io less what the lookahead read during
@@ -448,6 +459,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     memset(c, 0, sizeof *c);
     double t_fixed, t_pred_all;
     fixed_times(mp, hw, T, &t_fixed, &t_pred_all);
+    const double t_att = between_layers(mp, hw, T, t_fixed);
     const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], T) * 1e9;
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
@@ -483,7 +495,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         double t_down = A / w * d / ax_d;
         double qd = (double)p->queue_depth < R / w ? (double)p->queue_depth : R / w;
         double t_io = io_time(hw, mp->stride, M / w, R / w, qd);
-        const double t_body = t_pred + t_down + c_visit, t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_fixed));
+        const double t_body = t_pred + t_down + c_visit, t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_att));
         double t_l = t_body + (t_wait > t_gu ? t_wait : t_gu);
         total += w * t_l;
         c->ms_overhead += w * c_visit * 1e3;
@@ -545,6 +557,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
     if (!tb->tab || !tb->store) return false;
     double t_fixed, t_pred_all;
     fixed_times(mp, hw, threads, &t_fixed, &t_pred_all);
+    const double t_att = between_layers(mp, hw, threads, t_fixed);
     const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], threads) * 1e9;
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], threads) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], threads) * 1e9;
@@ -566,7 +579,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
         const double w = visit_of(mp, l);
         t->t_gu = gu_time(mp, S / w, A / w, rd_g, rd_u, threads);
         t->t_fixed_part = t_pred_all / (double)L + A / w * (double)mp->part_bytes[2] / ax_d + visit_overhead(mp);
-        t->window = ahead_window(mp, l, t->t_fixed_part, t_fixed);
+        t->window = ahead_window(mp, l, t->t_fixed_part, t_att);
     }
     return true;
 }

@@ -14,8 +14,9 @@
  *   t_l     = t_body + max(t_wait, t_gu)
  *   t_body  = t_pred + t_down + c_layer
  *   t_wait  = t_io - min(C_AHEAD t_io, t_win)               the reads the lookahead has not done:
- *             t_win = t_body + t_fixed / (visits per token)  it reads up to C_AHEAD of a unit's
- *             (0 in the first layer, and without predictors) misses while the step before runs
+ *             t_win = t_body + t_att / (visits per token)    it reads up to C_AHEAD of a unit's
+ *             t_att = t_fixed less the output head's         misses while the step before runs
+ *             (0 in the first layer, and without predictors)
  *   t_pred  = predictor bytes / matvec(type, T)
  *   t_gu    = (S_l * g + A_l * u) / rowdot(type, T)        gate of every selected
  *             + S_l * c_n / T                              neuron, up of the active ones,
@@ -117,6 +118,8 @@ typedef struct pi_mprofile {
     uint64_t pred_by_type[PI_TYPE_COUNT];
     bool lookahead;         /* the file has predictors: the engine reads each unit's predicted misses
                                while the step before computes (run's default) */
+    uint64_t head_bytes;    /* the output head's (of fixed): it runs after the last layer, no read in flight */
+    pi_type head_type;
     uint64_t file_size;
     bool have_stats;        /* activation counts were in the file (else uniform) */
     double tokens;          /* tokens the counts come from */
