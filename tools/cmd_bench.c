@@ -137,16 +137,24 @@ static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *o
     return true;
 }
 
+/* Each timed repetition's flash reads: how many, and for how long one was
+   in flight. */
+typedef struct {
+    double reads[MAX_REPS], bytes[MAX_REPS], busy_s[MAX_REPS];
+} rep_reads;
+
 /* Median tok/s of `reps` runs generating n tokens one at a time. The
    session's counters start after the warm-up, so that the figures printed
    with the result (reads, hit rates, time per token) are those of the timed
    runs: the warm-up's first reads of a model can be far slower than later
-   ones. */
-static bool measure_tg(app *a, long n, long reps, double *out, double *ts, double *ns) {
+   ones. io (may be NULL) gets each timed run's reads. */
+static bool measure_tg(app *a, long n, long reps, double *out, double *ts, double *ns, rep_reads *io) {
     const int64_t V = a->info.n_vocab;
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) {
         if (r == 0) pi_session_reset_stats(a->s);
+        pi_token_stats s0 = {0}, s1 = {0};
+        if (io && r >= 0) pi_session_stats(a->s, &s0);
         pi_session_kv_clear(a->s);
         int32_t tok = 1 % (int32_t)V;
         double t0 = app_time_s();
@@ -155,6 +163,11 @@ static bool measure_tg(app *a, long n, long reps, double *out, double *ts, doubl
             tok = (int32_t)((tok * 31 + 7) % V);
         }
         sample(r, n, app_time_s() - t0, v, ts, ns);
+        if (io && r >= 0 && !pi_session_stats(a->s, &s1)) {
+            io->reads[r] = (double)(s1.reads - s0.reads);
+            io->bytes[r] = (double)(s1.bytes_read - s0.bytes_read);
+            io->busy_s[r] = s1.io_busy_s - s0.io_busy_s;
+        }
     }
     *out = app_median(v, (int)reps);
     return true;
@@ -354,7 +367,7 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
         oi.mp.n_ctx = n_ctx;
         app a;
         if (!app_load(cmd, &oi, &a)) return 1;
-        bool ok = measure_tg(&a, n_gen, reps, dense_run ? &dense : &sparse, NULL, NULL);
+        bool ok = measure_tg(&a, n_gen, reps, dense_run ? &dense : &sparse, NULL, NULL, NULL);
         app_free(&a);
         if (!ok) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -380,7 +393,7 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
                 return 1;
             }
             if (!k) pt[i].predicted = a.info.plan_tok_s;
-            bool ok = measure_tg(&a, n_gen, reps, k ? &pt[i].naive : &pt[i].measured, NULL, NULL);
+            bool ok = measure_tg(&a, n_gen, reps, k ? &pt[i].naive : &pt[i].measured, NULL, NULL, NULL);
             app_free(&a);
             if (!ok) {
                 fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -514,17 +527,27 @@ static void print_floor(const offload_figs *f, FILE *out) {
             f->io_floor_ms, f->no_io_ms, f->floor_ms, 1e3 / f->floor_ms, f->token_ms, f->floor_ratio);
 }
 
-/* The random reads the timed runs achieved (reads per second while one was
-   in flight), kept beside the cached probe for the planner
-   (pi_model_note_reads): the engine's own reads of this disk are the
-   figure that prices the next plan. Only from enough reads to measure. */
+/* The random reads the last round's median repetition achieved (reads per
+   second while one was in flight), kept beside the cached probe for the
+   planner (pi_model_note_reads): the engine's own reads of this disk are
+   the figure that prices the next plan. The median run's, as its tok/s is
+   the one reported: on a disk whose first reads of a block are slow, a
+   model just written read at 35.1K/s over all three runs of a 47B
+   benchmark and at about 64K/s in the two later ones. Only from enough
+   reads to measure. io: each run's reads, ts: each run's tok/s. */
 #define NOTE_MIN_READS 4096
 #define NOTE_MIN_BUSY_S 0.25
-static void note_reads(const app *a, const offload_figs *f, const char *cmd) {
-    if (!f->valid || f->st.reads < NOTE_MIN_READS || f->st.io_busy_s < NOTE_MIN_BUSY_S ||
-        f->mem.queue_depth < 1)
+static void note_reads(const app *a, const offload_figs *f, const rep_reads *io, const double *ts, long reps,
+                       const char *cmd) {
+    long m = 0; /* the median run: as many runs faster as slower (the slower middle one of an even count) */
+    for (long r = 0; r < reps; r++) {
+        long below = 0, equal_before = 0;
+        for (long q = 0; q < reps; q++) below += ts[q] < ts[r], equal_before += q < r && ts[q] == ts[r];
+        if (below + equal_before == (reps - 1) / 2) m = r;
+    }
+    if (!f->valid || io->reads[m] < NOTE_MIN_READS || io->busy_s[m] < NOTE_MIN_BUSY_S || f->mem.queue_depth < 1)
         return;
-    const double rate = (double)f->st.reads / f->st.io_busy_s, bytes = (double)f->st.bytes_read / (double)f->st.reads;
+    const double rate = io->reads[m] / io->busy_s[m], bytes = io->bytes[m] / io->reads[m];
     char path[1024];
     if (pi_model_note_reads(a->m, bytes, f->mem.queue_depth, rate, path, sizeof path)) {
         fprintf(stderr, "%s: the reads achieved were not kept: %s\n", cmd, pi_last_error());
@@ -855,6 +878,7 @@ int cmd_bench(int argc, char **argv) {
 
     double pp[MAX_REPS], tg[MAX_REPS], ppp[MAX_REPS], ptg[MAX_REPS], rpp[MAX_REPS], rtg[MAX_REPS];
     double dtg[MAX_REPS], rdtg[MAX_REPS];
+    rep_reads tg_io = {{0}, {0}, {0}};
     for (long k = 0; k < rounds; k++) {
         pp[k] = tg[k] = ppp[k] = ptg[k] = 0.0;
         if (k == 0) now_rfc3339(tpp.time, sizeof tpp.time);
@@ -863,7 +887,7 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
         if (k == 0) now_rfc3339(ttg.time, sizeof ttg.time);
-        if (n_gen > 0 && !measure_tg(&a, n_gen, reps, &tg[k], ttg.ts + k * reps, ttg.ns + k * reps)) {
+        if (n_gen > 0 && !measure_tg(&a, n_gen, reps, &tg[k], ttg.ts + k * reps, ttg.ns + k * reps, &tg_io)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -872,7 +896,7 @@ int cmd_bench(int argc, char **argv) {
         if (dense) { /* the same tokens through the dense session; a.s is back before any error path */
             pi_session *sparse = a.s;
             a.s = dense;
-            const bool ok = measure_tg(&a, n_gen, reps, &dtg[k], NULL, NULL);
+            const bool ok = measure_tg(&a, n_gen, reps, &dtg[k], NULL, NULL, NULL);
             a.s = sparse;
             if (!ok) {
                 fprintf(stderr, "pinfer: %s: dense decode: %s\n", cmd, pi_last_error());
@@ -897,14 +921,14 @@ int cmd_bench(int argc, char **argv) {
         app_print_offload(&a, out);
         offload_figures(&a, &of);
         print_floor(&of, out);
-        note_reads(&a, &of, cmd);
+        note_reads(&a, &of, &tg_io, ttg.ts + (rounds - 1) * reps, reps, cmd);
     }
     if (n_gen > 0 && pi_session_ffn(a.s) != PI_FFN_DENSE && !a.info.offloaded) {
         /* a separate, untimed pass: the recall check computes every gate */
         pi_session_reset_stats(a.s);
         const bool check = pi_session_set_recall_check(a.s, true) == PI_OK;
         double once;
-        if (!measure_tg(&a, n_gen, 1, &once, NULL, NULL)) goto out;
+        if (!measure_tg(&a, n_gen, 1, &once, NULL, NULL, NULL)) goto out;
         print_sparse_stats(&a, check, bw, ttg.median, out, &sf);
         if (check) pi_session_set_recall_check(a.s, false);
     }
