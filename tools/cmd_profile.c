@@ -27,6 +27,7 @@
 #include "base/outfile.h"
 #include "base/timer.h"
 #include "sparse/cachesim.h"
+#include "sparse/ffn_sparse.h"
 #include "sparse/predictor.h"
 #include "sparse/stats.h"
 
@@ -199,8 +200,8 @@ static void observe_both(void *ctx, int64_t layer, int64_t pos, const float *ffn
     if (o->tr) pi_trace_observe(o->tr, layer, pos, ffn_in, act);
     if (o->pred) {
         pi_pred_logits(o->pred, layer, ffn_in, o->h, o->z);
-        pi_stats_observe_logits(o->st, layer, o->z, act,
-                                o->m->layer_threshold ? o->m->layer_threshold[layer] : o->m->sparse_threshold);
+        const int64_t X = o->m->hp.n_expert ? o->m->hp.n_expert : 1; /* layer is an FFN unit */
+        pi_stats_observe_logits(o->st, layer, o->z, act, pi_sparse_threshold(o->m, layer / X, layer % X));
     }
 }
 

@@ -419,14 +419,12 @@ static double between_layers(const pi_mprofile *mp, const pi_hw *hw, int T, doub
 /* The compute that unit l's lookahead reads overlap, per visit: the step
    before's work after its gate/up (its predictor, down rows and overhead,
    t_body) and its share of the attention between layers, t_att spread over
-   the visits of a token. The first layer's units have
+   the visits of a token (visits_per_token). The first layer's units have
    none: the last layer looks ahead to no next token. 0 without the
    lookahead. */
-static double ahead_window(const pi_mprofile *mp, int64_t l, double t_body, double t_att) {
+static double ahead_window(const pi_mprofile *mp, int64_t l, double t_body, double t_att, double visits) {
     const int64_t X = mp->n_expert ? mp->n_expert : 1;
     if (!mp->lookahead || l < X) return 0.0;
-    double visits = 0.0;
-    for (int64_t k = 0; k < mp->n_layer; k++) visits += mp->n_expert ? mp->visit[k] : 1.0;
     return t_body + t_att / visits;
 }
 
@@ -447,6 +445,13 @@ static double gu_time(const pi_mprofile *mp, double S, double A, double rd_g, do
 /* The share of tokens that run unit l: 1 for a dense layer. */
 static double visit_of(const pi_mprofile *mp, int64_t l) { return mp->n_expert ? mp->visit[l] : 1.0; }
 
+/* The units a token visits: the layers, or a mixture's experts' shares summed. */
+static double visits_per_token(const pi_mprofile *mp) {
+    double v = 0.0;
+    for (int64_t l = 0; l < mp->n_layer; l++) v += visit_of(mp, l);
+    return v;
+}
+
 /* A step's fixed overhead per visit: a dense layer's C_LAYER_S; a mixture's
    layer pays it once for the experts its token visits. */
 static double visit_overhead(const pi_mprofile *mp) {
@@ -460,7 +465,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     memset(c, 0, sizeof *c);
     double t_fixed, t_pred_all;
     fixed_times(mp, hw, T, &t_fixed, &t_pred_all);
-    const double t_att = between_layers(mp, hw, T, t_fixed);
+    const double t_att = between_layers(mp, hw, T, t_fixed), visits = visits_per_token(mp);
     const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], T) * 1e9;
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
@@ -496,7 +501,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         double t_down = A / w * d / ax_d;
         double qd = (double)p->queue_depth < R / w ? (double)p->queue_depth : R / w;
         double t_io = io_time(hw, mp->stride, M / w, R / w, qd);
-        const double t_body = t_pred + t_down + c_visit, t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_att));
+        const double t_body = t_pred + t_down + c_visit, t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_att, visits));
         double t_l = t_body + (t_wait > t_gu ? t_wait : t_gu);
         total += w * t_l;
         c->ms_overhead += w * c_visit * 1e3;
@@ -558,7 +563,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
     if (!tb->tab || !tb->store) return false;
     double t_fixed, t_pred_all;
     fixed_times(mp, hw, threads, &t_fixed, &t_pred_all);
-    const double t_att = between_layers(mp, hw, threads, t_fixed);
+    const double t_att = between_layers(mp, hw, threads, t_fixed), visits = visits_per_token(mp);
     const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], threads) * 1e9;
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], threads) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], threads) * 1e9;
@@ -580,7 +585,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
         const double w = visit_of(mp, l);
         t->t_gu = gu_time(mp, S / w, A / w, rd_g, rd_u, threads);
         t->t_fixed_part = t_pred_all / (double)L + A / w * (double)mp->part_bytes[2] / ax_d + visit_overhead(mp);
-        t->window = ahead_window(mp, l, t->t_fixed_part, t_att);
+        t->window = ahead_window(mp, l, t->t_fixed_part, t_att, visits);
     }
     return true;
 }
