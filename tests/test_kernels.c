@@ -26,10 +26,13 @@
  *      types, SIMD tables), sentinels around the outputs.
  *   6. axpy_rows (the gathered axpy) of every table: ref is ref's axpy row
  *      by row, the SIMD tables give the bits of a scalar model with one
- *      fused multiply-add per element and row and agree with ref within a
- *      tolerance; zero coefficients skip their (possibly NULL) rows; a list
- *      split into two calls gives the bits of one; lists of 0..64 rows with
- *      repeats, rows at odd addresses, sentinels around y.
+ *      fused multiply-add per element and row (Q4_0: the integer model of
+ *      axpy_rows.h, 16-bit coefficients per group of 8 rows, also at
+ *      extreme and non-finite coefficients) and agree with ref within a
+ *      tolerance (Q4_0: plus the coefficients' rounding); zero
+ *      coefficients skip their (possibly NULL) rows; a list split into two
+ *      calls gives the bits of one (Q4_0: split between groups); lists of
+ *      0..64 rows with repeats, rows at odd addresses, sentinels around y.
  *   7. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
  *
  * Tolerances are relative to S = sum |w_i x_i| over the dequantized values: a
@@ -936,6 +939,19 @@ static bool same_bits(float a, float b) {
     return ua == ub;
 }
 
+/* The split at or below `split` after which the list's nonzero
+   coefficients before it are a multiple of 8 (whole Q4_0 groups). */
+static int64_t group_split(const float *a, int64_t split) {
+    int64_t nz = 0;
+    for (int64_t k = 0; k < split; k++) nz += a[k] != 0.0f;
+    int64_t keep = nz / 8 * 8, s = 0;
+    for (int64_t k = 0; k < split && keep > 0; k++) {
+        keep -= a[k] != 0.0f;
+        s = k + 1;
+    }
+    return s;
+}
+
 /* One weight type and row length: a matrix of NROWS rows (at an odd legal
    offset, rows padded so their starts vary in alignment), ref's vec_dot and
    S per row computed once; then for every table, lists of every length in
@@ -1091,6 +1107,57 @@ static void axpy_rows_model(pi_type t, int64_t n, const float *a, const void *co
     }
 }
 
+/* The SIMD tables' Q4_0 axpy_rows (axpy_rows.h, "Q4_0 in integers"),
+   written from its rules: groups of up to 8 rows with nonzero
+   coefficients in list order; per group and block, the float coefficients
+   a * d, the exponent of the largest, 16-bit integer coefficients, an exact
+   integer sum, one rounding into y. qerr[i] (when not NULL) gets the
+   bound of what the coefficients' rounding moved y[i] by:
+   sum over rows of |q - 8| * 2^e / 2. */
+static void axpy_rows_model_q4i(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
+                                double *qerr) {
+    const size_t bsz = sizeof(pi_block_q4_0);
+    for (int64_t k0 = 0; k0 < count;) {
+        const uint8_t *g[8];
+        float ga[8];
+        int m = 0;
+        for (; k0 < count && m < 8; k0++)
+            if (a[k0] != 0.0f) g[m] = rows[k0], ga[m++] = a[k0];
+        if (m == 0) break;
+        for (int64_t b = 0; b < n / 32; b++) {
+            float cd[8];
+            uint32_t big = 0;
+            for (int r = 0; r < m; r++) {
+                pi_f16 d;
+                memcpy(&d, g[r] + b * bsz, 2);
+                cd[r] = ga[r] * pi_f16_to_f32(d);
+                uint32_t u;
+                memcpy(&u, &cd[r], 4);
+                u &= 0x7fffffffu;
+                if (u > big) big = u;
+            }
+            const int E = (int)(big >> 23);
+            if (E == 255) {
+                for (int j = 0; j < 32; j++) y[b * 32 + j] = NAN;
+                continue;
+            }
+            const int e = E - 141 < -126 ? -126 : E - 141 > 113 ? 113 : E - 141;
+            int64_t acc[32] = {0};
+            for (int r = 0; r < m; r++) {
+                double v = nearbyint(ldexp((double)cd[r], -e)); /* exact scaling; rounds half to even */
+                v = v > 32767 ? 32767 : v < -32767 ? -32767 : v;
+                const uint8_t *qs = g[r] + b * bsz + 2;
+                for (int j = 0; j < 32; j++) {
+                    const int q = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) - 8;
+                    acc[j] += (int64_t)v * q;
+                    if (qerr) qerr[b * 32 + j] += fabs((double)q) * ldexp(1.0, e - 1);
+                }
+            }
+            for (int j = 0; j < 32; j++) y[b * 32 + j] = fmaf((float)acc[j], ldexpf(1.0f, e), y[b * 32 + j]);
+        }
+    }
+}
+
 /* axpy: per element, each row's step differs between ref (2 roundings) and
    a fused kernel (1) by at most 2 ulps of |y| + |a w|, and the steps'
    differences add up: bounded relative to |y0| + sum |a_k w_k|. */
@@ -1128,7 +1195,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
     float *y0 = malloc((size_t)n * sizeof *y0), *yr = malloc((size_t)n * sizeof *yr);
     float *ym = malloc((size_t)n * sizeof *ym), *yb = malloc((size_t)(n + 2) * sizeof *yb);
     float *ys = malloc((size_t)(n + 2) * sizeof *ys);
-    double *S = malloc((size_t)n * sizeof *S);
+    double *S = malloc((size_t)n * sizeof *S), *qerr = malloc((size_t)n * sizeof *qerr);
     const void *ptrs[64];
     float a[64];
     int idx[64];
@@ -1153,7 +1220,9 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
                pi_type_name(t), (long long)n, (long long)count, diff);
         /* the fused model and the tolerance scale */
         memcpy(ym, y0, (size_t)n * sizeof *ym);
-        axpy_rows_model(t, n, a, ptrs, count, ym, tmp);
+        for (int64_t i = 0; i < n; i++) qerr[i] = 0;
+        if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(n, a, ptrs, count, ym, qerr);
+        else axpy_rows_model(t, n, a, ptrs, count, ym, tmp);
         for (int64_t i = 0; i < n; i++) {
             S[i] = fabs((double)y0[i]);
             for (int64_t k = 0; k < count; k++) S[i] += fabs((double)a[k] * wd[(size_t)idx[k] * n + i]);
@@ -1170,7 +1239,8 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
                 memcpy(yb + 1, y0, (size_t)n * sizeof *yb);
                 k->axpy_rows[t](n, a, ptrs, count, yb + 1);
                 /* the same list in two calls */
-                const int64_t split = count ? (int64_t)(t_next(&r) % (uint64_t)(count + 1)) : 0;
+                int64_t split = count ? (int64_t)(t_next(&r) % (uint64_t)(count + 1)) : 0;
+                if (t == PI_TYPE_Q4_0) split = group_split(a, split); /* the groups must stay whole */
                 ys[0] = ys[n + 1] = SENTINEL;
                 memcpy(ys + 1, y0, (size_t)n * sizeof *ys);
                 k->axpy_rows[t](n, a, ptrs, split, ys + 1);
@@ -1179,7 +1249,8 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
                 double worst = 0;
                 for (int64_t i = 0; i < n; i++) {
                     const double err = fabs((double)yb[1 + i] - yr[i]) / (S[i] > 0 ? S[i] : 1.0);
-                    if (!(err <= TOL_AXPY_ROWS_REL(count))) bad++;
+                    const double qtol = is_ref ? 0 : qerr[i] / (S[i] > 0 ? S[i] : 1.0);
+                    if (!(err <= TOL_AXPY_ROWS_REL(count) + qtol)) bad++;
                     if (err > worst) worst = err;
                     model += !is_ref && !same_bits(yb[1 + i], ym[i]);
                     split_diff += !same_bits(yb[1 + i], ys[1 + i]);
@@ -1206,8 +1277,59 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
     free(yb);
     free(ys);
     free(S);
+    free(qerr);
     tbuf_free(&W);
     tbuf_free(&Wodd);
+}
+
+/* Q4_0 on the SIMD tables: coefficients far from 1 (the exponent's
+   clamps) give the model's bits; a coefficient that is not finite makes
+   its group's blocks NaN. */
+static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk) {
+    enum { N = 96, ROWS = 9 };
+    const pi_type t = PI_TYPE_Q4_0;
+    const size_t rb = pi_row_size(t, N);
+    uint8_t *W = malloc(rb * ROWS);
+    float x[N], y0[N], ym[N], yb[N], a[ROWS];
+    const void *ptrs[ROWS];
+    t_rng r = {77};
+    for (int k = 0; k < ROWS; k++) {
+        fill_random(&r, x, N, false);
+        pi_quantize_row(t, x, W + rb * k, N);
+        ptrs[k] = W + rb * k;
+    }
+    static const float scales[] = {1e-38f, 1e-30f, 1e30f, 3e33f};
+    for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+        for (int k = 0; k < ROWS; k++) a[k] = t_normal(&r) * scales[si];
+        fill_random(&r, y0, N, false);
+        memcpy(ym, y0, sizeof ym);
+        axpy_rows_model_q4i(N, a, ptrs, ROWS, ym, NULL);
+        for (int ki = 0; ki < nk; ki++) {
+            const pi_kernels *k = ks[ki];
+            if (!k->axpy_rows[t] || k->axpy_rows[t] == pi_kernels_ref.axpy_rows[t]) continue;
+            memcpy(yb, y0, sizeof yb);
+            k->axpy_rows[t](N, a, ptrs, ROWS, yb);
+            int diff = 0;
+            for (int i = 0; i < N; i++) diff += !same_bits(yb[i], ym[i]);
+            CHECKF(diff == 0, "%s axpy_rows q4_0 coefficients ~%g: %d elements differ from the model", k->name,
+                   (double)scales[si], diff);
+        }
+    }
+    for (int bad = 0; bad < 2; bad++) {
+        for (int k = 0; k < ROWS; k++) a[k] = t_normal(&r);
+        a[3] = bad ? NAN : INFINITY;
+        for (int ki = 0; ki < nk; ki++) {
+            const pi_kernels *k = ks[ki];
+            if (!k->axpy_rows[t] || k->axpy_rows[t] == pi_kernels_ref.axpy_rows[t]) continue;
+            fill_random(&r, yb, N, false);
+            k->axpy_rows[t](N, a, ptrs, ROWS, yb);
+            int nan = 0;
+            for (int i = 0; i < N; i++) nan += isnan(yb[i]);
+            CHECKF(nan == N, "%s axpy_rows q4_0 with a%s coefficient: %d of %d elements NaN", k->name,
+                   bad ? " NaN" : "n infinite", nan, N);
+        }
+    }
+    free(W);
 }
 
 static void test_axpy_rows(const pi_kernels *const *ks, int nk) {
@@ -1226,6 +1348,7 @@ static void test_axpy_rows(const pi_kernels *const *ks, int nk) {
                                           : sizeof flens / sizeof flens[0];
         for (size_t li = 0; li < nlen; li++) test_axpy_rows_case(ks, nk, t, lens[li], seed++);
     }
+    test_axpy_rows_q4i_edges(ks, nk);
 }
 
 /* ------------------------------------------------------------ 7. dispatch */

@@ -47,6 +47,7 @@ static void detect(pi_cpu_features *f) {
         f->avx512bw = (b >> 30) & 1;
         f->avx512vl = (b >> 31) & 1;
         f->avx512vnni = (c >> 11) & 1;
+        f->avx512vbmi = (c >> 1) & 1;
     }
 }
 #elif defined(__aarch64__)
@@ -90,7 +91,7 @@ const char *pi_cpu_describe(void) {
     struct { bool on; const char *name; } all[] = {
         {f->avx2, "avx2"}, {f->fma, "fma"}, {f->f16c, "f16c"}, {f->avx512f, "avx512f"},
         {f->avx512bw, "avx512bw"}, {f->avx512vl, "avx512vl"}, {f->avx512dq, "avx512dq"},
-        {f->avx512vnni, "avx512vnni"}, {f->amx_tile, "amx_tile"}, {f->amx_int8, "amx_int8"},
+        {f->avx512vnni, "avx512vnni"}, {f->avx512vbmi, "avx512vbmi"}, {f->amx_tile, "amx_tile"}, {f->amx_int8, "amx_int8"},
         {f->neon, "neon"}, {f->neon_dotprod, "dotprod"}, {f->neon_fp16, "fp16"},
     };
     size_t n = 0;

@@ -11,6 +11,7 @@ typedef struct pi_cpu_features {
     bool avx2, fma, f16c;                       /* x86: the AVX2 kernel needs all three */
     bool avx512f, avx512bw, avx512vl, avx512dq; /* x86: the AVX-512 kernel needs these... */
     bool avx512vnni;                            /* ...and VNNI for int8 dot products */
+    bool avx512vbmi;                            /* x86: byte permutes (the Q4_0 down path; optional) */
     bool amx_tile, amx_int8;                    /* x86: AMX tiles and their int8 multiply; the OS
                                                    saves tile state (XCR0), but a process must still
                                                    ask for permission before use (dispatch.c does) */

@@ -5,9 +5,10 @@
  * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 16 or
  * 32 floats held in registers, and each row's weights for the segment are
  * unpacked and added with one FMA (vfmaq) per vector, row after row, so y is
- * loaded and stored once per group of rows. Unpacking: F16 by vcvt, BF16 by
- * a widening shift; Q8_0 / Q4_0 / Q6_K weights as signed bytes (Q4_0's
- * nibbles minus 8, Q6_K's six bits assembled in bytes minus 32), Q4_K /
+ * loaded and stored once per group of rows (Q4_0: in integers, see
+ * axpy_rows.h and its section below). Unpacking: F16 by vcvt, BF16 by
+ * a widening shift; Q8_0 / Q6_K weights as signed bytes (Q6_K's six bits
+ * assembled in bytes minus 32), Q4_K /
  * Q5_K's as unsigned bytes, widened twice and converted; the K-quant scales
  * once per row and super-block, so that Q4_K / Q5_K weights are one FMA of
  * exact operands (d * sc * q - dmin * m, one rounding, as ref) and Q6_K's
@@ -111,12 +112,11 @@ INLINE void fl_pass(pi_type t, const int R, const uint8_t *const *w, const float
 
 #define FL_PASS(R, w, c, pf, t, n, y) fl_pass(t, R, w, c, n, y)
 
-/* ------------------------------------------------------------ Q8_0, Q4_0 */
+/* ------------------------------------------------------------------ Q8_0 */
 
-/* Q8_0 (Q4 = 0) or Q4_0 (Q4 = 1): nb blocks of R rows, a segment being a
-   block of 32. */
-INLINE void q_pass(const int Q4, const int R, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
-    const size_t bsz = Q4 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+/* Q8_0: nb blocks of R rows, a segment being a block of 32. */
+INLINE void q8_pass(const int R, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
+    const size_t bsz = sizeof(pi_block_q8_0);
     for (int64_t b = 0; b < nb; b++, y += 32) {
         const size_t off = (size_t)b * bsz;
         float32x4_t acc[8];
@@ -126,15 +126,7 @@ INLINE void q_pass(const int Q4, const int R, const uint8_t *const *w, const flo
         for (int k = 0; k < R; k++) {
             const uint8_t *p = w[k] + off;
             const float cd = c[k] * f16_at(p);
-            int8x16_t q[2];
-            if (Q4) {
-                const uint8x16_t v = vld1q_u8(p + 2);
-                q[0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
-                q[1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
-            } else {
-                q[0] = vld1q_s8((const int8_t *)(p + 2));
-                q[1] = vld1q_s8((const int8_t *)(p + 18));
-            }
+            const int8x16_t q[2] = {vld1q_s8((const int8_t *)(p + 2)), vld1q_s8((const int8_t *)(p + 18))};
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 float32x4_t f[4];
@@ -148,8 +140,49 @@ INLINE void q_pass(const int Q4, const int R, const uint8_t *const *w, const flo
     }
 }
 
-#define Q8_0_PASS(R, w, c, pf, nb, y) q_pass(0, R, w, c, nb, y)
-#define Q4_0_PASS(R, w, c, pf, nb, y) q_pass(1, R, w, c, nb, y)
+#define Q8_0_PASS(R, w, c, pf, nb, y) q8_pass(R, w, c, nb, y)
+
+/* ------------------------------------------------------- Q4_0 in integers */
+
+/* (axpy_rows.h) Block by block: the group's coefficients of the block
+   (pi_q4i_quant, scalar), then each row's nibbles widened to 16 bits and
+   added by widening multiply-adds (vmlal) into 8 int32 vectors, which
+   start at -8 times the coefficients' sum. */
+INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
+    const size_t bsz = sizeof(pi_block_q4_0);
+    for (int64_t b = 0; b < nb; b++, y += 32) {
+        const size_t off = (size_t)b * bsz;
+        float cd[PI_AXPY_ROWS_GROUP];
+        int32_t k[PI_AXPY_ROWS_GROUP];
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) cd[r] = c[r] * f16_at(w[r] + off);
+        const float sc = pi_q4i_quant(cd, 2 * P, k);
+        int32_t ksum = 0;
+        for (int r = 0; r < 2 * P; r++) ksum += k[r];
+        int32x4_t acc[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) acc[j] = vdupq_n_s32(-8 * ksum);
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) {
+            const uint8x16_t v = vld1q_u8(w[r] + off + 2);
+            const int16_t kr = (int16_t)k[r];
+            const uint8x16_t q[2] = {vandq_u8(v, vdupq_n_u8(0x0f)), vshrq_n_u8(v, 4)};
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const int16x8_t lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q[h])));
+                const int16x8_t hi = vreinterpretq_s16_u16(vmovl_high_u8(q[h]));
+                acc[4 * h] = vmlal_n_s16(acc[4 * h], vget_low_s16(lo), kr);
+                acc[4 * h + 1] = vmlal_high_n_s16(acc[4 * h + 1], lo, kr);
+                acc[4 * h + 2] = vmlal_n_s16(acc[4 * h + 2], vget_low_s16(hi), kr);
+                acc[4 * h + 3] = vmlal_high_n_s16(acc[4 * h + 3], hi, kr);
+            }
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) vst1q_f32(y + 4 * j, vfmaq_n_f32(vld1q_f32(y + 4 * j), vcvtq_f32_s32(acc[j]), sc));
+    }
+}
+
+#define Q4I_PASS(P, w, c, pf, nb, y) q4i_pass(P, w, c, nb, y)
 
 /* ------------------------------------------------------------ K-quants */
 
@@ -278,7 +311,11 @@ FLOAT_ROWS(bf16, PI_TYPE_BF16)
     }
 
 QUANT_ROWS(q8_0, Q8_0_PASS, PI_QK8_0)
-QUANT_ROWS(q4_0, Q4_0_PASS, PI_QK4_0)
+
+void pi_axpy_rows_q4_0_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q4I_PASS, a, rows, count, 0, n / PI_QK4_0, y);
+}
+
 QUANT_ROWS(q4_K, Q4_K_PASS, PI_QK_K)
 QUANT_ROWS(q5_K, Q5_K_PASS, PI_QK_K)
 QUANT_ROWS(q6_K, Q6_K_PASS, PI_QK_K)

@@ -7,12 +7,15 @@
  * Every SIMD version computes, for each row k with a[k] != 0 in list order
  * and each element i, one fused multiply-add y[i] = fma(c, v, y[i]) with:
  *   F32, F16, BF16: c = a[k], v = the weight widened to float;
- *   Q8_0, Q4_0:     c = a[k] * d (d the block's f16 scale, the product
- *                   rounded to float), v = the integer quant (Q4_0: nibble - 8);
+ *   Q8_0:           c = a[k] * d (d the block's f16 scale, the product
+ *                   rounded to float), v = the integer quant;
  *   Q4_K, Q5_K, Q6_K: c = a[k], v = the weight exactly as pi_dequantize_row
  *                   gives it (those are exact in float, see ref.c).
  * So every SIMD table gives the same bits for the same call, and a list
  * split into consecutive calls gives the bits of one call over it.
+ * Q4_0 is added in integers instead ("Q4_0 in integers" below): the same
+ * bits in every SIMD table for the same calls, but a group's coefficients
+ * share a scale, so only splits between groups keep the bits.
  *
  * How they run: the rows with a nonzero coefficient are taken in groups of
  * up to PI_AXPY_ROWS_GROUP; a group walks y once, segment by segment, a
@@ -27,6 +30,10 @@
 #define PI_KERNELS_AXPY_ROWS_H
 
 #include "kernels.h"
+#include "simd_common.h"
+
+#include <math.h>
+#include <string.h>
 
 #define PI_AXPY_ROWS_GROUP 8
 
@@ -89,24 +96,48 @@ static inline void pi_axpy_pf_targets(const pi_axpy_group *g, const pi_axpy_grou
     for (int k = 0; k < g->m; k++) pf[k] = k < next->m ? next->w[k] : g->w[k] + ahead;
 }
 
+/* A walk over a list's groups (the two drivers below): each step takes
+   the next group and sets pf, what the current one prefetches. */
+typedef struct {
+    pi_axpy_group g[2];
+    const uint8_t *pf[PI_AXPY_ROWS_GROUP];
+    const float *a;
+    const void *const *rows;
+    int64_t count, pos;
+    int cur;
+} pi_axpy_walk;
+
+/* start_bytes: how many opening bytes of the first group's rows to
+   prefetch (0: none). */
+static inline void pi_axpy_walk_start(pi_axpy_walk *w, const float *a, const void *const *rows, int64_t count,
+                                      size_t start_bytes) {
+    w->a = a, w->rows = rows, w->count = count, w->pos = 0, w->cur = 0;
+    pi_axpy_take(a, rows, count, &w->pos, &w->g[0]);
+    if (start_bytes > 0)
+        for (int k = 0; k < w->g[0].m; k++) prefetch_row_start(w->g[0].w[k], start_bytes);
+}
+
+/* The next group to compute (NULL at the end), with w->pf set for it. */
+static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
+    pi_axpy_group *gc = &w->g[w->cur], *nx = &w->g[w->cur ^ 1];
+    if (gc->m == 0) return NULL;
+    pi_axpy_take(w->a, w->rows, w->count, &w->pos, nx);
+    pi_axpy_pf_targets(gc, nx, PI_VEC_DOT_PF, w->pf);
+    w->cur ^= 1;
+    return gc;
+}
+
 /* The body of a gathered axpy over a pass function pass(R, w, c, pf, ...)
    that adds R rows (R = 8, 4, 2 or 1, a constant) to y in one walk: groups
    of 8 rows, a last partial group as 4 + 2 + 1 rows (the rows stay in list
-   order). start_bytes: how many opening bytes of the first group's rows to
-   prefetch (0: none). */
+   order). start_bytes: as for pi_axpy_walk_start. */
 #define PI_AXPY_ROWS_DRIVE(pass, a, rows, count, start_bytes, ...)                                      \
     do {                                                                                                \
-        pi_axpy_group g_[2];                                                                            \
-        int64_t pos_ = 0;                                                                               \
-        int cur_ = 0;                                                                                   \
-        pi_axpy_take((a), (rows), (count), &pos_, &g_[0]);                                              \
-        if ((start_bytes) > 0)                                                                          \
-            for (int k_ = 0; k_ < g_[0].m; k_++) prefetch_row_start(g_[0].w[k_], (start_bytes));        \
-        while (g_[cur_].m > 0) {                                                                        \
-            pi_axpy_group *gc_ = &g_[cur_], *nx_ = &g_[cur_ ^ 1];                                       \
-            pi_axpy_take((a), (rows), (count), &pos_, nx_);                                             \
-            const uint8_t *pf_[PI_AXPY_ROWS_GROUP];                                                     \
-            pi_axpy_pf_targets(gc_, nx_, PI_VEC_DOT_PF, pf_);                                           \
+        pi_axpy_walk w_;                                                                                \
+        pi_axpy_walk_start(&w_, (a), (rows), (count), (start_bytes));                                   \
+        for (pi_axpy_group *gc_; (gc_ = pi_axpy_walk_next(&w_)) != NULL;) {                             \
+            const uint8_t **pf_ = w_.pf; /* unused where passes take no prefetch */                     \
+            (void)pf_;                                                                                  \
             if (gc_->m == 8) {                                                                          \
                 pass(8, gc_->w, gc_->c, pf_, __VA_ARGS__);                                              \
             } else {                                                                                    \
@@ -118,7 +149,92 @@ static inline void pi_axpy_pf_targets(const pi_axpy_group *g, const pi_axpy_grou
                 if (gc_->m - i_ >= 1)                                                                   \
                     pass(1, gc_->w + i_, gc_->c + i_, pf_ + i_, __VA_ARGS__), i_ += 1;                  \
             }                                                                                           \
-            cur_ ^= 1;                                                                                  \
+        }                                                                                               \
+    } while (0)
+
+/* ---- Q4_0 in integers ----
+ *
+ * Every SIMD table adds Q4_0 rows in integer arithmetic instead: for each
+ * group of up to PI_AXPY_ROWS_GROUP rows with a nonzero coefficient (as
+ * pi_axpy_take forms them, in list order, within one call) and each block b
+ * of 32 elements:
+ *   cd_k = a[k] * d_k,b                  (float product, rounded)
+ *   E    = the exponent field of max_k |cd_k| (taken on the bit patterns,
+ *          so a NaN or infinity counts as largest)
+ *   e    = E - 141 held in [-126, 113], so max |cd_k| * 2^-e < 2^15
+ *   k_k  = rint(cd_k * 2^-e) held in [-32767, 32767] (round half to even)
+ *   acc_i = sum_k k_k * (q_k,i - 8)      (exact in 32 bits: |acc| < 2^22)
+ *   y_i  = y_i + acc_i * 2^e             (one rounding: acc_i * 2^e is exact)
+ * and where E = 255 (a coefficient that is not finite) the block's y becomes
+ * NaN. Each coefficient is kept to 15 bits of the group's largest in the
+ * block (relative error <= 2^-15 of it); integer sums do not depend on the
+ * order the rows are added in, so every table gives the same bits for the
+ * same calls, while splitting a list into other calls (other groups) may
+ * change the last bits. Two rows at a time go through one 16-bit
+ * multiply-add into 32-bit lanes (vpdpwssd, pmaddwd; NEON widens row by
+ * row), which is why a Q4_0 down row costs about half of the float
+ * path's instructions. */
+
+#define PI_Q4I_KMAX 32767
+
+static inline uint32_t pi_q4i_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float pi_q4i_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* One block's integer coefficients k[0..m) of the float coefficients
+   cd[0..m) (the rules above); returns the block's scale 2^e, or NaN. The
+   scalar form of what the SIMD versions compute for several blocks at once. */
+static inline float pi_q4i_quant(const float *cd, int m, int32_t *k) {
+    uint32_t mb = 0;
+    for (int r = 0; r < m; r++) {
+        const uint32_t u = pi_q4i_bits(cd[r]) & 0x7fffffffu;
+        mb = u > mb ? u : mb;
+    }
+    const int E = (int)(mb >> 23);
+    if (E == 255) {
+        for (int r = 0; r < m; r++) k[r] = 0;
+        return pi_q4i_float(0x7fc00000u);
+    }
+    int e = E - 141;
+    e = e < -126 ? -126 : e > 113 ? 113 : e;
+    const float inv = pi_q4i_float((uint32_t)(127 - e) << 23);
+    for (int r = 0; r < m; r++) {
+        const float v = rintf(cd[r] * inv);
+        k[r] = v > PI_Q4I_KMAX ? PI_Q4I_KMAX : v < -PI_Q4I_KMAX ? -PI_Q4I_KMAX : (int32_t)v;
+    }
+    return pi_q4i_float((uint32_t)(127 + e) << 23);
+}
+
+/* The body of an integer gathered axpy over a pass function
+   pass(P, w, c, pf, ...) that adds P pairs of rows (P = 1..4, a constant)
+   as one group: the groups of PI_AXPY_ROWS_DRIVE, whole; a group with an
+   odd number of rows gets its first row again with coefficient 0 (so no
+   row pointer is NULL and the sums are unchanged). */
+#define PI_AXPY_ROWS_DRIVE_PAIRS(pass, a, rows, count, start_bytes, ...)                               \
+    do {                                                                                                \
+        pi_axpy_walk w_;                                                                                \
+        pi_axpy_walk_start(&w_, (a), (rows), (count), (start_bytes));                                   \
+        for (pi_axpy_group *gc_; (gc_ = pi_axpy_walk_next(&w_)) != NULL;) {                             \
+            const uint8_t **pf_ = w_.pf;                                                                \
+            if (gc_->m % 2) {                                                                           \
+                gc_->w[gc_->m] = gc_->w[0];                                                             \
+                gc_->c[gc_->m] = 0.0f;                                                                  \
+                pf_[gc_->m] = pf_[0];                                                                   \
+            }                                                                                           \
+            switch ((gc_->m + 1) / 2) {                                                                 \
+            case 1: pass(1, gc_->w, gc_->c, pf_, __VA_ARGS__); break;                                   \
+            case 2: pass(2, gc_->w, gc_->c, pf_, __VA_ARGS__); break;                                   \
+            case 3: pass(3, gc_->w, gc_->c, pf_, __VA_ARGS__); break;                                   \
+            default: pass(4, gc_->w, gc_->c, pf_, __VA_ARGS__); break;                                  \
+            }                                                                                           \
         }                                                                                               \
     } while (0)
 

@@ -63,7 +63,11 @@ typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
    see axpy_rows.h; they agree with ref within the axpy tolerance). Nothing
    is reassociated across rows, so the result is deterministic and a list
    split into consecutive calls (any split) gives the bits of one call over
-   it. The SIMD versions take the nonzero rows 8 at a time, walking y once
+   it. Q4_0 on the SIMD tables is the exception: each group of 8 nonzero
+   rows is added in integers with 16-bit coefficients sharing a scale per
+   block (axpy_rows.h), within 2^-15 of the group's largest coefficient;
+   deterministic and the same in every SIMD table for the same calls, but
+   only a split between groups keeps the bits. The SIMD versions take the nonzero rows 8 at a time, walking y once
    per 8 rows (on x86 with the next 8 prefetched), so pass whole lists, not
    a few rows at a time (Q4_1, Q5_0, Q5_1: the table's axpy per row, in list
    order, with the same fused operands in every SIMD table); count may be 0.

@@ -8,9 +8,9 @@
  * once for both) and each row's weights for the segment are unpacked
  * and added with one FMA per vector, row after row. Unpacking: F16 by
  * vcvtph2ps, BF16 by a 16-bit shift; Q8_0 bytes sign-extended and
- * converted; Q4_0 nibbles minus 8 in bytes, then the same (the Q8_0 / Q4_0
- * scales of a row converted and multiplied by its coefficient 4 blocks at
- * a time, each block's then one broadcast from memory); Q4_K / Q5_K
+ * converted (the scales of a row converted and multiplied by its
+ * coefficient 4 blocks at a time, each block's then one broadcast from
+ * memory); Q4_0 in integers (axpy_rows.h; its section below); Q4_K / Q5_K
  * nibbles (and the fifth bit) zero-extended to 32-bit lanes and converted,
  * d * sc * q - dmin * m in one FMA of exact operands (one rounding, as ref);
  * Q6_K's 32 weights of a segment assembled in bytes minus 32, times the
@@ -153,31 +153,93 @@ INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, cons
     }
 }
 
-INLINE void q4_0_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
-                      float *y) {
-    const __m128i m4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
-    float cds[PI_AXPY_ROWS_GROUP][4];
-    for (int64_t b = 0; b < nb; b++, y += PI_QK4_0) {
-        const size_t off = (size_t)b * sizeof(pi_block_q4_0);
-        if (b % 4 == 0) block_scales(R, w, c, off, sizeof(pi_block_q4_0), nb - b, cds);
-        __m256 acc[4];
+/* ------------------------------------------------------- Q4_0 in integers */
+
+/* (axpy_rows.h) Block by block. Per group and 4 blocks, the rows' float
+   coefficients (block_scales) give each block's scale and 16-bit
+   coefficients, packed two rows to a 32-bit lane. Per pair of rows and
+   block: the two rows' 16 quant bytes interleaved in 16-bit units (bytes
+   2 j, 2 j + 1 of row A, then of row B, in each 32-bit lane), so a lane's
+   low and high 16 bits hold the pair's nibbles of one element after a
+   32-bit shift (0, 4, 8, 12) and an AND: 4 vectors, elements 2 j, 2 j + 1,
+   2 j + 16, 2 j + 17, each added by one pmaddwd with the pair's
+   coefficients. The 4 int32 accumulators start at -8 times the
+   coefficients' sum and are put back in element order once per group. */
+INLINE void q4i_block(const int P, const uint8_t *const *w, const int32_t (*kp)[4], int32_t corr, float sc, int t,
+                      size_t off, float *y) {
+    const __m256i m4 = _mm256_set1_epi32(0x000f000f);
+    __m256i acc[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[j] = _mm256_loadu_ps(y + 8 * j);
-#pragma GCC unroll 8
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w[k] + off;
-            if (b % 4 == 0) prefetch_span(pf[k] + off, 4 * sizeof(pi_block_q4_0));
-            const __m256 cd = _mm256_broadcast_ss(&cds[k][b % 4]);
-            const __m128i q = _mm_loadu_si128((const __m128i *)(p + 2));
-            const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), eight);
-            const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), eight);
-            const __m128i part[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+    for (int j = 0; j < 4; j++) acc[j] = _mm256_set1_epi32(corr);
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++)
-                acc[j] = _mm256_fmadd_ps(cd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[j])), acc[j]);
+    for (int p = 0; p < P; p++) {
+        const __m128i qa = _mm_loadu_si128((const __m128i *)(w[2 * p] + off + 2));
+        const __m128i qb = _mm_loadu_si128((const __m128i *)(w[2 * p + 1] + off + 2));
+        const __m256i d = _mm256_set_m128i(_mm_unpackhi_epi16(qa, qb), _mm_unpacklo_epi16(qa, qb));
+        const __m256i kv = _mm256_set1_epi32(kp[p][t]);
+        acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(d, m4), kv));
+        acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 8), m4), kv));
+        acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 4), m4), kv));
+        acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 12), m4), kv));
+    }
+    /* acc[0] holds elements 0, 2, .. 14, acc[1] 1, 3, .. 15; acc[2] and
+       acc[3] the same plus 16 */
+    const __m256 s = _mm256_set1_ps(sc);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i u0 = _mm256_unpacklo_epi32(acc[2 * h], acc[2 * h + 1]);  /* 0-3 | 8-11 */
+        const __m256i u1 = _mm256_unpackhi_epi32(acc[2 * h], acc[2 * h + 1]);  /* 4-7 | 12-15 */
+        const __m256i v[2] = {_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31)};
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) {
+            float *yp = y + 16 * h + 8 * j;
+            _mm256_storeu_ps(yp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v[j]), s, _mm256_loadu_ps(yp)));
         }
+    }
+}
+
+INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
+                     float *y) {
+    const size_t bsz = sizeof(pi_block_q4_0);
+    float cds[PI_AXPY_ROWS_GROUP][4];
+    for (int64_t b = 0; b < nb; b += 4) {
+        const size_t off = (size_t)b * bsz;
+        const int nbk = nb - b < 4 ? (int)(nb - b) : 4;
+        if (nbk < 4) memset(cds, 0, sizeof cds);
+        block_scales(2 * P, w, c, off, bsz, nbk, cds);
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) prefetch_span(pf[r] + off, (size_t)nbk * bsz);
+        /* the blocks' scales and integer coefficients (axpy_rows.h) */
+        __m128 cd[PI_AXPY_ROWS_GROUP];
+        __m128i mb = _mm_setzero_si128();
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) {
+            cd[r] = _mm_loadu_ps(cds[r]);
+            mb = _mm_max_epi32(mb, _mm_and_si128(_mm_castps_si128(cd[r]), _mm_set1_epi32(0x7fffffff)));
+        }
+        const __m128i E = _mm_srli_epi32(mb, 23);
+        const __m128i e = _mm_min_epi32(_mm_max_epi32(_mm_sub_epi32(E, _mm_set1_epi32(141)), _mm_set1_epi32(-126)),
+                                        _mm_set1_epi32(113));
+        const __m128 inv = _mm_castsi128_ps(_mm_slli_epi32(_mm_sub_epi32(_mm_set1_epi32(127), e), 23));
+        const __m128 sc = _mm_blendv_ps(_mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(_mm_set1_epi32(127), e), 23)),
+                                        _mm_castsi128_ps(_mm_set1_epi32(0x7fc00000)),
+                                        _mm_castsi128_ps(_mm_cmpeq_epi32(E, _mm_set1_epi32(255))));
+        const __m128i kmax = _mm_set1_epi32(PI_Q4I_KMAX), kmin = _mm_set1_epi32(-PI_Q4I_KMAX);
+        int32_t kp[4][4], corr[4];
+        float scs[4];
+        __m128i ksum = _mm_setzero_si128();
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) _mm256_storeu_ps(y + 8 * j, acc[j]);
+        for (int p = 0; p < P; p++) {
+            const __m128i k0 = _mm_min_epi32(_mm_max_epi32(_mm_cvtps_epi32(_mm_mul_ps(cd[2 * p], inv)), kmin), kmax);
+            const __m128i k1 =
+                _mm_min_epi32(_mm_max_epi32(_mm_cvtps_epi32(_mm_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);
+            ksum = _mm_add_epi32(ksum, _mm_add_epi32(k0, k1));
+            _mm_storeu_si128((__m128i *)kp[p],
+                             _mm_or_si128(_mm_and_si128(k0, _mm_set1_epi32(0xffff)), _mm_slli_epi32(k1, 16)));
+        }
+        _mm_storeu_si128((__m128i *)corr, _mm_mullo_epi32(ksum, _mm_set1_epi32(-8)));
+        _mm_storeu_ps(scs, sc);
+        for (int t = 0; t < nbk; t++) q4i_block(P, w, kp, corr[t], scs[t], t, off + (size_t)t * bsz, y + 32 * (b + t));
     }
 }
 
@@ -319,7 +381,7 @@ void pi_axpy_rows_q8_0_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q4_0_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nb = n / PI_QK4_0;
-    PI_AXPY_ROWS_DRIVE(q4_0_pass, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(q4i_pass, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
 }
 
 void pi_axpy_rows_q4_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {

@@ -1,23 +1,21 @@
 /*
  * x86_avx512_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "avx512" and "amx" tables, compiled with the AVX-512
- * flags (F, BW, VL, DQ).
+ * flags (F, BW, VL, DQ, VNNI); the Q4_0 kernel also uses VBMI where the
+ * CPU has it (a function attribute) and the AVX2 table's otherwise.
  *
  * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 64
- * floats (128 for Q8_0 / Q4_0's groups of 4 blocks and Q6_K's half blocks)
+ * floats (128 for Q8_0's groups of 4 blocks and Q6_K's half blocks)
  * held in registers, and each row's weights for the segment are unpacked
  * and added with one FMA per vector, row after row. Unpacking:
  *   - F16 by vcvtph2ps, BF16 by a 16-bit shift, F32 as is; the last n % 16
  *     elements with masked loads and stores;
- *   - Q8_0 / Q4_0 scales: a row's 4 f16 scales of a group gathered in a
+ *   - Q8_0 scales: a row's 4 f16 scales of a group gathered in a
  *     general register, converted and multiplied by its coefficient at once
  *     (a lone last block: one at a time);
  *   - Q8_0: sign-extended bytes converted to float, times a * d;
- *   - Q4_0: bytes zero-extended to 32-bit lanes; the low nibble indexes a
- *     16-float table -8..7 with vpermps (which reads only the index's low
- *     4 bits, so it needs no mask), the high nibble is made a float in the
- *     mantissa of 2^19 (hi_nibble), off the shuffle unit, which the
- *     zero-extension and the lookup already keep busy;
+ *   - Q4_0 in integers, two rows per 16-bit multiply-add (see its
+ *     section below);
  *   - Q4_K / Q5_K: a row's sub-block has only 16 (32) distinct weights,
  *     d * sc * q - dmin * m for q = 0..15 (0..31), each one FMA of exact
  *     operands with one rounding, as ref computes it; one FMA per row and
@@ -36,6 +34,7 @@
  */
 #include "axpy_rows.h"
 #include "simd_common.h"
+#include "base/cpu.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -117,7 +116,7 @@ INLINE void fl_pass(pi_type t, const int R, const uint8_t *const *w, const float
 
 #define FL_PASS(R, w, c, pf, t, n, y) fl_pass(t, R, w, c, pf, n, y)
 
-/* ------------------------------------------------------------ Q8_0, Q4_0 */
+/* ------------------------------------------------------------------ Q8_0 */
 
 INLINE uint64_t u16_at(const uint8_t *p) {
     uint16_t v;
@@ -125,24 +124,12 @@ INLINE uint64_t u16_at(const uint8_t *p) {
     return v;
 }
 
-/* The high nibbles q of the bytes in v's lanes (bits 8-31 clear), as
-   floats q - o (o = 0 or 8), without a shuffle: q lands in the mantissa of
-   2^19, whose last place is 2^-4, so (v & 0xf0) | bits(2^19) is 2^19 + q
-   exactly, and taking 2^19 + o leaves q - o, exactly. (The shuffle unit
-   already does the zero-extension and the low nibbles' lookup; this runs
-   on the other units.) */
-INLINE __m512 hi_nibble(__m512i v, float o) {
-    const __m512i t = _mm512_ternarylogic_epi32(v, _mm512_set1_epi32(0xf0), _mm512_set1_epi32(0x49000000), 0xea);
-    return _mm512_sub_ps(_mm512_castsi512_ps(t), _mm512_set1_ps(0x1p19f + o));
-}
-
-/* Blocks [b, b + m) (m = 4 or 1) of R rows of Q8_0 (Q4 = 0) or Q4_0 (Q4 = 1),
-   into y[0 .. 32 m). With 4 blocks, a row's 4 scales are gathered in a
-   general register and converted and multiplied by its coefficient at once. */
-INLINE void q_seg(const int Q4, const int R, const int m, const uint8_t *const *w, const float *c,
-                  const uint8_t *const *pf, size_t off, float *y) {
-    const size_t bsz = Q4 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
-    const __m512 tab = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+/* Blocks [b, b + m) (m = 4 or 1) of R rows of Q8_0, into y[0 .. 32 m).
+   With 4 blocks, a row's 4 scales are gathered in a general register and
+   converted and multiplied by its coefficient at once. */
+INLINE void q8_seg(const int R, const int m, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                   size_t off, float *y) {
+    const size_t bsz = sizeof(pi_block_q8_0);
     __m512 acc[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 2 * m; j++) acc[j] = _mm512_loadu_ps(y + 16 * j);
@@ -161,32 +148,178 @@ INLINE void q_seg(const int Q4, const int R, const int m, const uint8_t *const *
         for (int e = 0; e < m; e++) {
             const uint8_t *b = p + e * bsz;
             const __m512 s = _mm512_set1_ps(cd[e]);
-            if (Q4) {
-                const __m512i v = u8x16(b + 2);
-                acc[2 * e] = _mm512_fmadd_ps(s, _mm512_permutexvar_ps(v, tab), acc[2 * e]);
-                acc[2 * e + 1] = _mm512_fmadd_ps(s, hi_nibble(v, 8.0f), acc[2 * e + 1]);
-            } else {
 #pragma GCC unroll 2
-                for (int h = 0; h < 2; h++)
-                    acc[2 * e + h] = _mm512_fmadd_ps(
-                        s, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(b + 2 + 16 * h))), acc[2 * e + h]);
-            }
+            for (int h = 0; h < 2; h++)
+                acc[2 * e + h] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(b + 2 + 16 * h))),
+                                                 acc[2 * e + h]);
         }
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 2 * m; j++) _mm512_storeu_ps(y + 16 * j, acc[j]);
 }
 
-INLINE void q_pass(const int Q4, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
-                   int64_t nb, float *y) {
-    const size_t bsz = Q4 ? sizeof(pi_block_q4_0) : sizeof(pi_block_q8_0);
+INLINE void q8_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
+                    float *y) {
+    const size_t bsz = sizeof(pi_block_q8_0);
     int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) q_seg(Q4, R, 4, w, c, pf, (size_t)b * bsz, y + 32 * b);
-    for (; b < nb; b++) q_seg(Q4, R, 1, w, c, pf, (size_t)b * bsz, y + 32 * b);
+    for (; b + 4 <= nb; b += 4) q8_seg(R, 4, w, c, pf, (size_t)b * bsz, y + 32 * b);
+    for (; b < nb; b++) q8_seg(R, 1, w, c, pf, (size_t)b * bsz, y + 32 * b);
 }
 
-#define Q8_0_PASS(R, w, c, pf, nb, y) q_pass(0, R, w, c, pf, nb, y)
-#define Q4_0_PASS(R, w, c, pf, nb, y) q_pass(1, R, w, c, pf, nb, y)
+#define Q8_0_PASS(R, w, c, pf, nb, y) q8_pass(R, w, c, pf, nb, y)
+
+/* ------------------------------------------------------- Q4_0 in integers */
+
+/* (axpy_rows.h) A pass adds P pairs of rows (a group). Spans of up to 16 blocks (512 floats). Per span and group,
+   the coefficients first, 16 blocks at a time: each row's 16 scales
+   picked from four 64-byte loads by two vpermt2w (a vpgatherdd at 18-byte
+   steps took a third of the time), converted and multiplied by its
+   coefficient; the blocks' exponents from the largest magnitudes; the
+   16-bit coefficients, packed two rows to a 32-bit lane, the blocks' scales
+   and -8 times the coefficients' sums stored for the walk. Then the span in
+   segments of 4 blocks held in 8 int32 accumulators: per pair of rows and
+   pair of blocks, one masked 64-byte load per row (34 bytes: two blocks'
+   quants and the scale between), one two-source byte permutation
+   (vpermt2b, AVX-512 VBMI) that puts row A's byte i and row B's byte i in
+   16-bit lanes 2 i and 2 i + 1 (high bytes zero), so a 32-bit lane holds
+   the pair's low nibbles of element i after an AND and their high nibbles
+   (element i + 16) after a 16-bit shift, each added by one vpdpwssd with
+   the pair's coefficients (a broadcast from memory). */
+
+#define Q4I_ATTR __attribute__((target("avx512vbmi")))
+#define Q4I_SPAN 16
+
+/* The permutations' indices: byte 4 i is row A's quant byte i of the
+   first (second) block of a load, byte 4 i + 2 row B's (64 + ...); the
+   other bytes are zeroed by the mask. */
+#define Q4I_P(h, i) 18 * (h) + (i), 0, 64 + 18 * (h) + (i), 0
+#define Q4I_P4(h, i) Q4I_P(h, i), Q4I_P(h, i + 1), Q4I_P(h, i + 2), Q4I_P(h, i + 3)
+static const uint8_t q4i_perm[2][64] __attribute__((aligned(64))) = {
+    {Q4I_P4(0, 0), Q4I_P4(0, 4), Q4I_P4(0, 8), Q4I_P4(0, 12)},
+    {Q4I_P4(1, 0), Q4I_P4(1, 4), Q4I_P4(1, 8), Q4I_P4(1, 12)},
+};
+
+/* Where vpermt2w finds a span's 16 scales: words 0-7 from the span's first
+   128 bytes, words 8-15 from the 128 bytes at block 8. */
+static const uint16_t q4i_scale_idx[32] __attribute__((aligned(64))) = {
+    0, 9, 18, 27, 36, 45, 54, 63, 0, 9, 18, 27, 36, 45, 54, 63,
+};
+
+/* A span's coefficients: kp[p][t] the packed pair p of block t, corr[t]
+   the accumulators' start, sc[t] the scale (the rules in axpy_rows.h). */
+typedef struct {
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][Q4I_SPAN];
+    int32_t corr[Q4I_SPAN];
+    float sc[Q4I_SPAN];
+} q4i_coefs;
+
+Q4I_ATTR INLINE void q4i_span_coefs(const int P, const uint8_t *const *w, const float *c, size_t off, int nbk,
+                                    q4i_coefs *q) {
+    /* block t's scale is 16-bit word 9 t of the span (t < 8), 9 t - 72 of
+       the span from block 8 on; the loads stop at the span's last block */
+    const __m512i sidx = _mm512_load_si512(q4i_scale_idx);
+    const int64_t bytes = (int64_t)nbk * (int64_t)sizeof(pi_block_q4_0);
+    __mmask64 lm[4];
+    for (int i = 0; i < 4; i++) {
+        const int64_t at = (i / 2) * 144 + (i % 2) * 64, left = bytes - at;
+        lm[i] = left >= 64 ? ~0ull : left <= 0 ? 0 : (1ull << left) - 1;
+    }
+    __m512 cd[PI_AXPY_ROWS_GROUP];
+    __m512i mb = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++) {
+        const uint8_t *pr = w[r] + off;
+        const __m512i h0 = _mm512_maskz_permutex2var_epi16(
+            0x00ff, _mm512_maskz_loadu_epi8(lm[0], pr), sidx, _mm512_maskz_loadu_epi8(lm[1], pr + 64));
+        const __m512i h1 = _mm512_maskz_permutex2var_epi16(
+            0xff00, _mm512_maskz_loadu_epi8(lm[2], pr + 144), sidx, _mm512_maskz_loadu_epi8(lm[3], pr + 208));
+        const __m512i g = _mm512_or_si512(h0, h1);
+        cd[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(g)), _mm512_set1_ps(c[r]));
+        mb = _mm512_max_epi32(mb, _mm512_and_si512(_mm512_castps_si512(cd[r]), _mm512_set1_epi32(0x7fffffff)));
+    }
+    const __m512i E = _mm512_srli_epi32(mb, 23);
+    const __m512i e = _mm512_min_epi32(
+        _mm512_max_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(141)), _mm512_set1_epi32(-126)), _mm512_set1_epi32(113));
+    const __m512 inv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), e), 23));
+    const __m512i scb = _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(127), e), 23);
+    const __mmask16 bad = _mm512_cmpeq_epi32_mask(E, _mm512_set1_epi32(255));
+    _mm512_storeu_ps(q->sc, _mm512_castsi512_ps(_mm512_mask_mov_epi32(scb, bad, _mm512_set1_epi32(0x7fc00000))));
+    const __m512i kmax = _mm512_set1_epi32(PI_Q4I_KMAX), kmin = _mm512_set1_epi32(-PI_Q4I_KMAX);
+    __m512i ksum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++) {
+        const __m512i k0 =
+            _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(cd[2 * p], inv)), kmin), kmax);
+        const __m512i k1 =
+            _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);
+        ksum = _mm512_add_epi32(ksum, _mm512_add_epi32(k0, k1));
+        _mm512_storeu_si512(q->kp[p], _mm512_or_si512(_mm512_and_si512(k0, _mm512_set1_epi32(0xffff)),
+                                                      _mm512_slli_epi32(k1, 16)));
+    }
+    _mm512_storeu_si512(q->corr, _mm512_mullo_epi32(ksum, _mm512_set1_epi32(-8)));
+}
+
+/* Blocks [t0, t0 + NBK) of the span (NBK <= 4) at byte offset off of the rows. */
+Q4I_ATTR INLINE void q4i_seg(const int P, const int NBK, const uint8_t *const *w, const q4i_coefs *q, int t0,
+                             const uint8_t *const *pf, size_t off, float *y) {
+    const size_t bsz = sizeof(pi_block_q4_0);
+    const __m512i idx[2] = {_mm512_load_si512(q4i_perm[0]), _mm512_load_si512(q4i_perm[1])};
+    const __mmask64 even = 0x5555555555555555ull;
+    const __m512i m4 = _mm512_set1_epi32(0x000f000f);
+    __m512i acc[8];
+#pragma GCC unroll 4
+    for (int t = 0; t < NBK; t++) acc[2 * t] = acc[2 * t + 1] = _mm512_set1_epi32(q->corr[t0 + t]);
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++) {
+        const uint8_t *A = w[2 * p] + off + 2, *B = w[2 * p + 1] + off + 2;
+        prefetch_span(pf[2 * p] + off, (size_t)NBK * bsz);
+        prefetch_span(pf[2 * p + 1] + off, (size_t)NBK * bsz);
+#pragma GCC unroll 2
+        for (int h = 0; 2 * h < NBK; h++) {
+            const __mmask64 lm = NBK - 2 * h >= 2 ? (1ull << 34) - 1 : 0xffffull;
+            const __m512i la = _mm512_maskz_loadu_epi8(lm, A + 2 * h * bsz);
+            const __m512i lb = _mm512_maskz_loadu_epi8(lm, B + 2 * h * bsz);
+#pragma GCC unroll 2
+            for (int s = 0; s < 2; s++) {
+                const int t = 2 * h + s;
+                if (t >= NBK) break;
+                const __m512i x = _mm512_maskz_permutex2var_epi8(even, la, idx[s], lb);
+                const __m512i kv = _mm512_set1_epi32(q->kp[p][t0 + t]);
+                acc[2 * t] = _mm512_dpwssd_epi32(acc[2 * t], _mm512_and_si512(x, m4), kv);
+                acc[2 * t + 1] = _mm512_dpwssd_epi32(acc[2 * t + 1], _mm512_srli_epi16(x, 4), kv);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NBK; t++) {
+        const __m512 s = _mm512_set1_ps(q->sc[t0 + t]);
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) {
+            float *yp = y + 32 * t + 16 * j;
+            _mm512_storeu_ps(yp, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[2 * t + j]), s, _mm512_loadu_ps(yp)));
+        }
+    }
+}
+
+Q4I_ATTR INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                              int64_t nb, float *y) {
+    const size_t bsz = sizeof(pi_block_q4_0);
+    q4i_coefs q;
+    for (int64_t b0 = 0; b0 < nb; b0 += Q4I_SPAN) {
+        const int nbk = nb - b0 < Q4I_SPAN ? (int)(nb - b0) : Q4I_SPAN;
+        q4i_span_coefs(P, w, c, (size_t)b0 * bsz, nbk, &q);
+        int t = 0;
+        for (; t + 4 <= nbk; t += 4) q4i_seg(P, 4, w, &q, t, pf, (size_t)(b0 + t) * bsz, y + 32 * (b0 + t));
+        const size_t off = (size_t)(b0 + t) * bsz;
+        float *yt = y + 32 * (b0 + t);
+        switch (nbk - t) {
+        case 3: q4i_seg(P, 3, w, &q, t, pf, off, yt); break;
+        case 2: q4i_seg(P, 2, w, &q, t, pf, off, yt); break;
+        case 1: q4i_seg(P, 1, w, &q, t, pf, off, yt); break;
+        default: break;
+        }
+    }
+}
 
 /* ------------------------------------------------------------ K-quants */
 
@@ -330,9 +463,16 @@ void pi_axpy_rows_q8_0_avx512(int64_t n, const float *a, const void *const *rows
     PI_AXPY_ROWS_DRIVE(Q8_0_PASS, a, rows, count, (size_t)nb * sizeof(pi_block_q8_0), nb, y);
 }
 
-void pi_axpy_rows_q4_0_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+Q4I_ATTR static void q4_0_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nb = n / PI_QK4_0;
-    PI_AXPY_ROWS_DRIVE(Q4_0_PASS, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(q4i_pass, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
+}
+
+/* Without AVX-512 VBMI (Cascade Lake, Cooper Lake): the AVX2 table's
+   version, which gives the same bits. */
+void pi_axpy_rows_q4_0_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    if (pi_cpu_get()->avx512vbmi) q4_0_rows_vbmi(n, a, rows, count, y);
+    else pi_axpy_rows_q4_0_avx2(n, a, rows, count, y);
 }
 
 void pi_axpy_rows_q4_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {

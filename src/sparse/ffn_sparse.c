@@ -186,8 +186,9 @@ void pi_sparse_compute_list(const pi_sparse_job *cj, const int64_t *list, int64_
 }
 
 /* The entries' down rows are gathered DOWN_BATCH at a time for the kernel,
-   which skips the silent ones (val 0) and adds the rest in list order, so
-   the batches give the bits of one call over the chunk. */
+   which skips the silent ones (val 0) and adds the rest in list order. The
+   batches are fixed by the chunk, so the offloaded FFN, which computes the
+   same chunks, gets the same bits (Q4_0 groups its rows within a call). */
 void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
     (void)tid;
     pi_sparse_down *j = ctx;
