@@ -26,12 +26,12 @@
  *      types, SIMD tables), sentinels around the outputs.
  *   6. axpy_rows (the gathered axpy) of every table: ref is ref's axpy row
  *      by row, the SIMD tables give the bits of a scalar model with one
- *      fused multiply-add per element and row (Q4_0: the integer model of
- *      axpy_rows.h, 16-bit coefficients per group of 8 rows, also at
- *      extreme and non-finite coefficients) and agree with ref within a
- *      tolerance (Q4_0: plus the coefficients' rounding); zero
+ *      fused multiply-add per element and row (Q4_0, Q4_K: the integer
+ *      models of axpy_rows.h, 16-bit coefficients per group of 8 rows, also
+ *      at extreme and non-finite coefficients) and agree with ref within a
+ *      tolerance (Q4_0, Q4_K: plus the coefficients' rounding); zero
  *      coefficients skip their (possibly NULL) rows; a list split into two
- *      calls gives the bits of one (Q4_0: split between groups); lists of
+ *      calls gives the bits of one (Q4_0, Q4_K: split between groups); lists of
  *      0..64 rows with repeats, rows at odd addresses, sentinels around y.
  *   7. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
  *
@@ -1158,6 +1158,67 @@ static void axpy_rows_model_q4i(int64_t n, const float *a, const void *const *ro
     }
 }
 
+/* The SIMD tables' Q4_K axpy_rows (axpy_rows.h): as the Q4_0 model per
+   sub-block of 32, with d * sc in the coefficient, the unsigned nibble, and
+   the mins summed apart in float: y + fma(acc, 2^e, sum of fma(a, -dmin m)).
+   qerr gets the coefficients' rounding and the float roundings (the
+   integer part and the mins may cancel). */
+static void axpy_rows_model_q4k(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
+                                double *qerr) {
+    for (int64_t k0 = 0; k0 < count;) {
+        const pi_block_q4_K *g[8];
+        float ga[8];
+        int m = 0;
+        for (; k0 < count && m < 8; k0++)
+            if (a[k0] != 0.0f) g[m] = rows[k0], ga[m++] = a[k0];
+        if (m == 0) break;
+        for (int64_t sb = 0; sb < n / 256; sb++)
+            for (int j = 0; j < 8; j++) {
+                float cd[8], nb = 0.0f;
+                double absb = 0.0;
+                uint32_t big = 0;
+                uint8_t q[8][32];
+                for (int r = 0; r < m; r++) {
+                    pi_block_q4_K blk;
+                    memcpy(&blk, (const uint8_t *)g[r] + sb * sizeof blk, sizeof blk);
+                    const uint8_t *sc6 = blk.scales;
+                    const int sc = j < 4 ? sc6[j] & 63 : (sc6[j + 4] & 15) | (sc6[j - 4] >> 6) << 4;
+                    const int mn = j < 4 ? sc6[j + 4] & 63 : (sc6[j + 4] >> 4) | (sc6[j] >> 6) << 4;
+                    cd[r] = ga[r] * (pi_f16_to_f32(blk.d) * (float)sc);
+                    const float mm = pi_f16_to_f32(blk.dmin) * (float)mn;
+                    nb = fmaf(ga[r], -mm, nb);
+                    absb += fabs((double)ga[r] * mm);
+                    for (int l = 0; l < 32; l++) q[r][l] = j % 2 ? blk.qs[32 * (j / 2) + l] >> 4 : blk.qs[32 * (j / 2) + l] & 15;
+                    uint32_t u;
+                    memcpy(&u, &cd[r], 4);
+                    u &= 0x7fffffffu;
+                    if (u > big) big = u;
+                }
+                float *yj = y + sb * 256 + 32 * j;
+                const int E = (int)(big >> 23);
+                if (E == 255) {
+                    for (int l = 0; l < 32; l++) yj[l] = NAN;
+                    continue;
+                }
+                const int e = E - 141 < -126 ? -126 : E - 141 > 113 ? 113 : E - 141;
+                int64_t acc[32] = {0};
+                double absq[32] = {0};
+                for (int r = 0; r < m; r++) {
+                    double v = nearbyint(ldexp((double)cd[r], -e));
+                    v = v > 32767 ? 32767 : v < -32767 ? -32767 : v;
+                    for (int l = 0; l < 32; l++) {
+                        acc[l] += (int64_t)v * q[r][l];
+                        absq[l] += q[r][l] * (ldexp(1.0, e - 1) + 0x1p-22 * fabs((double)cd[r]));
+                    }
+                }
+                for (int l = 0; l < 32; l++) {
+                    yj[l] = yj[l] + fmaf((float)acc[l], ldexpf(1.0f, e), nb);
+                    if (qerr) qerr[sb * 256 + 32 * j + l] += absq[l] + 0x1p-22 * absb;
+                }
+            }
+    }
+}
+
 /* axpy: per element, each row's step differs between ref (2 roundings) and
    a fused kernel (1) by at most 2 ulps of |y| + |a w|, and the steps'
    differences add up: bounded relative to |y0| + sum |a_k w_k|. */
@@ -1222,6 +1283,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
         memcpy(ym, y0, (size_t)n * sizeof *ym);
         for (int64_t i = 0; i < n; i++) qerr[i] = 0;
         if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(n, a, ptrs, count, ym, qerr);
+        else if (t == PI_TYPE_Q4_K) axpy_rows_model_q4k(n, a, ptrs, count, ym, qerr);
         else axpy_rows_model(t, n, a, ptrs, count, ym, tmp);
         for (int64_t i = 0; i < n; i++) {
             S[i] = fabs((double)y0[i]);
@@ -1240,7 +1302,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
                 k->axpy_rows[t](n, a, ptrs, count, yb + 1);
                 /* the same list in two calls */
                 int64_t split = count ? (int64_t)(t_next(&r) % (uint64_t)(count + 1)) : 0;
-                if (t == PI_TYPE_Q4_0) split = group_split(a, split); /* the groups must stay whole */
+                if (t == PI_TYPE_Q4_0 || t == PI_TYPE_Q4_K) split = group_split(a, split); /* whole groups */
                 ys[0] = ys[n + 1] = SENTINEL;
                 memcpy(ys + 1, y0, (size_t)n * sizeof *ys);
                 k->axpy_rows[t](n, a, ptrs, split, ys + 1);
@@ -1282,17 +1344,16 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
     tbuf_free(&Wodd);
 }
 
-/* Q4_0 on the SIMD tables: coefficients far from 1 (the exponent's
-   clamps) give the model's bits; a coefficient that is not finite makes
-   its group's blocks NaN. */
-static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk) {
-    enum { N = 96, ROWS = 9 };
-    const pi_type t = PI_TYPE_Q4_0;
+/* Q4_0 and Q4_K on the SIMD tables: coefficients far from 1 (the
+   exponent's clamps) give the model's bits; a coefficient that is not
+   finite makes its group's blocks NaN. */
+static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk, pi_type t) {
+    enum { N = 512, ROWS = 9 };
     const size_t rb = pi_row_size(t, N);
     uint8_t *W = malloc(rb * ROWS);
     float x[N], y0[N], ym[N], yb[N], a[ROWS];
     const void *ptrs[ROWS];
-    t_rng r = {77};
+    t_rng r = {77 + t};
     for (int k = 0; k < ROWS; k++) {
         fill_random(&r, x, N, false);
         pi_quantize_row(t, x, W + rb * k, N);
@@ -1303,7 +1364,8 @@ static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk) {
         for (int k = 0; k < ROWS; k++) a[k] = t_normal(&r) * scales[si];
         fill_random(&r, y0, N, false);
         memcpy(ym, y0, sizeof ym);
-        axpy_rows_model_q4i(N, a, ptrs, ROWS, ym, NULL);
+        if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(N, a, ptrs, ROWS, ym, NULL);
+        else axpy_rows_model_q4k(N, a, ptrs, ROWS, ym, NULL);
         for (int ki = 0; ki < nk; ki++) {
             const pi_kernels *k = ks[ki];
             if (!k->axpy_rows[t] || k->axpy_rows[t] == pi_kernels_ref.axpy_rows[t]) continue;
@@ -1311,8 +1373,8 @@ static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk) {
             k->axpy_rows[t](N, a, ptrs, ROWS, yb);
             int diff = 0;
             for (int i = 0; i < N; i++) diff += !same_bits(yb[i], ym[i]);
-            CHECKF(diff == 0, "%s axpy_rows q4_0 coefficients ~%g: %d elements differ from the model", k->name,
-                   (double)scales[si], diff);
+            CHECKF(diff == 0, "%s axpy_rows %s coefficients ~%g: %d elements differ from the model", k->name,
+                   pi_type_name(t), (double)scales[si], diff);
         }
     }
     for (int bad = 0; bad < 2; bad++) {
@@ -1325,8 +1387,8 @@ static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk) {
             k->axpy_rows[t](N, a, ptrs, ROWS, yb);
             int nan = 0;
             for (int i = 0; i < N; i++) nan += isnan(yb[i]);
-            CHECKF(nan == N, "%s axpy_rows q4_0 with a%s coefficient: %d of %d elements NaN", k->name,
-                   bad ? " NaN" : "n infinite", nan, N);
+            CHECKF(nan == N, "%s axpy_rows %s with a%s coefficient: %d of %d elements NaN", k->name,
+                   pi_type_name(t), bad ? " NaN" : "n infinite", nan, N);
         }
     }
     free(W);
@@ -1348,7 +1410,8 @@ static void test_axpy_rows(const pi_kernels *const *ks, int nk) {
                                           : sizeof flens / sizeof flens[0];
         for (size_t li = 0; li < nlen; li++) test_axpy_rows_case(ks, nk, t, lens[li], seed++);
     }
-    test_axpy_rows_q4i_edges(ks, nk);
+    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_0);
+    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_K);
 }
 
 /* ------------------------------------------------------------ 7. dispatch */

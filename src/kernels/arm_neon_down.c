@@ -241,7 +241,54 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
     }
 }
 
-#define Q4_K_PASS(R, w, c, pf, nsb, y) k4_pass(0, R, w, c, nsb, y)
+
+/* Q4_K in integers (axpy_rows.h): per super-block the rows' scales
+   (k4_scales), then per sub-block the group's coefficients (pi_q4i_quant,
+   scalar), the mins' sum, and each row's 32 nibbles widened to 16 bits and
+   added by vmlal into 8 int32 vectors. */
+INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
+    const size_t bsz = sizeof(pi_block_q4_K);
+    float sm[PI_AXPY_ROWS_GROUP][16];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * bsz;
+        for (int r = 0; r < 2 * P; r++) k4_scales(w[r] + off, sm[r]);
+        for (int j = 0; j < 8; j++) {
+            float cd[PI_AXPY_ROWS_GROUP], nb = 0.0f;
+            int32_t k[PI_AXPY_ROWS_GROUP];
+            for (int r = 0; r < 2 * P; r++) {
+                cd[r] = c[r] * sm[r][j];
+                nb = fmaf(c[r], sm[r][8 + j], nb);
+            }
+            const float sc = pi_q4i_quant(cd, 2 * P, k);
+            int32x4_t acc[8];
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) acc[e] = vdupq_n_s32(0);
+#pragma GCC unroll 8
+            for (int r = 0; r < 2 * P; r++) {
+                const uint8_t *qs = w[r] + off + 16 + 32 * (j / 2);
+                const int16_t kr = (int16_t)k[r];
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const uint8x16_t v = vld1q_u8(qs + 16 * h);
+                    const uint8x16_t q = j % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
+                    const int16x8_t lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q)));
+                    const int16x8_t hi = vreinterpretq_s16_u16(vmovl_high_u8(q));
+                    acc[4 * h] = vmlal_n_s16(acc[4 * h], vget_low_s16(lo), kr);
+                    acc[4 * h + 1] = vmlal_high_n_s16(acc[4 * h + 1], lo, kr);
+                    acc[4 * h + 2] = vmlal_n_s16(acc[4 * h + 2], vget_low_s16(hi), kr);
+                    acc[4 * h + 3] = vmlal_high_n_s16(acc[4 * h + 3], hi, kr);
+                }
+            }
+            float *ys = y + 32 * j;
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++)
+                vst1q_f32(ys + 4 * e,
+                          vaddq_f32(vld1q_f32(ys + 4 * e), vfmaq_n_f32(vdupq_n_f32(nb), vcvtq_f32_s32(acc[e]), sc)));
+        }
+    }
+}
+
+#define Q4K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(P, w, c, nsb, y)
 #define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, nsb, y)
 
 INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
@@ -316,6 +363,9 @@ void pi_axpy_rows_q4_0_neon(int64_t n, const float *a, const void *const *rows, 
     PI_AXPY_ROWS_DRIVE_PAIRS(Q4I_PASS, a, rows, count, 0, n / PI_QK4_0, y);
 }
 
-QUANT_ROWS(q4_K, Q4_K_PASS, PI_QK_K)
+void pi_axpy_rows_q4_K_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q4K_INT_PASS, a, rows, count, 0, n / PI_QK_K, y);
+}
+
 QUANT_ROWS(q5_K, Q5_K_PASS, PI_QK_K)
 QUANT_ROWS(q6_K, Q6_K_PASS, PI_QK_K)

@@ -13,9 +13,9 @@
  *                   gives it (those are exact in float, see ref.c).
  * So every SIMD table gives the same bits for the same call, and a list
  * split into consecutive calls gives the bits of one call over it.
- * Q4_0 is added in integers instead ("Q4_0 in integers" below): the same
- * bits in every SIMD table for the same calls, but a group's coefficients
- * share a scale, so only splits between groups keep the bits.
+ * Q4_0 and Q4_K are added in integers instead ("Q4_0 in integers" below):
+ * the same bits in every SIMD table for the same calls, but a group's
+ * coefficients share a scale, so only splits between groups keep the bits.
  *
  * How they run: the rows with a nonzero coefficient are taken in groups of
  * up to PI_AXPY_ROWS_GROUP; a group walks y once, segment by segment, a
@@ -166,7 +166,15 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
  *   acc_i = sum_k k_k * (q_k,i - 8)      (exact in 32 bits: |acc| < 2^22)
  *   y_i  = y_i + acc_i * 2^e             (one rounding: acc_i * 2^e is exact)
  * and where E = 255 (a coefficient that is not finite) the block's y becomes
- * NaN. Each coefficient is kept to 15 bits of the group's largest in the
+ * NaN.
+ *
+ * Q4_K the same way per sub-block j of 32 (8 per super-block): cd_k =
+ * a[k] * (d_k * sc_k,j) (d * sc exact), q the unsigned nibble (0..15), and
+ * the mins apart in float: nb_j = sum over the group's rows in order of
+ * fma(a[k], -(dmin_k * m_k,j), nb_j) from 0 (dmin * m exact), so
+ *   y_i  = y_i + fma(acc_i, 2^e, nb_j)   (two roundings).
+ *
+ * Each coefficient is kept to 15 bits of the group's largest in the
  * block (relative error <= 2^-15 of it); integer sums do not depend on the
  * order the rows are added in, so every table gives the same bits for the
  * same calls, while splitting a list into other calls (other groups) may

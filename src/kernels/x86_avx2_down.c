@@ -20,6 +20,7 @@
  * any address: all loads are unaligned and stay inside the row.
  */
 #include "axpy_rows.h"
+#include "x86_q4i.h"
 #include "simd_common.h"
 
 #include <immintrin.h>
@@ -155,91 +156,73 @@ INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, cons
 
 /* ------------------------------------------------------- Q4_0 in integers */
 
-/* (axpy_rows.h) Block by block. Per group and 4 blocks, the rows' float
-   coefficients (block_scales) give each block's scale and 16-bit
-   coefficients, packed two rows to a 32-bit lane. Per pair of rows and
-   block: the two rows' 16 quant bytes interleaved in 16-bit units (bytes
-   2 j, 2 j + 1 of row A, then of row B, in each 32-bit lane), so a lane's
-   low and high 16 bits hold the pair's nibbles of one element after a
-   32-bit shift (0, 4, 8, 12) and an AND: 4 vectors, elements 2 j, 2 j + 1,
-   2 j + 16, 2 j + 17, each added by one pmaddwd with the pair's
-   coefficients. The 4 int32 accumulators start at -8 times the
-   coefficients' sum and are put back in element order once per group. */
-INLINE void q4i_block(const int P, const uint8_t *const *w, const int32_t (*kp)[4], int32_t corr, float sc, int t,
-                      size_t off, float *y) {
+/* (axpy_rows.h) A pass adds P pairs of rows (a group). Per pair of rows
+   and 16 quant bytes: the two rows' bytes interleaved in 16-bit units
+   (bytes 2 j, 2 j + 1 of row A, then of row B, in each 32-bit lane), so a
+   lane's low and high 16 bits hold the pair's nibbles of one element after
+   a 32-bit shift (0, 4, 8, 12) and an AND: 4 vectors, elements 2 j, 2 j + 1
+   (low nibbles) and the same of the high nibbles, each added by one
+   pmaddwd with the pair's coefficients (the low and high nibbles' may
+   differ: Q4_K's belong to two sub-blocks). The accumulators are put back
+   in element order once per group. */
+INLINE void q4i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, __m256i kv_lo, __m256i kv_hi) {
     const __m256i m4 = _mm256_set1_epi32(0x000f000f);
-    __m256i acc[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) acc[j] = _mm256_set1_epi32(corr);
-#pragma GCC unroll 4
-    for (int p = 0; p < P; p++) {
-        const __m128i qa = _mm_loadu_si128((const __m128i *)(w[2 * p] + off + 2));
-        const __m128i qb = _mm_loadu_si128((const __m128i *)(w[2 * p + 1] + off + 2));
-        const __m256i d = _mm256_set_m128i(_mm_unpackhi_epi16(qa, qb), _mm_unpacklo_epi16(qa, qb));
-        const __m256i kv = _mm256_set1_epi32(kp[p][t]);
-        acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(d, m4), kv));
-        acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 8), m4), kv));
-        acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 4), m4), kv));
-        acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 12), m4), kv));
-    }
-    /* acc[0] holds elements 0, 2, .. 14, acc[1] 1, 3, .. 15; acc[2] and
-       acc[3] the same plus 16 */
-    const __m256 s = _mm256_set1_ps(sc);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const __m256i u0 = _mm256_unpacklo_epi32(acc[2 * h], acc[2 * h + 1]);  /* 0-3 | 8-11 */
-        const __m256i u1 = _mm256_unpackhi_epi32(acc[2 * h], acc[2 * h + 1]);  /* 4-7 | 12-15 */
-        const __m256i v[2] = {_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31)};
-#pragma GCC unroll 2
-        for (int j = 0; j < 2; j++) {
-            float *yp = y + 16 * h + 8 * j;
-            _mm256_storeu_ps(yp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v[j]), s, _mm256_loadu_ps(yp)));
-        }
-    }
+    const __m128i a = _mm_loadu_si128((const __m128i *)qa), b = _mm_loadu_si128((const __m128i *)qb);
+    const __m256i d = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));
+    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(d, m4), kv_lo));
+    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 8), m4), kv_lo));
+    acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 4), m4), kv_hi));
+    acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 12), m4), kv_hi));
+}
+
+/* The 16 sums of elements 0, 2, .. 14 (even) and 1, 3, .. 15 (odd), as
+   floats in element order (exact: |sum| < 2^24). */
+INLINE void q4i_order16(__m256i even, __m256i odd, __m256 *f) {
+    const __m256i u0 = _mm256_unpacklo_epi32(even, odd); /* 0-3 | 8-11 */
+    const __m256i u1 = _mm256_unpackhi_epi32(even, odd); /* 4-7 | 12-15 */
+    f[0] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u0, u1, 0x20));
+    f[1] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
 INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
                      float *y) {
     const size_t bsz = sizeof(pi_block_q4_0);
-    float cds[PI_AXPY_ROWS_GROUP][4];
-    for (int64_t b = 0; b < nb; b += 4) {
-        const size_t off = (size_t)b * bsz;
-        const int nbk = nb - b < 4 ? (int)(nb - b) : 4;
-        if (nbk < 4) memset(cds, 0, sizeof cds);
-        block_scales(2 * P, w, c, off, bsz, nbk, cds);
-#pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) prefetch_span(pf[r] + off, (size_t)nbk * bsz);
-        /* the blocks' scales and integer coefficients (axpy_rows.h) */
-        __m128 cd[PI_AXPY_ROWS_GROUP];
-        __m128i mb = _mm_setzero_si128();
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8], corr[8];
+    float sc[8];
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        const int nbk = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        /* the blocks' coefficients: 8 scales a row, one conversion */
+        __m256 cd[PI_AXPY_ROWS_GROUP];
 #pragma GCC unroll 8
         for (int r = 0; r < 2 * P; r++) {
-            cd[r] = _mm_loadu_ps(cds[r]);
-            mb = _mm_max_epi32(mb, _mm_and_si128(_mm_castps_si128(cd[r]), _mm_set1_epi32(0x7fffffff)));
+            const uint8_t *p = w[r] + (size_t)b0 * bsz;
+            prefetch_span(pf[r] + (size_t)b0 * bsz, (size_t)nbk * bsz);
+            uint16_t h[8] = {0};
+            for (int t = 0; t < nbk; t++) h[t] = u16_at(p + t * bsz);
+            cd[r] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)), _mm256_set1_ps(c[r]));
         }
-        const __m128i E = _mm_srli_epi32(mb, 23);
-        const __m128i e = _mm_min_epi32(_mm_max_epi32(_mm_sub_epi32(E, _mm_set1_epi32(141)), _mm_set1_epi32(-126)),
-                                        _mm_set1_epi32(113));
-        const __m128 inv = _mm_castsi128_ps(_mm_slli_epi32(_mm_sub_epi32(_mm_set1_epi32(127), e), 23));
-        const __m128 sc = _mm_blendv_ps(_mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(_mm_set1_epi32(127), e), 23)),
-                                        _mm_castsi128_ps(_mm_set1_epi32(0x7fc00000)),
-                                        _mm_castsi128_ps(_mm_cmpeq_epi32(E, _mm_set1_epi32(255))));
-        const __m128i kmax = _mm_set1_epi32(PI_Q4I_KMAX), kmin = _mm_set1_epi32(-PI_Q4I_KMAX);
-        int32_t kp[4][4], corr[4];
-        float scs[4];
-        __m128i ksum = _mm_setzero_si128();
+        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(pi_q4i_coefs8(P, cd, kp, sc), _mm256_set1_epi32(-8)));
+        for (int t = 0; t < nbk; t++) {
+            const size_t off = (size_t)(b0 + t) * bsz + 2;
+            float *yb = y + 32 * (b0 + t);
+            __m256i acc[4];
 #pragma GCC unroll 4
-        for (int p = 0; p < P; p++) {
-            const __m128i k0 = _mm_min_epi32(_mm_max_epi32(_mm_cvtps_epi32(_mm_mul_ps(cd[2 * p], inv)), kmin), kmax);
-            const __m128i k1 =
-                _mm_min_epi32(_mm_max_epi32(_mm_cvtps_epi32(_mm_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);
-            ksum = _mm_add_epi32(ksum, _mm_add_epi32(k0, k1));
-            _mm_storeu_si128((__m128i *)kp[p],
-                             _mm_or_si128(_mm_and_si128(k0, _mm_set1_epi32(0xffff)), _mm_slli_epi32(k1, 16)));
+            for (int j = 0; j < 4; j++) acc[j] = _mm256_set1_epi32(corr[t]);
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const __m256i kv = _mm256_set1_epi32(kp[p][t]);
+                q4i_add16(acc, w[2 * p] + off, w[2 * p + 1] + off, kv, kv);
+            }
+            const __m256 s = _mm256_set1_ps(sc[t]);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256 f[2];
+                q4i_order16(acc[2 * h], acc[2 * h + 1], f);
+#pragma GCC unroll 2
+                for (int j = 0; j < 2; j++)
+                    _mm256_storeu_ps(yb + 16 * h + 8 * j, _mm256_fmadd_ps(f[j], s, _mm256_loadu_ps(yb + 16 * h + 8 * j)));
+            }
         }
-        _mm_storeu_si128((__m128i *)corr, _mm_mullo_epi32(ksum, _mm_set1_epi32(-8)));
-        _mm_storeu_ps(scs, sc);
-        for (int t = 0; t < nbk; t++) q4i_block(P, w, kp, corr[t], scs[t], t, off + (size_t)t * bsz, y + 32 * (b + t));
     }
 }
 
@@ -309,8 +292,55 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
     }
 }
 
-#define Q4_K_PASS(R, w, c, pf, nsb, y) k4_pass(0, R, w, c, pf, nsb, y)
 #define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, pf, nsb, y)
+
+/* Q4_K in integers (axpy_rows.h): per super-block, the rows' scales
+   (k4_scales) give the 8 sub-blocks' coefficients and the mins' sums; then
+   per pair of sub-blocks (32 quant bytes a row: low nibbles the first, high
+   the second) two q4i_add16 per pair of rows. */
+INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                         int64_t nsb, float *y) {
+    const size_t bsz = sizeof(pi_block_q4_K);
+    float sm[PI_AXPY_ROWS_GROUP][16], sc[8], nbs[8];
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * bsz;
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) {
+            prefetch_span(pf[r] + off, bsz);
+            k4_scales(w[r] + off, sm[r]);
+        }
+        pi_q4k_coefs8(P, (const float (*)[16])sm, c, kp, sc, nbs);
+        for (int i = 0; i < 4; i++) {
+            /* acc[4 h + ..]: bytes 16 h .. 16 h + 15 of the pair of sub-blocks */
+            __m256i acc[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const __m256i klo = _mm256_set1_epi32(kp[p][2 * i]), khi = _mm256_set1_epi32(kp[p][2 * i + 1]);
+                const size_t q = off + 16 + 32 * (size_t)i;
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) q4i_add16(acc + 4 * h, w[2 * p] + q + 16 * h, w[2 * p + 1] + q + 16 * h, klo, khi);
+            }
+#pragma GCC unroll 2
+            for (int s = 0; s < 2; s++) { /* s = 0: sub-block 2 i (low nibbles), 1: 2 i + 1 */
+                const __m256 scv = _mm256_set1_ps(sc[2 * i + s]), b = _mm256_set1_ps(nbs[2 * i + s]);
+                float *ys = y + 64 * i + 32 * s;
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    __m256 f[2];
+                    q4i_order16(acc[4 * h + 2 * s], acc[4 * h + 2 * s + 1], f);
+#pragma GCC unroll 2
+                    for (int j = 0; j < 2; j++) {
+                        float *yp = ys + 16 * h + 8 * j;
+                        _mm256_storeu_ps(yp, _mm256_add_ps(_mm256_loadu_ps(yp), _mm256_fmadd_ps(f[j], scv, b)));
+                    }
+                }
+            }
+        }
+    }
+}
 
 INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
                       float *y) {
@@ -386,7 +416,7 @@ void pi_axpy_rows_q4_0_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q4_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE(Q4_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(q4k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
 }
 
 void pi_axpy_rows_q5_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {

@@ -33,6 +33,7 @@
  * unaligned and stays inside the row.
  */
 #include "axpy_rows.h"
+#include "x86_q4i.h"
 #include "simd_common.h"
 #include "base/cpu.h"
 
@@ -394,7 +395,69 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
     }
 }
 
-#define Q4_K_PASS(R, w, c, pf, nsb, y) k4_pass(0, R, w, c, pf, nsb, y)
+/* Q4_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
+   Per super-block, the rows' scales (k4_scales) give the 8 sub-blocks'
+   float coefficients, their scales and 16-bit coefficients (8 lanes at
+   once) and the mins' sums; then two segments of 4 sub-blocks (128
+   floats, 8 int32 accumulators): per pair of rows one 64-byte load per
+   row (the segment's 64 quant bytes) and four vpermt2b that put row A's
+   and row B's byte i side by side in a 32-bit lane (high bytes zero), the
+   low nibbles (sub-block 2 i') after an AND, the high ones (2 i' + 1)
+   after a 16-bit shift, each added by one vpdpwssd. */
+#define Q4K_P4(u, i) Q4I_P(0, 16 * (u) + (i)), Q4I_P(0, 16 * (u) + (i) + 1), Q4I_P(0, 16 * (u) + (i) + 2), \
+                     Q4I_P(0, 16 * (u) + (i) + 3)
+#define Q4K_PERM(u) {Q4K_P4(u, 0), Q4K_P4(u, 4), Q4K_P4(u, 8), Q4K_P4(u, 12)}
+static const uint8_t q4k_perm[4][64] __attribute__((aligned(64))) = {Q4K_PERM(0), Q4K_PERM(1), Q4K_PERM(2),
+                                                                     Q4K_PERM(3)};
+
+Q4I_ATTR INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                                  int64_t nsb, float *y) {
+    const size_t bsz = sizeof(pi_block_q4_K);
+    const __mmask64 even = 0x5555555555555555ull;
+    const __m512i m4 = _mm512_set1_epi32(0x000f000f);
+    float sm[PI_AXPY_ROWS_GROUP][16];
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
+    float scs[8], nbs[8];
+    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
+        const size_t off = (size_t)sb * bsz;
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) {
+            prefetch_span(pf[r] + off, bsz);
+            k4_scales(w[r] + off, sm[r]);
+        }
+        pi_q4k_coefs8(P, (const float (*)[16])sm, c, kp, scs, nbs);
+        for (int seg = 0; seg < 2; seg++) {
+            __m512i acc[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const __m512i la = _mm512_loadu_si512(w[2 * p] + off + 16 + 64 * seg);
+                const __m512i lb = _mm512_loadu_si512(w[2 * p + 1] + off + 16 + 64 * seg);
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++) {
+                    const int j = 2 * (u / 2), h = u % 2; /* sub-block of the low nibbles in the segment */
+                    const __m512i x = _mm512_maskz_permutex2var_epi8(even, la, _mm512_load_si512(q4k_perm[u]), lb);
+                    acc[2 * j + h] = _mm512_dpwssd_epi32(acc[2 * j + h], _mm512_and_si512(x, m4),
+                                                         _mm512_set1_epi32(kp[p][4 * seg + j]));
+                    acc[2 * j + 2 + h] = _mm512_dpwssd_epi32(acc[2 * j + 2 + h], _mm512_srli_epi16(x, 4),
+                                                             _mm512_set1_epi32(kp[p][4 * seg + j + 1]));
+                }
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m512 sc = _mm512_set1_ps(scs[4 * seg + j]), b = _mm512_set1_ps(nbs[4 * seg + j]);
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    float *yp = y + 128 * seg + 32 * j + 16 * h;
+                    _mm512_storeu_ps(yp, _mm512_add_ps(_mm512_loadu_ps(yp),
+                                                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[2 * j + h]), sc, b)));
+                }
+            }
+        }
+    }
+}
+
 #define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, pf, nsb, y)
 
 INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
@@ -475,9 +538,14 @@ void pi_axpy_rows_q4_0_avx512(int64_t n, const float *a, const void *const *rows
     else pi_axpy_rows_q4_0_avx2(n, a, rows, count, y);
 }
 
-void pi_axpy_rows_q4_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+Q4I_ATTR static void q4_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE(Q4_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(q4k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+}
+
+void pi_axpy_rows_q4_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    if (pi_cpu_get()->avx512vbmi) q4_K_rows_vbmi(n, a, rows, count, y);
+    else pi_axpy_rows_q4_K_avx2(n, a, rows, count, y);
 }
 
 void pi_axpy_rows_q5_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {

@@ -1,0 +1,62 @@
+/*
+ * x86_q4i.h — private to x86_avx2_down.c and x86_avx512_down.c: the
+ * integer coefficients of the Q4_0 / Q4_K gathered axpy (axpy_rows.h,
+ * "Q4_0 in integers") for 8 blocks or sub-blocks at once, in 256-bit
+ * vectors, compiled with each file's flags.
+ */
+#ifndef PI_KERNELS_X86_Q4I_H
+#define PI_KERNELS_X86_Q4I_H
+
+#include "axpy_rows.h"
+
+#include <immintrin.h>
+
+/* From the float coefficients cd[0 .. 2P) of 2P rows for 8 blocks (a lane
+   each): kp[p][t], rows 2p and 2p + 1's 16-bit coefficients of block t
+   packed in one 32-bit lane (the first in the low half); sc[t], the
+   block's scale 2^e (NaN where a coefficient is not finite). Returns the
+   blocks' sums of the coefficients. */
+static inline __m256i pi_q4i_coefs8(const int P, const __m256 *cd, int32_t (*kp)[8], float *sc) {
+    __m256i mb = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++)
+        mb = _mm256_max_epi32(mb, _mm256_and_si256(_mm256_castps_si256(cd[r]), _mm256_set1_epi32(0x7fffffff)));
+    const __m256i E = _mm256_srli_epi32(mb, 23);
+    const __m256i e = _mm256_min_epi32(
+        _mm256_max_epi32(_mm256_sub_epi32(E, _mm256_set1_epi32(141)), _mm256_set1_epi32(-126)), _mm256_set1_epi32(113));
+    const __m256 inv = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(127), e), 23));
+    const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_set1_epi32(127), e), 23));
+    const __m256 bad = _mm256_castsi256_ps(_mm256_cmpeq_epi32(E, _mm256_set1_epi32(255)));
+    _mm256_storeu_ps(sc, _mm256_blendv_ps(s, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), bad));
+    const __m256i kmax = _mm256_set1_epi32(PI_Q4I_KMAX), kmin = _mm256_set1_epi32(-PI_Q4I_KMAX);
+    __m256i ksum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++) {
+        const __m256i k0 =
+            _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(cd[2 * p], inv)), kmin), kmax);
+        const __m256i k1 =
+            _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);
+        ksum = _mm256_add_epi32(ksum, _mm256_add_epi32(k0, k1));
+        _mm256_storeu_si256((__m256i *)kp[p],
+                            _mm256_or_si256(_mm256_and_si256(k0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(k1, 16)));
+    }
+    return ksum;
+}
+
+/* Q4_K's per super-block: from the rows' k4_scales sm[r] (d * sc_j, then
+   -dmin * m_j) and coefficients c[r], the 8 sub-blocks' kp and sc as above
+   and nb[j], the mins' sum in row order. */
+static inline void pi_q4k_coefs8(const int P, const float (*sm)[16], const float *c, int32_t (*kp)[8], float *sc,
+                                 float *nb) {
+    __m256 cd[PI_AXPY_ROWS_GROUP], b = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++) {
+        const __m256 a = _mm256_set1_ps(c[r]);
+        cd[r] = _mm256_mul_ps(a, _mm256_loadu_ps(sm[r]));
+        b = _mm256_fmadd_ps(a, _mm256_loadu_ps(sm[r] + 8), b);
+    }
+    pi_q4i_coefs8(P, cd, kp, sc);
+    _mm256_storeu_ps(nb, b);
+}
+
+#endif
