@@ -26,12 +26,12 @@
  *      types, SIMD tables), sentinels around the outputs.
  *   6. axpy_rows (the gathered axpy) of every table: ref is ref's axpy row
  *      by row, the SIMD tables give the bits of a scalar model with one
- *      fused multiply-add per element and row (Q4_0, Q4_K: the integer
- *      models of axpy_rows.h, 16-bit coefficients per group of 8 rows, also
- *      at extreme and non-finite coefficients) and agree with ref within a
- *      tolerance (Q4_0, Q4_K: plus the coefficients' rounding); zero
+ *      fused multiply-add per element and row (Q4_0, Q4_K, Q6_K: the
+ *      integer models of axpy_rows.h, 16-bit coefficients per group of 8
+ *      rows, also at extreme and non-finite coefficients) and agree with ref
+ *      within a tolerance (those: plus the coefficients' rounding); zero
  *      coefficients skip their (possibly NULL) rows; a list split into two
- *      calls gives the bits of one (Q4_0, Q4_K: split between groups); lists of
+ *      calls gives the bits of one (those: split between groups); lists of
  *      0..64 rows with repeats, rows at odd addresses, sentinels around y.
  *   7. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
  *
@@ -939,6 +939,9 @@ static bool same_bits(float a, float b) {
     return ua == ub;
 }
 
+/* The types whose SIMD axpy_rows adds in integers (axpy_rows.h). */
+static bool is_int_down(pi_type t) { return t == PI_TYPE_Q4_0 || t == PI_TYPE_Q4_K || t == PI_TYPE_Q6_K; }
+
 /* The split at or below `split` after which the list's nonzero
    coefficients before it are a multiple of 8 (whole Q4_0 groups). */
 static int64_t group_split(const float *a, int64_t split) {
@@ -1107,6 +1110,36 @@ static void axpy_rows_model(pi_type t, int64_t n, const float *a, const void *co
     }
 }
 
+/* The integer models (axpy_rows.h, "Q4_0 in integers"): the next group of
+   up to 8 rows with nonzero coefficients from *k0 on, and its size. */
+static int model_group(const float *a, const void *const *rows, int64_t count, int64_t *k0, const uint8_t **g,
+                       float *ga) {
+    int m = 0;
+    for (; *k0 < count && m < 8; (*k0)++)
+        if (a[*k0] != 0.0f) g[m] = rows[*k0], ga[m++] = a[*k0];
+    return m;
+}
+
+/* A block's 16-bit coefficients k[0..m) of the float ones cd[0..m) and its
+   exponent e; false where a coefficient is not finite (the block is NaN). */
+static bool model_coefs(const float *cd, int m, int64_t *k, int *e) {
+    uint32_t big = 0;
+    for (int r = 0; r < m; r++) {
+        uint32_t u;
+        memcpy(&u, &cd[r], 4);
+        u &= 0x7fffffffu;
+        if (u > big) big = u;
+    }
+    const int E = (int)(big >> 23);
+    if (E == 255) return false;
+    *e = E - 141 < -126 ? -126 : E - 141 > 113 ? 113 : E - 141;
+    for (int r = 0; r < m; r++) {
+        const double v = nearbyint(ldexp((double)cd[r], -*e)); /* exact scaling; rounds half to even */
+        k[r] = v > 32767 ? 32767 : v < -32767 ? -32767 : (int64_t)v;
+    }
+    return true;
+}
+
 /* The SIMD tables' Q4_0 axpy_rows (axpy_rows.h, "Q4_0 in integers"),
    written from its rules: groups of up to 8 rows with nonzero
    coefficients in list order; per group and block, the float coefficients
@@ -1117,45 +1150,34 @@ static void axpy_rows_model(pi_type t, int64_t n, const float *a, const void *co
 static void axpy_rows_model_q4i(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
                                 double *qerr) {
     const size_t bsz = sizeof(pi_block_q4_0);
-    for (int64_t k0 = 0; k0 < count;) {
-        const uint8_t *g[8];
-        float ga[8];
-        int m = 0;
-        for (; k0 < count && m < 8; k0++)
-            if (a[k0] != 0.0f) g[m] = rows[k0], ga[m++] = a[k0];
-        if (m == 0) break;
+    const uint8_t *g[8];
+    float ga[8];
+    int m;
+    for (int64_t k0 = 0; (m = model_group(a, rows, count, &k0, g, ga)) > 0;)
         for (int64_t b = 0; b < n / 32; b++) {
             float cd[8];
-            uint32_t big = 0;
+            int64_t k[8];
+            int e;
             for (int r = 0; r < m; r++) {
                 pi_f16 d;
                 memcpy(&d, g[r] + b * bsz, 2);
                 cd[r] = ga[r] * pi_f16_to_f32(d);
-                uint32_t u;
-                memcpy(&u, &cd[r], 4);
-                u &= 0x7fffffffu;
-                if (u > big) big = u;
             }
-            const int E = (int)(big >> 23);
-            if (E == 255) {
+            if (!model_coefs(cd, m, k, &e)) {
                 for (int j = 0; j < 32; j++) y[b * 32 + j] = NAN;
                 continue;
             }
-            const int e = E - 141 < -126 ? -126 : E - 141 > 113 ? 113 : E - 141;
             int64_t acc[32] = {0};
             for (int r = 0; r < m; r++) {
-                double v = nearbyint(ldexp((double)cd[r], -e)); /* exact scaling; rounds half to even */
-                v = v > 32767 ? 32767 : v < -32767 ? -32767 : v;
                 const uint8_t *qs = g[r] + b * bsz + 2;
                 for (int j = 0; j < 32; j++) {
                     const int q = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) - 8;
-                    acc[j] += (int64_t)v * q;
+                    acc[j] += k[r] * q;
                     if (qerr) qerr[b * 32 + j] += fabs((double)q) * ldexp(1.0, e - 1);
                 }
             }
             for (int j = 0; j < 32; j++) y[b * 32 + j] = fmaf((float)acc[j], ldexpf(1.0f, e), y[b * 32 + j]);
         }
-    }
 }
 
 /* The SIMD tables' Q4_K axpy_rows (axpy_rows.h): as the Q4_0 model per
@@ -1165,22 +1187,20 @@ static void axpy_rows_model_q4i(int64_t n, const float *a, const void *const *ro
    integer part and the mins may cancel). */
 static void axpy_rows_model_q4k(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
                                 double *qerr) {
-    for (int64_t k0 = 0; k0 < count;) {
-        const pi_block_q4_K *g[8];
-        float ga[8];
-        int m = 0;
-        for (; k0 < count && m < 8; k0++)
-            if (a[k0] != 0.0f) g[m] = rows[k0], ga[m++] = a[k0];
-        if (m == 0) break;
+    const uint8_t *g[8];
+    float ga[8];
+    int m;
+    for (int64_t k0 = 0; (m = model_group(a, rows, count, &k0, g, ga)) > 0;)
         for (int64_t sb = 0; sb < n / 256; sb++)
             for (int j = 0; j < 8; j++) {
                 float cd[8], nb = 0.0f;
+                int64_t k[8];
+                int e;
                 double absb = 0.0;
-                uint32_t big = 0;
                 uint8_t q[8][32];
                 for (int r = 0; r < m; r++) {
                     pi_block_q4_K blk;
-                    memcpy(&blk, (const uint8_t *)g[r] + sb * sizeof blk, sizeof blk);
+                    memcpy(&blk, g[r] + sb * sizeof blk, sizeof blk);
                     const uint8_t *sc6 = blk.scales;
                     const int sc = j < 4 ? sc6[j] & 63 : (sc6[j + 4] & 15) | (sc6[j - 4] >> 6) << 4;
                     const int mn = j < 4 ? sc6[j + 4] & 63 : (sc6[j + 4] >> 4) | (sc6[j] >> 6) << 4;
@@ -1189,34 +1209,68 @@ static void axpy_rows_model_q4k(int64_t n, const float *a, const void *const *ro
                     nb = fmaf(ga[r], -mm, nb);
                     absb += fabs((double)ga[r] * mm);
                     for (int l = 0; l < 32; l++) q[r][l] = j % 2 ? blk.qs[32 * (j / 2) + l] >> 4 : blk.qs[32 * (j / 2) + l] & 15;
-                    uint32_t u;
-                    memcpy(&u, &cd[r], 4);
-                    u &= 0x7fffffffu;
-                    if (u > big) big = u;
                 }
                 float *yj = y + sb * 256 + 32 * j;
-                const int E = (int)(big >> 23);
-                if (E == 255) {
+                if (!model_coefs(cd, m, k, &e)) {
                     for (int l = 0; l < 32; l++) yj[l] = NAN;
                     continue;
                 }
-                const int e = E - 141 < -126 ? -126 : E - 141 > 113 ? 113 : E - 141;
                 int64_t acc[32] = {0};
                 double absq[32] = {0};
-                for (int r = 0; r < m; r++) {
-                    double v = nearbyint(ldexp((double)cd[r], -e));
-                    v = v > 32767 ? 32767 : v < -32767 ? -32767 : v;
+                for (int r = 0; r < m; r++)
                     for (int l = 0; l < 32; l++) {
-                        acc[l] += (int64_t)v * q[r][l];
+                        acc[l] += k[r] * q[r][l];
                         absq[l] += q[r][l] * (ldexp(1.0, e - 1) + 0x1p-22 * fabs((double)cd[r]));
                     }
-                }
                 for (int l = 0; l < 32; l++) {
                     yj[l] = yj[l] + fmaf((float)acc[l], ldexpf(1.0f, e), nb);
                     if (qerr) qerr[sb * 256 + 32 * j + l] += absq[l] + 0x1p-22 * absb;
                 }
             }
-    }
+}
+
+/* The SIMD tables' Q6_K axpy_rows (axpy_rows.h): as the Q4_0 model per
+   sub-block of 16, with d * scales[j] in the coefficient and q - 32. */
+static void axpy_rows_model_q6k(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
+                                double *qerr) {
+    const uint8_t *g[8];
+    float ga[8];
+    int m;
+    for (int64_t k0 = 0; (m = model_group(a, rows, count, &k0, g, ga)) > 0;)
+        for (int64_t sb = 0; sb < n / 256; sb++) {
+            pi_block_q6_K blk[8];
+            uint8_t q[8][256];
+            for (int r = 0; r < m; r++) {
+                memcpy(&blk[r], g[r] + sb * sizeof blk[r], sizeof blk[r]);
+                for (int h = 0; h < 2; h++)
+                    for (int l = 0; l < 32; l++) {
+                        const uint8_t *ql = blk[r].ql + 64 * h, *qh = blk[r].qh + 32 * h;
+                        q[r][128 * h + l] = (uint8_t)((ql[l] & 15) | (qh[l] & 3) << 4);
+                        q[r][128 * h + l + 32] = (uint8_t)((ql[l + 32] & 15) | (qh[l] >> 2 & 3) << 4);
+                        q[r][128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4);
+                        q[r][128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4);
+                    }
+            }
+            for (int j = 0; j < 16; j++) {
+                float cd[8];
+                int64_t k[8];
+                int e;
+                for (int r = 0; r < m; r++) cd[r] = ga[r] * (pi_f16_to_f32(blk[r].d) * (float)blk[r].scales[j]);
+                float *yj = y + sb * 256 + 16 * j;
+                if (!model_coefs(cd, m, k, &e)) {
+                    for (int l = 0; l < 16; l++) yj[l] = NAN;
+                    continue;
+                }
+                int64_t acc[16] = {0};
+                for (int r = 0; r < m; r++)
+                    for (int l = 0; l < 16; l++) {
+                        const int qv = q[r][16 * j + l] - 32;
+                        acc[l] += k[r] * qv;
+                        if (qerr) qerr[sb * 256 + 16 * j + l] += fabs((double)qv) * ldexp(1.0, e - 1);
+                    }
+                for (int l = 0; l < 16; l++) yj[l] = fmaf((float)acc[l], ldexpf(1.0f, e), yj[l]);
+            }
+        }
 }
 
 /* axpy: per element, each row's step differs between ref (2 roundings) and
@@ -1284,6 +1338,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
         for (int64_t i = 0; i < n; i++) qerr[i] = 0;
         if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(n, a, ptrs, count, ym, qerr);
         else if (t == PI_TYPE_Q4_K) axpy_rows_model_q4k(n, a, ptrs, count, ym, qerr);
+        else if (t == PI_TYPE_Q6_K) axpy_rows_model_q6k(n, a, ptrs, count, ym, qerr);
         else axpy_rows_model(t, n, a, ptrs, count, ym, tmp);
         for (int64_t i = 0; i < n; i++) {
             S[i] = fabs((double)y0[i]);
@@ -1302,7 +1357,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
                 k->axpy_rows[t](n, a, ptrs, count, yb + 1);
                 /* the same list in two calls */
                 int64_t split = count ? (int64_t)(t_next(&r) % (uint64_t)(count + 1)) : 0;
-                if (t == PI_TYPE_Q4_0 || t == PI_TYPE_Q4_K) split = group_split(a, split); /* whole groups */
+                if (is_int_down(t)) split = group_split(a, split); /* whole groups */
                 ys[0] = ys[n + 1] = SENTINEL;
                 memcpy(ys + 1, y0, (size_t)n * sizeof *ys);
                 k->axpy_rows[t](n, a, ptrs, split, ys + 1);
@@ -1344,7 +1399,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
     tbuf_free(&Wodd);
 }
 
-/* Q4_0 and Q4_K on the SIMD tables: coefficients far from 1 (the
+/* Q4_0, Q4_K and Q6_K on the SIMD tables: coefficients far from 1 (the
    exponent's clamps) give the model's bits; a coefficient that is not
    finite makes its group's blocks NaN. */
 static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk, pi_type t) {
@@ -1365,7 +1420,8 @@ static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk, pi_typ
         fill_random(&r, y0, N, false);
         memcpy(ym, y0, sizeof ym);
         if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(N, a, ptrs, ROWS, ym, NULL);
-        else axpy_rows_model_q4k(N, a, ptrs, ROWS, ym, NULL);
+        else if (t == PI_TYPE_Q4_K) axpy_rows_model_q4k(N, a, ptrs, ROWS, ym, NULL);
+        else axpy_rows_model_q6k(N, a, ptrs, ROWS, ym, NULL);
         for (int ki = 0; ki < nk; ki++) {
             const pi_kernels *k = ks[ki];
             if (!k->axpy_rows[t] || k->axpy_rows[t] == pi_kernels_ref.axpy_rows[t]) continue;
@@ -1412,6 +1468,7 @@ static void test_axpy_rows(const pi_kernels *const *ks, int nk) {
     }
     test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_0);
     test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_K);
+    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q6_K);
 }
 
 /* ------------------------------------------------------------ 7. dispatch */

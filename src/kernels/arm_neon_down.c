@@ -2,18 +2,18 @@
  * arm_neon_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "neon" table, compiled with the NEON table's flags.
  *
- * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 16 or
+ * Q4_0, Q4_K and Q6_K are added in integers (axpy_rows.h; their sections
+ * below): each row's quants widened to 16 bits and added by widening
+ * multiply-adds (vmlal) with its 16-bit coefficient. For the other types a
+ * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 16 or
  * 32 floats held in registers, and each row's weights for the segment are
  * unpacked and added with one FMA (vfmaq) per vector, row after row, so y is
- * loaded and stored once per group of rows (Q4_0: in integers, see
- * axpy_rows.h and its section below). Unpacking: F16 by vcvt, BF16 by
- * a widening shift; Q8_0 / Q6_K weights as signed bytes (Q6_K's six bits
- * assembled in bytes minus 32), Q4_K /
- * Q5_K's as unsigned bytes, widened twice and converted; the K-quant scales
- * once per row and super-block, so that Q4_K / Q5_K weights are one FMA of
- * exact operands (d * sc * q - dmin * m, one rounding, as ref) and Q6_K's
- * d * scales[k] * (q - 32) is exact. F32/F16/BF16 rows of any length: the
- * last n % 4 elements with scalar fmaf. NEON loads have no alignment
+ * loaded and stored once per group of rows. Unpacking: F16 by vcvt, BF16 by
+ * a widening shift; Q8_0 weights as signed bytes, Q5_K's as unsigned bytes,
+ * widened twice and converted; the K-quant scales once per row and
+ * super-block, so that Q5_K weights are one FMA of exact operands
+ * (d * sc * q - dmin * m, one rounding, as ref). F32/F16/BF16 rows of any
+ * length: the last n % 4 elements with scalar fmaf. NEON loads have no alignment
  * requirement and stay inside the row. No software prefetch, like the rest
  * of the NEON table (not measured on ARM hardware).
  */
@@ -144,6 +144,18 @@ INLINE void q8_pass(const int R, const uint8_t *const *w, const float *c, int64_
 
 /* ------------------------------------------------------- Q4_0 in integers */
 
+/* acc[0..4) += k times the 16 unsigned bytes of q widened to 16 bits (the
+   integer passes, axpy_rows.h). */
+INLINE void mlal16(int32x4_t *acc, uint8x16_t q, int16_t k) {
+    const int16x8_t lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q)));
+    const int16x8_t hi = vreinterpretq_s16_u16(vmovl_high_u8(q));
+    acc[0] = vmlal_n_s16(acc[0], vget_low_s16(lo), k);
+    acc[1] = vmlal_high_n_s16(acc[1], lo, k);
+    acc[2] = vmlal_n_s16(acc[2], vget_low_s16(hi), k);
+    acc[3] = vmlal_high_n_s16(acc[3], hi, k);
+}
+
+
 /* (axpy_rows.h) Block by block: the group's coefficients of the block
    (pi_q4i_quant, scalar), then each row's nibbles widened to 16 bits and
    added by widening multiply-adds (vmlal) into 8 int32 vectors, which
@@ -167,15 +179,8 @@ INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, int64
             const uint8x16_t v = vld1q_u8(w[r] + off + 2);
             const int16_t kr = (int16_t)k[r];
             const uint8x16_t q[2] = {vandq_u8(v, vdupq_n_u8(0x0f)), vshrq_n_u8(v, 4)};
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const int16x8_t lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q[h])));
-                const int16x8_t hi = vreinterpretq_s16_u16(vmovl_high_u8(q[h]));
-                acc[4 * h] = vmlal_n_s16(acc[4 * h], vget_low_s16(lo), kr);
-                acc[4 * h + 1] = vmlal_high_n_s16(acc[4 * h + 1], lo, kr);
-                acc[4 * h + 2] = vmlal_n_s16(acc[4 * h + 2], vget_low_s16(hi), kr);
-                acc[4 * h + 3] = vmlal_high_n_s16(acc[4 * h + 3], hi, kr);
-            }
+            mlal16(acc, q[0], kr);
+            mlal16(acc + 4, q[1], kr);
         }
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) vst1q_f32(y + 4 * j, vfmaq_n_f32(vld1q_f32(y + 4 * j), vcvtq_f32_s32(acc[j]), sc));
@@ -201,10 +206,10 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
     vst1q_f32(sm + 12, vmulq_n_f32(f[3], nm));
 }
 
-/* Q4_K (Q5 = 0) or Q5_K (Q5 = 1): nsb super-blocks of R rows, a segment
+/* Q5_K: nsb super-blocks of R rows, a segment
    being one sub-block of 32. */
-INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
-    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
+INLINE void q5k_pass(const int R, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
+    const size_t bsz = sizeof(pi_block_q5_K), qs_off = 48;
     float sm[PI_AXPY_ROWS_GROUP][16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * bsz;
@@ -216,7 +221,7 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
 #pragma GCC unroll 8
             for (int e = 0; e < 8; e++) acc[e] = vld1q_f32(ys + 4 * e);
             /* sub-block j: the low (even j) or high nibbles of qs[32 (j / 2) ..];
-               Q5_K: bit j of qh[l] is bit 4 of weight l */
+               bit j of qh[l] is bit 4 of weight l */
             const int8x16_t nsh = vdupq_n_s8((int8_t)(-4 * (j & 1))), hsh = vdupq_n_s8((int8_t)(4 - j));
 #pragma GCC unroll 8
             for (int k = 0; k < R; k++) {
@@ -225,9 +230,8 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     const uint8x16_t qb = vld1q_u8(p + qs_off + 32 * (j / 2) + 16 * h);
-                    uint8x16_t v = vandq_u8(vshlq_u8(qb, nsh), vdupq_n_u8(15));
-                    if (Q5)
-                        v = vorrq_u8(v, vandq_u8(vshlq_u8(vld1q_u8(p + 16 + 16 * h), hsh), vdupq_n_u8(16)));
+                    const uint8x16_t v = vorrq_u8(vandq_u8(vshlq_u8(qb, nsh), vdupq_n_u8(15)),
+                                                  vandq_u8(vshlq_u8(vld1q_u8(p + 16 + 16 * h), hsh), vdupq_n_u8(16)));
                     float32x4_t f[4];
                     u8_to_f32(v, f);
 #pragma GCC unroll 4
@@ -270,13 +274,7 @@ INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, i
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     const uint8x16_t v = vld1q_u8(qs + 16 * h);
-                    const uint8x16_t q = j % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
-                    const int16x8_t lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(q)));
-                    const int16x8_t hi = vreinterpretq_s16_u16(vmovl_high_u8(q));
-                    acc[4 * h] = vmlal_n_s16(acc[4 * h], vget_low_s16(lo), kr);
-                    acc[4 * h + 1] = vmlal_high_n_s16(acc[4 * h + 1], lo, kr);
-                    acc[4 * h + 2] = vmlal_n_s16(acc[4 * h + 2], vget_low_s16(hi), kr);
-                    acc[4 * h + 3] = vmlal_high_n_s16(acc[4 * h + 3], hi, kr);
+                    mlal16(acc + 4 * h, j % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f)), kr);
                 }
             }
             float *ys = y + 32 * j;
@@ -289,55 +287,60 @@ INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, i
 }
 
 #define Q4K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(P, w, c, nsb, y)
-#define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, nsb, y)
+#define Q5_K_PASS(R, w, c, pf, nsb, y) q5k_pass(R, w, c, nsb, y)
 
-INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
+/* Q6_K in integers (axpy_rows.h): per super-block the rows' d * scales[j];
+   per sub-block of 16 the group's coefficients (pi_q4i_quant, scalar), and
+   each row's 16 quants assembled in bytes (unsigned), widened and added by
+   vmlal into 4 int32 vectors, which start at -32 times the coefficients'
+   sum. Segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter
+   j = s % 4): ql bytes 64 h + 32 (j & 1), low nibbles for j < 2, high for
+   j >= 2; qh bits 2 j, 2 j + 1 to bits 4, 5. */
+INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
     float ds[PI_AXPY_ROWS_GROUP][16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * sizeof(pi_block_q6_K);
-#pragma GCC unroll 8
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w[k] + off;
+        for (int r = 0; r < 2 * P; r++) {
+            const uint8_t *p = w[r] + off;
             float32x4_t f[4];
             s8_to_f32(vld1q_s8((const int8_t *)(p + 192)), f);
             const float d = f16_at(p + 208);
 #pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) vst1q_f32(ds[k] + 4 * e, vmulq_n_f32(f[e], d));
+            for (int e = 0; e < 4; e++) vst1q_f32(ds[r] + 4 * e, vmulq_n_f32(f[e], d));
         }
-        /* segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter j = s % 4):
-           ql bytes 64 h + 32 (j & 1), low nibbles for j < 2, high for j >= 2;
-           qh bits 2 j, 2 j + 1 to bits 4, 5 */
         for (int s = 0; s < 8; s++) {
             const int h = s / 4, j = s % 4;
-            float *ys = y + 32 * s;
-            float32x4_t acc[8];
-#pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) acc[e] = vld1q_f32(ys + 4 * e);
             const int8x16_t lsh = vdupq_n_s8((int8_t)(-4 * (j >> 1))), hsh = vdupq_n_s8((int8_t)(4 - 2 * j));
-#pragma GCC unroll 8
-            for (int k = 0; k < R; k++) {
-                const uint8_t *p = w[k] + off;
 #pragma GCC unroll 2
-                for (int g = 0; g < 2; g++) {
+            for (int g = 0; g < 2; g++) {
+                float cd[PI_AXPY_ROWS_GROUP];
+                int32_t k[PI_AXPY_ROWS_GROUP];
+                for (int r = 0; r < 2 * P; r++) cd[r] = c[r] * ds[r][2 * s + g];
+                const float sc = pi_q4i_quant(cd, 2 * P, k);
+                int32_t ksum = 0;
+                for (int r = 0; r < 2 * P; r++) ksum += k[r];
+                int32x4_t acc[4];
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) acc[e] = vdupq_n_s32(-32 * ksum);
+#pragma GCC unroll 8
+                for (int r = 0; r < 2 * P; r++) {
+                    const uint8_t *p = w[r] + off;
                     const uint8x16_t l = vld1q_u8(p + 64 * h + 32 * (j & 1) + 16 * g);
                     const uint8x16_t qh = vld1q_u8(p + 128 + 32 * h + 16 * g);
                     const uint8x16_t q = vorrq_u8(vandq_u8(vshlq_u8(l, lsh), vdupq_n_u8(0x0f)),
                                                   vandq_u8(vshlq_u8(qh, hsh), vdupq_n_u8(0x30)));
-                    float32x4_t f[4];
-                    s8_to_f32(vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32)), f);
-                    const float sc = ds[k][2 * s + g];
-#pragma GCC unroll 4
-                    for (int e = 0; e < 4; e++)
-                        acc[4 * g + e] = vfmaq_n_f32(acc[4 * g + e], vmulq_n_f32(f[e], sc), c[k]);
+                    mlal16(acc, q, (int16_t)k[r]);
                 }
+                float *ys = y + 32 * s + 16 * g;
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++)
+                    vst1q_f32(ys + 4 * e, vfmaq_n_f32(vld1q_f32(ys + 4 * e), vcvtq_f32_s32(acc[e]), sc));
             }
-#pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) vst1q_f32(ys + 4 * e, acc[e]);
         }
     }
 }
 
-#define Q6_K_PASS(R, w, c, pf, nsb, y) q6_K_pass(R, w, c, nsb, y)
+#define Q6_K_PASS(P, w, c, pf, nsb, y) q6k_int_pass(P, w, c, nsb, y)
 
 /* ------------------------------------------------------------ entry points */
 
@@ -367,5 +370,8 @@ void pi_axpy_rows_q4_K_neon(int64_t n, const float *a, const void *const *rows, 
     PI_AXPY_ROWS_DRIVE_PAIRS(Q4K_INT_PASS, a, rows, count, 0, n / PI_QK_K, y);
 }
 
+void pi_axpy_rows_q6_K_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q6_K_PASS, a, rows, count, 0, n / PI_QK_K, y);
+}
+
 QUANT_ROWS(q5_K, Q5_K_PASS, PI_QK_K)
-QUANT_ROWS(q6_K, Q6_K_PASS, PI_QK_K)

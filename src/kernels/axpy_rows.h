@@ -9,11 +9,11 @@
  *   F32, F16, BF16: c = a[k], v = the weight widened to float;
  *   Q8_0:           c = a[k] * d (d the block's f16 scale, the product
  *                   rounded to float), v = the integer quant;
- *   Q4_K, Q5_K, Q6_K: c = a[k], v = the weight exactly as pi_dequantize_row
- *                   gives it (those are exact in float, see ref.c).
+ *   Q5_K:           c = a[k], v = the weight exactly as pi_dequantize_row
+ *                   gives it (exact in float, see ref.c).
  * So every SIMD table gives the same bits for the same call, and a list
  * split into consecutive calls gives the bits of one call over it.
- * Q4_0 and Q4_K are added in integers instead ("Q4_0 in integers" below):
+ * Q4_0, Q4_K and Q6_K are added in integers instead ("Q4_0 in integers" below):
  * the same bits in every SIMD table for the same calls, but a group's
  * coefficients share a scale, so only splits between groups keep the bits.
  *
@@ -174,6 +174,10 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
  * fma(a[k], -(dmin_k * m_k,j), nb_j) from 0 (dmin * m exact), so
  *   y_i  = y_i + fma(acc_i, 2^e, nb_j)   (two roundings).
  *
+ * Q6_K per sub-block j of 16 (16 per super-block): cd_k = a[k] *
+ * (d_k * scales_k,j) (exact product), q the six-bit quant, acc_i = sum_k
+ * k_k * (q_k,i - 32) (|acc| < 2^24), y_i = y_i + acc_i * 2^e as for Q4_0.
+ *
  * Each coefficient is kept to 15 bits of the group's largest in the
  * block (relative error <= 2^-15 of it); integer sums do not depend on the
  * order the rows are added in, so every table gives the same bits for the
@@ -181,7 +185,8 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
  * change the last bits. Two rows at a time go through one 16-bit
  * multiply-add into 32-bit lanes (vpdpwssd, pmaddwd; NEON widens row by
  * row), which is why a Q4_0 down row costs about half of the float
- * path's instructions. */
+ * path's instructions. (A group's sums stay below 8 x 32767 x 32 < 2^24
+ * in magnitude, so they convert to float exactly.) */
 
 #define PI_Q4I_KMAX 32767
 

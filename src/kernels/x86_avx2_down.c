@@ -2,20 +2,19 @@
  * x86_avx2_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "avx2" table, compiled with AVX2 + FMA + F16C.
  *
- * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 32
- * floats (4 registers; 64 for Q4_K / Q5_K, a pair of sub-blocks whose
- * weights are the low and high nibbles of the same bytes, zero-extended
- * once for both) and each row's weights for the segment are unpacked
- * and added with one FMA per vector, row after row. Unpacking: F16 by
- * vcvtph2ps, BF16 by a 16-bit shift; Q8_0 bytes sign-extended and
- * converted (the scales of a row converted and multiplied by its
- * coefficient 4 blocks at a time, each block's then one broadcast from
- * memory); Q4_0 in integers (axpy_rows.h; its section below); Q4_K / Q5_K
- * nibbles (and the fifth bit) zero-extended to 32-bit lanes and converted,
- * d * sc * q - dmin * m in one FMA of exact operands (one rounding, as ref);
- * Q6_K's 32 weights of a segment assembled in bytes minus 32, times the
- * exact d * scales[k]. The scales of the K-quants are unpacked once per row
- * and super-block. F32/F16/BF16 rows of any length: the last n % 8 elements
+ * Q4_0, Q4_K and Q6_K are added in integers, two rows per 16-bit
+ * multiply-add (axpy_rows.h; their sections below). For the other types a
+ * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 32
+ * floats (4 registers; 64 for Q5_K, a pair of sub-blocks whose weights are
+ * the low and high nibbles of the same bytes, zero-extended once for both)
+ * and each row's weights for the segment are unpacked and added with one
+ * FMA per vector, row after row. Unpacking: F16 by vcvtph2ps, BF16 by a
+ * 16-bit shift; Q8_0 bytes sign-extended and converted (the scales of a row
+ * converted and multiplied by its coefficient 4 blocks at a time, each
+ * block's then one broadcast from memory); Q5_K nibbles and the fifth bit
+ * zero-extended to 32-bit lanes and converted, d * sc * q - dmin * m in one
+ * FMA of exact operands (one rounding, as ref). The scales of the K-quants
+ * are unpacked once per row and super-block. F32/F16/BF16 rows of any length: the last n % 8 elements
  * with scalar fmaf, which rounds as the vector FMA does. Rows may start at
  * any address: all loads are unaligned and stay inside the row.
  */
@@ -241,12 +240,12 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
                      _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), _mm256_set1_ps(-f16_at(p + 2))));
 }
 
-/* Q4_K (Q5 = 0) or Q5_K (Q5 = 1): nsb super-blocks of R rows, a segment
+/* Q5_K: nsb super-blocks of R rows, a segment
    being the two sub-blocks 2 i, 2 i + 1 (64 weights), which share their
    quant bytes (low and high nibbles) and so one zero-extension of them. */
-INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
-                    int64_t nsb, float *y) {
-    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
+INLINE void q5k_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
+                     float *y) {
+    const size_t bsz = sizeof(pi_block_q5_K), qs_off = 48;
     const __m256i m4 = _mm256_set1_epi32(15), b4 = _mm256_set1_epi32(16);
     float sm[PI_AXPY_ROWS_GROUP][16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
@@ -261,7 +260,7 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
             __m256 acc[8];
 #pragma GCC unroll 8
             for (int e = 0; e < 8; e++) acc[e] = _mm256_loadu_ps(ys + 8 * e);
-            /* Q5_K: bit 2 i (2 i + 1) of qh[l] is bit 4 of weight l of
+            /* bit 2 i (2 i + 1) of qh[l] is bit 4 of weight l of
                sub-block 2 i (2 i + 1); moved to bit 4 by one shift each */
             const __m128i hsh_lo = _mm_cvtsi32_si128(2 * i <= 4 ? 4 - 2 * i : 2 * i - 4);
             const __m128i hsh_hi = _mm_cvtsi32_si128(2 * i + 1 <= 4 ? 3 - 2 * i : 2 * i - 3);
@@ -274,14 +273,11 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
 #pragma GCC unroll 4
                 for (int e = 0; e < 4; e++) {
                     const __m256i v = u8x8(p + qs_off + 32 * i + 8 * e);
-                    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_srli_epi32(v, 4);
-                    if (Q5) {
-                        const __m256i h = u8x8(p + 16 + 8 * e);
-                        const __m256i hl = 2 * i <= 4 ? _mm256_sll_epi32(h, hsh_lo) : _mm256_srl_epi32(h, hsh_lo);
-                        const __m256i hh = 2 * i + 1 <= 4 ? _mm256_sll_epi32(h, hsh_hi) : _mm256_srl_epi32(h, hsh_hi);
-                        lo = _mm256_or_si256(lo, _mm256_and_si256(hl, b4));
-                        hi = _mm256_or_si256(hi, _mm256_and_si256(hh, b4));
-                    }
+                    const __m256i h = u8x8(p + 16 + 8 * e);
+                    const __m256i hl = 2 * i <= 4 ? _mm256_sll_epi32(h, hsh_lo) : _mm256_srl_epi32(h, hsh_lo);
+                    const __m256i hh = 2 * i + 1 <= 4 ? _mm256_sll_epi32(h, hsh_hi) : _mm256_srl_epi32(h, hsh_hi);
+                    const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hl, b4));
+                    const __m256i hi = _mm256_or_si256(_mm256_srli_epi32(v, 4), _mm256_and_si256(hh, b4));
                     acc[e] = _mm256_fmadd_ps(a, _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(lo), m0), acc[e]);
                     acc[4 + e] = _mm256_fmadd_ps(a, _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(hi), m1), acc[4 + e]);
                 }
@@ -292,7 +288,7 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
     }
 }
 
-#define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, pf, nsb, y)
+#define Q5_K_PASS(R, w, c, pf, nsb, y) q5k_pass(R, w, c, pf, nsb, y)
 
 /* Q4_K in integers (axpy_rows.h): per super-block, the rows' scales
    (k4_scales) give the 8 sub-blocks' coefficients and the mins' sums; then
@@ -342,52 +338,63 @@ INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, c
     }
 }
 
-INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
-                      float *y) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), o32 = _mm256_set1_epi8(32);
-    float ds[PI_AXPY_ROWS_GROUP][16];
+/* Q6_K in integers (axpy_rows.h): per super-block, the rows' 16
+   d * scales[j] times their coefficients give the sub-blocks' 16-bit
+   coefficients (pi_q4i_coefs8 twice); then per 32 weights (two sub-blocks
+   of 16, one per 128-bit lane) and pair of rows, the rows' quants in bytes
+   (pi_q6_bytes) interleaved in 16-bit units, each lane's two bytes taken
+   by a shift and an AND, and added by pmaddwd with the lane's sub-block's
+   coefficients. The accumulators start at -32 times the coefficients'
+   sums. */
+INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                         int64_t nsb, float *y) {
+    const __m256i mb = _mm256_set1_epi32(0x00ff00ff);
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][16], corr[16];
+    float sc[16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * sizeof(pi_block_q6_K);
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            __m256 cd[PI_AXPY_ROWS_GROUP];
+            int32_t kh[PI_AXPY_ROWS_GROUP / 2][8];
 #pragma GCC unroll 8
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w[k] + off;
-            prefetch_span(pf[k] + off, sizeof(pi_block_q6_K));
-            const __m256 d = _mm256_set1_ps(f16_at(p + 208));
-            _mm256_storeu_ps(ds[k], _mm256_mul_ps(_mm256_cvtepi32_ps(s8x8(p + 192)), d));
-            _mm256_storeu_ps(ds[k] + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(s8x8(p + 200)), d));
-        }
-        /* segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter j = s % 4) */
-        for (int s = 0; s < 8; s++) {
-            const int h = s / 4, j = s % 4;
-            float *ys = y + 32 * s;
-            __m256 acc[4];
-#pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) acc[e] = _mm256_loadu_ps(ys + 8 * e);
-            /* ql bytes 64 h + 32 (j & 1): low nibbles for j < 2, high for j >= 2;
-               qh bits 2 j, 2 j + 1 to bits 4, 5 */
-            const __m128i lsh = _mm_cvtsi32_si128(4 * (j >> 1));
-            const int qs = 2 * j - 4;
-#pragma GCC unroll 8
-            for (int k = 0; k < R; k++) {
-                const uint8_t *p = w[k] + off;
-                const __m256i l = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (j & 1)));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-                const __m256i hb = qs <= 0 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(-qs))
-                                           : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(qs));
-                const __m256i q = _mm256_sub_epi8(
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(l, lsh), m4), _mm256_and_si256(hb, m30)), o32);
-                const __m128i q0 = _mm256_castsi256_si128(q), q1 = _mm256_extracti128_si256(q, 1);
-                const __m128i part[4] = {q0, _mm_unpackhi_epi64(q0, q0), q1, _mm_unpackhi_epi64(q1, q1)};
-                const __m256 a = _mm256_set1_ps(c[k]);
-#pragma GCC unroll 4
-                for (int e = 0; e < 4; e++) {
-                    const __m256 wv = _mm256_mul_ps(_mm256_set1_ps(ds[k][2 * s + e / 2]),
-                                                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[e])));
-                    acc[e] = _mm256_fmadd_ps(a, wv, acc[e]);
-                }
+            for (int r = 0; r < 2 * P; r++) {
+                const uint8_t *p = w[r] + off;
+                if (half == 0) prefetch_span(pf[r] + off, sizeof(pi_block_q6_K));
+                const __m256 ds = _mm256_mul_ps(_mm256_cvtepi32_ps(s8x8(p + 192 + 8 * half)), _mm256_set1_ps(f16_at(p + 208)));
+                cd[r] = _mm256_mul_ps(_mm256_set1_ps(c[r]), ds);
             }
+            const __m256i ksum = pi_q4i_coefs8(P, cd, kh, sc + 8 * half);
+            _mm256_storeu_si256((__m256i *)(corr + 8 * half), _mm256_mullo_epi32(ksum, _mm256_set1_epi32(-32)));
+            for (int p = 0; p < P; p++) memcpy(kp[p] + 8 * half, kh[p], sizeof kh[p]);
+        }
+        for (int s = 0; s < 8; s++) { /* weights 32 s ..: sub-blocks 2 s, 2 s + 1 */
+            const int h = s / 4, j = s % 4;
+            __m256i acc[4];
 #pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) _mm256_storeu_ps(ys + 8 * e, acc[e]);
+            for (int e = 0; e < 4; e++) acc[e] = _mm256_set_m128i(_mm_set1_epi32(corr[2 * s + 1]), _mm_set1_epi32(corr[2 * s]));
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
+                const __m256i qa = pi_q6_bytes(w[2 * p] + off, h, j), qb = pi_q6_bytes(w[2 * p + 1] + off, h, j);
+                const __m256i kv = _mm256_set_m128i(_mm_set1_epi32(kp[p][2 * s + 1]), _mm_set1_epi32(kp[p][2 * s]));
+                const __m256i dl = _mm256_unpacklo_epi16(qa, qb), dh = _mm256_unpackhi_epi16(qa, qb);
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(dl, mb), kv));
+                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dl, 8), mb), kv));
+                acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(dh, mb), kv));
+                acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dh, 8), mb), kv));
+            }
+            /* lane 0: sub-block 2 s (acc[0]: elements 0, 2, 4, 6; acc[1]: 1, 3, 5, 7;
+               acc[2], acc[3]: 8-15 the same); lane 1: sub-block 2 s + 1 */
+            const __m256i u0 = _mm256_unpacklo_epi32(acc[0], acc[1]), u1 = _mm256_unpackhi_epi32(acc[0], acc[1]);
+            const __m256i u2 = _mm256_unpacklo_epi32(acc[2], acc[3]), u3 = _mm256_unpackhi_epi32(acc[2], acc[3]);
+            const __m256i v[4] = {_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
+                                  _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) {
+                float *yp = y + 32 * s + 8 * e;
+                _mm256_storeu_ps(yp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v[e]), _mm256_set1_ps(sc[2 * s + e / 2]),
+                                                     _mm256_loadu_ps(yp)));
+            }
         }
     }
 }
@@ -426,5 +433,5 @@ void pi_axpy_rows_q5_K_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q6_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE(q6_K_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(q6k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
 }

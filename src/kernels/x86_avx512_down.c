@@ -1,34 +1,32 @@
 /*
  * x86_avx512_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "avx512" and "amx" tables, compiled with the AVX-512
- * flags (F, BW, VL, DQ, VNNI); the Q4_0 kernel also uses VBMI where the
- * CPU has it (a function attribute) and the AVX2 table's otherwise.
+ * flags (F, BW, VL, DQ, VNNI); the Q4_0, Q4_K and Q6_K kernels also use
+ * VBMI where the CPU has it (a function attribute) and the AVX2 table's
+ * otherwise.
  *
- * A pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 64
- * floats (128 for Q8_0's groups of 4 blocks and Q6_K's half blocks)
- * held in registers, and each row's weights for the segment are unpacked
- * and added with one FMA per vector, row after row. Unpacking:
+ * Q4_0, Q4_K and Q6_K are added in integers, two rows per 16-bit
+ * multiply-add (axpy_rows.h; their sections below). For the other types a
+ * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 64
+ * floats (128 for Q8_0's groups of 4 blocks) held in registers, and each
+ * row's weights for the segment are unpacked and added with one FMA per
+ * vector, row after row. Unpacking:
  *   - F16 by vcvtph2ps, BF16 by a 16-bit shift, F32 as is; the last n % 16
  *     elements with masked loads and stores;
  *   - Q8_0 scales: a row's 4 f16 scales of a group gathered in a
  *     general register, converted and multiplied by its coefficient at once
  *     (a lone last block: one at a time);
  *   - Q8_0: sign-extended bytes converted to float, times a * d;
- *   - Q4_0 in integers, two rows per 16-bit multiply-add (see its
- *     section below);
- *   - Q4_K / Q5_K: a row's sub-block has only 16 (32) distinct weights,
- *     d * sc * q - dmin * m for q = 0..15 (0..31), each one FMA of exact
- *     operands with one rounding, as ref computes it; one FMA per row and
- *     sub-block (two for Q5_K) builds them in a register, and the nibble
- *     indexes it with vpermps (Q5_K: vpermt2ps, the index's bit 4 the
- *     fifth bit, merged in bytes by 128-bit ops before the zero-extension),
- *     so a weight costs a lookup and the FMA that adds it to y;
- *   - Q6_K: 32 weights at a time assembled in bytes (minus 32), then
- *     sign-extended and converted;
- *   - K-quant scales: Q4_K / Q5_K's 8 six-bit scales and mins are unpacked
- *     with 32-bit masks and shifts, converted and multiplied by d and -dmin
- *     once per row and super-block (exact products); Q6_K's d * scales[k]
- *     (exact) times q - 32 is exact.
+ *   - Q5_K: a row's sub-block has only 32 distinct weights,
+ *     d * sc * q - dmin * m for q = 0..31, each one FMA of exact operands
+ *     with one rounding, as ref computes it; two FMAs per row and sub-block
+ *     build them in two registers, and the quant indexes them with
+ *     vpermt2ps (the index's bit 4 the fifth bit, merged in bytes by
+ *     128-bit ops before the zero-extension), so a weight costs a lookup
+ *     and the FMA that adds it to y;
+ *   - K-quant scales: the 8 six-bit scales and mins are unpacked with
+ *     32-bit masks and shifts, converted and multiplied by d and -dmin once
+ *     per row and super-block (exact products).
  * Rows are only 2-byte aligned (any address works): every load is
  * unaligned and stays inside the row.
  */
@@ -56,8 +54,6 @@ INLINE uint32_t u32_at(const uint8_t *p) {
 
 INLINE __m128i load128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
 
-/* 16 bytes zero-extended to 32-bit lanes. */
-INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(load128(p)); }
 
 /* Bit b of each byte of h moved to bit 4 (the other bits anywhere): a
    16-bit shift by at most 4, so a byte's bit 4 comes from the byte itself. */
@@ -214,30 +210,15 @@ typedef struct {
     float sc[Q4I_SPAN];
 } q4i_coefs;
 
-Q4I_ATTR INLINE void q4i_span_coefs(const int P, const uint8_t *const *w, const float *c, size_t off, int nbk,
-                                    q4i_coefs *q) {
-    /* block t's scale is 16-bit word 9 t of the span (t < 8), 9 t - 72 of
-       the span from block 8 on; the loads stop at the span's last block */
-    const __m512i sidx = _mm512_load_si512(q4i_scale_idx);
-    const int64_t bytes = (int64_t)nbk * (int64_t)sizeof(pi_block_q4_0);
-    __mmask64 lm[4];
-    for (int i = 0; i < 4; i++) {
-        const int64_t at = (i / 2) * 144 + (i % 2) * 64, left = bytes - at;
-        lm[i] = left >= 64 ? ~0ull : left <= 0 ? 0 : (1ull << left) - 1;
-    }
-    __m512 cd[PI_AXPY_ROWS_GROUP];
+/* From the float coefficients cd[0 .. 2P) of 2P rows for 16 blocks (a
+   lane each): q's packed 16-bit pairs, scales (NaN where a coefficient is
+   not finite) and accumulator starts, -o times the coefficients' sums (the
+   quants' offset o: Q4_0 8, Q6_K 32). */
+Q4I_ATTR INLINE void q4i_coefs16(const int P, const __m512 *cd, q4i_coefs *q, int o) {
     __m512i mb = _mm512_setzero_si512();
 #pragma GCC unroll 8
-    for (int r = 0; r < 2 * P; r++) {
-        const uint8_t *pr = w[r] + off;
-        const __m512i h0 = _mm512_maskz_permutex2var_epi16(
-            0x00ff, _mm512_maskz_loadu_epi8(lm[0], pr), sidx, _mm512_maskz_loadu_epi8(lm[1], pr + 64));
-        const __m512i h1 = _mm512_maskz_permutex2var_epi16(
-            0xff00, _mm512_maskz_loadu_epi8(lm[2], pr + 144), sidx, _mm512_maskz_loadu_epi8(lm[3], pr + 208));
-        const __m512i g = _mm512_or_si512(h0, h1);
-        cd[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(g)), _mm512_set1_ps(c[r]));
+    for (int r = 0; r < 2 * P; r++)
         mb = _mm512_max_epi32(mb, _mm512_and_si512(_mm512_castps_si512(cd[r]), _mm512_set1_epi32(0x7fffffff)));
-    }
     const __m512i E = _mm512_srli_epi32(mb, 23);
     const __m512i e = _mm512_min_epi32(
         _mm512_max_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(141)), _mm512_set1_epi32(-126)), _mm512_set1_epi32(113));
@@ -257,7 +238,32 @@ Q4I_ATTR INLINE void q4i_span_coefs(const int P, const uint8_t *const *w, const 
         _mm512_storeu_si512(q->kp[p], _mm512_or_si512(_mm512_and_si512(k0, _mm512_set1_epi32(0xffff)),
                                                       _mm512_slli_epi32(k1, 16)));
     }
-    _mm512_storeu_si512(q->corr, _mm512_mullo_epi32(ksum, _mm512_set1_epi32(-8)));
+    _mm512_storeu_si512(q->corr, _mm512_mullo_epi32(ksum, _mm512_set1_epi32(-o)));
+}
+
+Q4I_ATTR INLINE void q4i_span_coefs(const int P, const uint8_t *const *w, const float *c, size_t off, int nbk,
+                                    q4i_coefs *q) {
+    /* block t's scale is 16-bit word 9 t of the span (t < 8), 9 t - 72 of
+       the span from block 8 on; the loads stop at the span's last block */
+    const __m512i sidx = _mm512_load_si512(q4i_scale_idx);
+    const int64_t bytes = (int64_t)nbk * (int64_t)sizeof(pi_block_q4_0);
+    __mmask64 lm[4];
+    for (int i = 0; i < 4; i++) {
+        const int64_t at = (i / 2) * 144 + (i % 2) * 64, left = bytes - at;
+        lm[i] = left >= 64 ? ~0ull : left <= 0 ? 0 : (1ull << left) - 1;
+    }
+    __m512 cd[PI_AXPY_ROWS_GROUP];
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++) {
+        const uint8_t *pr = w[r] + off;
+        const __m512i h0 = _mm512_maskz_permutex2var_epi16(
+            0x00ff, _mm512_maskz_loadu_epi8(lm[0], pr), sidx, _mm512_maskz_loadu_epi8(lm[1], pr + 64));
+        const __m512i h1 = _mm512_maskz_permutex2var_epi16(
+            0xff00, _mm512_maskz_loadu_epi8(lm[2], pr + 144), sidx, _mm512_maskz_loadu_epi8(lm[3], pr + 208));
+        const __m512i g = _mm512_or_si512(h0, h1);
+        cd[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(g)), _mm512_set1_ps(c[r]));
+    }
+    q4i_coefs16(P, cd, q, 8);
 }
 
 /* Blocks [t0, t0 + NBK) of the span (NBK <= 4) at byte offset off of the rows. */
@@ -337,10 +343,10 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
     _mm512_storeu_ps(sm, _mm512_mul_ps(f, dd));
 }
 
-/* Q4_K (Q5 = 0) or Q5_K (Q5 = 1): nsb super-blocks of R rows. */
-INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
-                    int64_t nsb, float *y) {
-    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
+/* Q5_K: nsb super-blocks of R rows. */
+INLINE void q5k_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
+                     float *y) {
+    const size_t bsz = sizeof(pi_block_q5_K), qs_off = 48;
     const __m512 tlo = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512 thi = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
     const __m128i b4 = _mm_set1_epi8(16);
@@ -365,26 +371,18 @@ INLINE void k4_pass(const int Q5, const int R, const uint8_t *const *w, const fl
                 const __m512 d1 = _mm512_set1_ps(sm[k][2 * i + 1]), m1 = _mm512_set1_ps(sm[k][9 + 2 * i]);
                 /* the sub-blocks' weights for every quant value: vlo0[q] = d0 * q + m0, ... */
                 const __m512 vlo0 = _mm512_fmadd_ps(d0, tlo, m0), vlo1 = _mm512_fmadd_ps(d1, tlo, m1);
-                const __m512 vhi0 = Q5 ? _mm512_fmadd_ps(d0, thi, m0) : vlo0;
-                const __m512 vhi1 = Q5 ? _mm512_fmadd_ps(d1, thi, m1) : vlo1;
+                const __m512 vhi0 = _mm512_fmadd_ps(d0, thi, m0), vhi1 = _mm512_fmadd_ps(d1, thi, m1);
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     const uint8_t *qs = p + qs_off + 32 * i + 16 * h;
-                    __m512 qlo, qhi;
-                    if (Q5) {
-                        /* the 5-bit indices made in bytes (128-bit ops, half
-                           the cost of 512-bit ones), then zero-extended: bits
-                           0-3 the nibble, bit 4 bit 2 i (2 i + 1) of qh */
-                        const __m128i q = load128(qs), hq = load128(p + 16 + 16 * h);
-                        const __m128i blo = _mm_ternarylogic_epi32(q, bit_to_4(hq, 2 * i), b4, 0xd8);
-                        const __m128i bhi = _mm_ternarylogic_epi32(_mm_srli_epi16(q, 4), bit_to_4(hq, 2 * i + 1), b4, 0xd8);
-                        qlo = _mm512_permutex2var_ps(vlo0, _mm512_cvtepu8_epi32(blo), vhi0);
-                        qhi = _mm512_permutex2var_ps(vlo1, _mm512_cvtepu8_epi32(bhi), vhi1);
-                    } else {
-                        const __m512i v = u8x16(qs);
-                        qlo = _mm512_permutexvar_ps(v, vlo0);
-                        qhi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), vlo1);
-                    }
+                    /* the 5-bit indices made in bytes (128-bit ops, half the
+                       cost of 512-bit ones), then zero-extended: bits 0-3 the
+                       nibble, bit 4 bit 2 i (2 i + 1) of qh */
+                    const __m128i q = load128(qs), hq = load128(p + 16 + 16 * h);
+                    const __m128i blo = _mm_ternarylogic_epi32(q, bit_to_4(hq, 2 * i), b4, 0xd8);
+                    const __m128i bhi = _mm_ternarylogic_epi32(_mm_srli_epi16(q, 4), bit_to_4(hq, 2 * i + 1), b4, 0xd8);
+                    const __m512 qlo = _mm512_permutex2var_ps(vlo0, _mm512_cvtepu8_epi32(blo), vhi0);
+                    const __m512 qhi = _mm512_permutex2var_ps(vlo1, _mm512_cvtepu8_epi32(bhi), vhi1);
                     acc[h] = _mm512_fmadd_ps(a, qlo, acc[h]);
                     acc[2 + h] = _mm512_fmadd_ps(a, qhi, acc[2 + h]);
                 }
@@ -458,53 +456,57 @@ Q4I_ATTR INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const fl
     }
 }
 
-#define Q5_K_PASS(R, w, c, pf, nsb, y) k4_pass(1, R, w, c, pf, nsb, y)
+#define Q5_K_PASS(R, w, c, pf, nsb, y) q5k_pass(R, w, c, pf, nsb, y)
 
-INLINE void q6_K_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
-                      float *y) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), o32 = _mm256_set1_epi8(32);
-    float ds[PI_AXPY_ROWS_GROUP][16];
+/* Q6_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
+   Per super-block, the rows' 16 d * scales[j] times their coefficients
+   give the 16 sub-blocks' 16-bit coefficients (q4i_coefs16, offset 32);
+   then per half (128 floats, 8 int32 accumulators, a sub-block each) and
+   pair of rows, each row's 4 x 32 six-bit quants assembled in bytes
+   (unsigned), and per 16 of them one vpermt2b putting the two rows' bytes
+   side by side in 32-bit lanes, added by one vpdpwssd. */
+#define Q6K_PERM(s) {Q4I_P4(0, 16 * (s)), Q4I_P4(0, 16 * (s) + 4), Q4I_P4(0, 16 * (s) + 8), Q4I_P4(0, 16 * (s) + 12)}
+static const uint8_t q6k_perm[2][64] __attribute__((aligned(64))) = {Q6K_PERM(0), Q6K_PERM(1)};
+
+Q4I_ATTR INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                                  int64_t nsb, float *y) {
+    const __mmask64 even = 0x5555555555555555ull;
+    q4i_coefs q;
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * sizeof(pi_block_q6_K);
+        __m512 cd[PI_AXPY_ROWS_GROUP];
 #pragma GCC unroll 8
-        for (int k = 0; k < R; k++) {
-            const uint8_t *p = w[k] + off;
-            prefetch_span(pf[k] + off, sizeof(pi_block_q6_K));
-            const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(p + 192)));
-            _mm512_storeu_ps(ds[k], _mm512_mul_ps(s, _mm512_set1_ps(f16_at(p + 208))));
+        for (int r = 0; r < 2 * P; r++) {
+            const uint8_t *p = w[r] + off;
+            prefetch_span(pf[r] + off, sizeof(pi_block_q6_K));
+            const __m512 ds = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(p + 192))),
+                                            _mm512_set1_ps(f16_at(p + 208)));
+            cd[r] = _mm512_mul_ps(_mm512_set1_ps(c[r]), ds);
         }
+        q4i_coefs16(P, cd, &q, 32);
         for (int h = 0; h < 2; h++) {
-            float *ys = y + 128 * h;
-            __m512 acc[8];
+            __m512i acc[8];
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) acc[j] = _mm512_loadu_ps(ys + 16 * j);
-#pragma GCC unroll 8
-            for (int k = 0; k < R; k++) {
-                const uint8_t *p = w[k] + off;
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-                __m256i q[4];
-                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-                const __m512 a = _mm512_set1_ps(c[k]);
+            for (int m = 0; m < 8; m++) acc[m] = _mm512_set1_epi32(q.corr[8 * h + m]);
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++) {
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
-                    const __m256i qs = _mm256_sub_epi8(q[j], o32);
+                    const __m512i qa = _mm512_castsi256_si512(pi_q6_bytes(w[2 * p] + off, h, j));
+                    const __m512i qb = _mm512_castsi256_si512(pi_q6_bytes(w[2 * p + 1] + off, h, j));
 #pragma GCC unroll 2
-                    for (int e = 0; e < 2; e++) {
-                        const __m128i part = e ? _mm256_extracti128_si256(qs, 1) : _mm256_castsi256_si128(qs);
-                        const __m512 wv = _mm512_mul_ps(_mm512_set1_ps(ds[k][8 * h + 2 * j + e]),
-                                                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(part)));
-                        acc[2 * j + e] = _mm512_fmadd_ps(a, wv, acc[2 * j + e]);
+                    for (int t = 0; t < 2; t++) {
+                        const __m512i x = _mm512_maskz_permutex2var_epi8(even, qa, _mm512_load_si512(q6k_perm[t]), qb);
+                        acc[2 * j + t] = _mm512_dpwssd_epi32(acc[2 * j + t], x, _mm512_set1_epi32(q.kp[p][8 * h + 2 * j + t]));
                     }
                 }
             }
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) _mm512_storeu_ps(ys + 16 * j, acc[j]);
+            for (int m = 0; m < 8; m++) {
+                float *yp = y + 128 * h + 16 * m;
+                _mm512_storeu_ps(yp, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m]), _mm512_set1_ps(q.sc[8 * h + m]),
+                                                     _mm512_loadu_ps(yp)));
+            }
         }
     }
 }
@@ -553,7 +555,12 @@ void pi_axpy_rows_q5_K_avx512(int64_t n, const float *a, const void *const *rows
     PI_AXPY_ROWS_DRIVE(Q5_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
 }
 
-void pi_axpy_rows_q6_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+Q4I_ATTR static void q6_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE(q6_K_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(q6k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
+}
+
+void pi_axpy_rows_q6_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    if (pi_cpu_get()->avx512vbmi) q6_K_rows_vbmi(n, a, rows, count, y);
+    else pi_axpy_rows_q6_K_avx2(n, a, rows, count, y);
 }

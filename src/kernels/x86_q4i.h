@@ -1,8 +1,9 @@
 /*
  * x86_q4i.h — private to x86_avx2_down.c and x86_avx512_down.c: the
- * integer coefficients of the Q4_0 / Q4_K gathered axpy (axpy_rows.h,
- * "Q4_0 in integers") for 8 blocks or sub-blocks at once, in 256-bit
- * vectors, compiled with each file's flags.
+ * integer coefficients of the Q4_0 / Q4_K / Q6_K gathered axpy
+ * (axpy_rows.h, "Q4_0 in integers") for 8 blocks or sub-blocks at once, and
+ * Q6_K's quants in bytes, in 256-bit vectors, compiled with each file's
+ * flags.
  */
 #ifndef PI_KERNELS_X86_Q4I_H
 #define PI_KERNELS_X86_Q4I_H
@@ -57,6 +58,20 @@ static inline void pi_q4k_coefs8(const int P, const float (*sm)[16], const float
     }
     pi_q4i_coefs8(P, cd, kp, sc);
     _mm256_storeu_ps(nb, b);
+}
+
+/* Weights 32 j .. 32 j + 31 of half h of the Q6_K block at p as bytes,
+   their unsigned six-bit quants (0..63). */
+static inline __m256i pi_q6_bytes(const uint8_t *p, int h, int j) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (j & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+    /* low bits: ql's low nibbles for j < 2, high ones after; high bits:
+       bits 2 j, 2 j + 1 of qh moved to bits 4, 5 */
+    const __m256i lo = j < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+    const __m256i hi = j == 0 ? _mm256_slli_epi16(qh, 4) : j == 1 ? _mm256_slli_epi16(qh, 2)
+                     : j == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
 }
 
 #endif
