@@ -26,7 +26,7 @@
  *      types, SIMD tables), sentinels around the outputs.
  *   6. axpy_rows (the gathered axpy) of every table: ref is ref's axpy row
  *      by row, the SIMD tables give the bits of a scalar model with one
- *      fused multiply-add per element and row (Q4_0, Q4_K, Q6_K: the
+ *      fused multiply-add per element and row (Q4_0 and the K-quants: the
  *      integer models of axpy_rows.h, 16-bit coefficients per group of 8
  *      rows, also at extreme and non-finite coefficients) and agree with ref
  *      within a tolerance (those: plus the coefficients' rounding); zero
@@ -940,7 +940,9 @@ static bool same_bits(float a, float b) {
 }
 
 /* The types whose SIMD axpy_rows adds in integers (axpy_rows.h). */
-static bool is_int_down(pi_type t) { return t == PI_TYPE_Q4_0 || t == PI_TYPE_Q4_K || t == PI_TYPE_Q6_K; }
+static bool is_int_down(pi_type t) {
+    return t == PI_TYPE_Q4_0 || t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K || t == PI_TYPE_Q6_K;
+}
 
 /* The split at or below `split` after which the list's nonzero
    coefficients before it are a multiple of 8 (whole Q4_0 groups). */
@@ -1180,13 +1182,15 @@ static void axpy_rows_model_q4i(int64_t n, const float *a, const void *const *ro
         }
 }
 
-/* The SIMD tables' Q4_K axpy_rows (axpy_rows.h): as the Q4_0 model per
-   sub-block of 32, with d * sc in the coefficient, the unsigned nibble, and
+/* The SIMD tables' Q4_K / Q5_K axpy_rows (axpy_rows.h): as the Q4_0 model
+   per sub-block of 32, with d * sc in the coefficient, the unsigned quant, and
    the mins summed apart in float: y + fma(acc, 2^e, sum of fma(a, -dmin m)).
    qerr gets the coefficients' rounding and the float roundings (the
    integer part and the mins may cancel). */
-static void axpy_rows_model_q4k(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
-                                double *qerr) {
+static void axpy_rows_model_q4k(pi_type t, int64_t n, const float *a, const void *const *rows, int64_t count,
+                                float *y, double *qerr) {
+    const bool q5 = t == PI_TYPE_Q5_K;
+    const size_t bsz = q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K);
     const uint8_t *g[8];
     float ga[8];
     int m;
@@ -1199,8 +1203,12 @@ static void axpy_rows_model_q4k(int64_t n, const float *a, const void *const *ro
                 double absb = 0.0;
                 uint8_t q[8][32];
                 for (int r = 0; r < m; r++) {
-                    pi_block_q4_K blk;
-                    memcpy(&blk, g[r] + sb * sizeof blk, sizeof blk);
+                    /* Q4_K: d, dmin, scales, qs; Q5_K: the same with qh before qs */
+                    pi_block_q5_K blk;
+                    memset(blk.qh, 0, sizeof blk.qh);
+                    memcpy(&blk, g[r] + sb * bsz, 16);
+                    memcpy(blk.qs, g[r] + sb * bsz + bsz - sizeof blk.qs, sizeof blk.qs);
+                    if (q5) memcpy(blk.qh, g[r] + sb * bsz + 16, sizeof blk.qh);
                     const uint8_t *sc6 = blk.scales;
                     const int sc = j < 4 ? sc6[j] & 63 : (sc6[j + 4] & 15) | (sc6[j - 4] >> 6) << 4;
                     const int mn = j < 4 ? sc6[j + 4] & 63 : (sc6[j + 4] >> 4) | (sc6[j] >> 6) << 4;
@@ -1208,7 +1216,9 @@ static void axpy_rows_model_q4k(int64_t n, const float *a, const void *const *ro
                     const float mm = pi_f16_to_f32(blk.dmin) * (float)mn;
                     nb = fmaf(ga[r], -mm, nb);
                     absb += fabs((double)ga[r] * mm);
-                    for (int l = 0; l < 32; l++) q[r][l] = j % 2 ? blk.qs[32 * (j / 2) + l] >> 4 : blk.qs[32 * (j / 2) + l] & 15;
+                    for (int l = 0; l < 32; l++)
+                        q[r][l] = (uint8_t)((j % 2 ? blk.qs[32 * (j / 2) + l] >> 4 : blk.qs[32 * (j / 2) + l] & 15) |
+                                            (blk.qh[l] >> j & 1) << 4);
                 }
                 float *yj = y + sb * 256 + 32 * j;
                 if (!model_coefs(cd, m, k, &e)) {
@@ -1337,7 +1347,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
         memcpy(ym, y0, (size_t)n * sizeof *ym);
         for (int64_t i = 0; i < n; i++) qerr[i] = 0;
         if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(n, a, ptrs, count, ym, qerr);
-        else if (t == PI_TYPE_Q4_K) axpy_rows_model_q4k(n, a, ptrs, count, ym, qerr);
+        else if (t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K) axpy_rows_model_q4k(t, n, a, ptrs, count, ym, qerr);
         else if (t == PI_TYPE_Q6_K) axpy_rows_model_q6k(n, a, ptrs, count, ym, qerr);
         else axpy_rows_model(t, n, a, ptrs, count, ym, tmp);
         for (int64_t i = 0; i < n; i++) {
@@ -1399,7 +1409,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
     tbuf_free(&Wodd);
 }
 
-/* Q4_0, Q4_K and Q6_K on the SIMD tables: coefficients far from 1 (the
+/* The integer types on the SIMD tables: coefficients far from 1 (the
    exponent's clamps) give the model's bits; a coefficient that is not
    finite makes its group's blocks NaN. */
 static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk, pi_type t) {
@@ -1420,7 +1430,7 @@ static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk, pi_typ
         fill_random(&r, y0, N, false);
         memcpy(ym, y0, sizeof ym);
         if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(N, a, ptrs, ROWS, ym, NULL);
-        else if (t == PI_TYPE_Q4_K) axpy_rows_model_q4k(N, a, ptrs, ROWS, ym, NULL);
+        else if (t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K) axpy_rows_model_q4k(t, N, a, ptrs, ROWS, ym, NULL);
         else axpy_rows_model_q6k(N, a, ptrs, ROWS, ym, NULL);
         for (int ki = 0; ki < nk; ki++) {
             const pi_kernels *k = ks[ki];
@@ -1468,6 +1478,7 @@ static void test_axpy_rows(const pi_kernels *const *ks, int nk) {
     }
     test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_0);
     test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_K);
+    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q5_K);
     test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q6_K);
 }
 

@@ -2,19 +2,17 @@
  * arm_neon_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "neon" table, compiled with the NEON table's flags.
  *
- * Q4_0, Q4_K and Q6_K are added in integers (axpy_rows.h; their sections
- * below): each row's quants widened to 16 bits and added by widening
- * multiply-adds (vmlal) with its 16-bit coefficient. For the other types a
- * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 16 or
- * 32 floats held in registers, and each row's weights for the segment are
- * unpacked and added with one FMA (vfmaq) per vector, row after row, so y is
- * loaded and stored once per group of rows. Unpacking: F16 by vcvt, BF16 by
- * a widening shift; Q8_0 weights as signed bytes, Q5_K's as unsigned bytes,
- * widened twice and converted; the K-quant scales once per row and
- * super-block, so that Q5_K weights are one FMA of exact operands
- * (d * sc * q - dmin * m, one rounding, as ref). F32/F16/BF16 rows of any
- * length: the last n % 4 elements with scalar fmaf. NEON loads have no alignment
- * requirement and stay inside the row. No software prefetch, like the rest
+ * Q4_0 and the K-quants are added in integers (axpy_rows.h; their
+ * sections below): each row's quants widened to 16 bits and added by
+ * widening multiply-adds (vmlal) with its 16-bit coefficient. For the other
+ * types a pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of
+ * 16 or 32 floats held in registers, and each row's weights for the segment
+ * are unpacked and added with one FMA (vfmaq) per vector, row after row, so
+ * y is loaded and stored once per group of rows. Unpacking: F16 by vcvt,
+ * BF16 by a widening shift; Q8_0 weights as signed bytes, widened twice and
+ * converted. F32/F16/BF16 rows of any length: the last n % 4 elements
+ * with scalar fmaf. NEON loads have no alignment requirement and stay
+ * inside the row. No software prefetch, like the rest
  * of the NEON table (not measured on ARM hardware).
  */
 #include "axpy_rows.h"
@@ -206,57 +204,20 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
     vst1q_f32(sm + 12, vmulq_n_f32(f[3], nm));
 }
 
-/* Q5_K: nsb super-blocks of R rows, a segment
-   being one sub-block of 32. */
-INLINE void q5k_pass(const int R, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
-    const size_t bsz = sizeof(pi_block_q5_K), qs_off = 48;
-    float sm[PI_AXPY_ROWS_GROUP][16];
-    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
-        const size_t off = (size_t)sb * bsz;
-#pragma GCC unroll 8
-        for (int k = 0; k < R; k++) k4_scales(w[k] + off, sm[k]);
-        for (int j = 0; j < 8; j++) {
-            float *ys = y + 32 * j;
-            float32x4_t acc[8];
-#pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) acc[e] = vld1q_f32(ys + 4 * e);
-            /* sub-block j: the low (even j) or high nibbles of qs[32 (j / 2) ..];
-               bit j of qh[l] is bit 4 of weight l */
-            const int8x16_t nsh = vdupq_n_s8((int8_t)(-4 * (j & 1))), hsh = vdupq_n_s8((int8_t)(4 - j));
-#pragma GCC unroll 8
-            for (int k = 0; k < R; k++) {
-                const uint8_t *p = w[k] + off;
-                const float32x4_t d = vdupq_n_f32(sm[k][j]), m = vdupq_n_f32(sm[k][8 + j]);
-#pragma GCC unroll 2
-                for (int h = 0; h < 2; h++) {
-                    const uint8x16_t qb = vld1q_u8(p + qs_off + 32 * (j / 2) + 16 * h);
-                    const uint8x16_t v = vorrq_u8(vandq_u8(vshlq_u8(qb, nsh), vdupq_n_u8(15)),
-                                                  vandq_u8(vshlq_u8(vld1q_u8(p + 16 + 16 * h), hsh), vdupq_n_u8(16)));
-                    float32x4_t f[4];
-                    u8_to_f32(v, f);
-#pragma GCC unroll 4
-                    for (int e = 0; e < 4; e++)
-                        acc[4 * h + e] = vfmaq_n_f32(acc[4 * h + e], vfmaq_f32(m, f[e], d), c[k]);
-                }
-            }
-#pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) vst1q_f32(ys + 4 * e, acc[e]);
-        }
-    }
-}
 
 
-/* Q4_K in integers (axpy_rows.h): per super-block the rows' scales
+/* Q4_K (Q5 = 0) and Q5_K (Q5 = 1) in integers (axpy_rows.h): per super-block the rows' scales
    (k4_scales), then per sub-block the group's coefficients (pi_q4i_quant,
    scalar), the mins' sum, and each row's 32 nibbles widened to 16 bits and
    added by vmlal into 8 int32 vectors. */
-INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
-    const size_t bsz = sizeof(pi_block_q4_K);
+INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
+    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
     float sm[PI_AXPY_ROWS_GROUP][16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * bsz;
         for (int r = 0; r < 2 * P; r++) k4_scales(w[r] + off, sm[r]);
         for (int j = 0; j < 8; j++) {
+            const int8x16_t hsh = vdupq_n_s8((int8_t)(4 - j));
             float cd[PI_AXPY_ROWS_GROUP], nb = 0.0f;
             int32_t k[PI_AXPY_ROWS_GROUP];
             for (int r = 0; r < 2 * P; r++) {
@@ -269,12 +230,15 @@ INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, i
             for (int e = 0; e < 8; e++) acc[e] = vdupq_n_s32(0);
 #pragma GCC unroll 8
             for (int r = 0; r < 2 * P; r++) {
-                const uint8_t *qs = w[r] + off + 16 + 32 * (j / 2);
+                const uint8_t *qs = w[r] + off + qs_off + 32 * (j / 2);
                 const int16_t kr = (int16_t)k[r];
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     const uint8x16_t v = vld1q_u8(qs + 16 * h);
-                    mlal16(acc + 4 * h, j % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f)), kr);
+                    uint8x16_t q = j % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(0x0f));
+                    if (Q5) /* bit j of qh[l] is bit 4 of weight l */
+                        q = vorrq_u8(q, vandq_u8(vshlq_u8(vld1q_u8(w[r] + off + 16 + 16 * h), hsh), vdupq_n_u8(16)));
+                    mlal16(acc + 4 * h, q, kr);
                 }
             }
             float *ys = y + 32 * j;
@@ -286,8 +250,8 @@ INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, i
     }
 }
 
-#define Q4K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(P, w, c, nsb, y)
-#define Q5_K_PASS(R, w, c, pf, nsb, y) q5k_pass(R, w, c, nsb, y)
+#define Q4K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(0, P, w, c, nsb, y)
+#define Q5K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(1, P, w, c, nsb, y)
 
 /* Q6_K in integers (axpy_rows.h): per super-block the rows' d * scales[j];
    per sub-block of 16 the group's coefficients (pi_q4i_quant, scalar), and
@@ -370,8 +334,11 @@ void pi_axpy_rows_q4_K_neon(int64_t n, const float *a, const void *const *rows, 
     PI_AXPY_ROWS_DRIVE_PAIRS(Q4K_INT_PASS, a, rows, count, 0, n / PI_QK_K, y);
 }
 
+void pi_axpy_rows_q5_K_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q5K_INT_PASS, a, rows, count, 0, n / PI_QK_K, y);
+}
+
 void pi_axpy_rows_q6_K_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     PI_AXPY_ROWS_DRIVE_PAIRS(Q6_K_PASS, a, rows, count, 0, n / PI_QK_K, y);
 }
 
-QUANT_ROWS(q5_K, Q5_K_PASS, PI_QK_K)

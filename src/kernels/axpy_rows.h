@@ -8,12 +8,10 @@
  * and each element i, one fused multiply-add y[i] = fma(c, v, y[i]) with:
  *   F32, F16, BF16: c = a[k], v = the weight widened to float;
  *   Q8_0:           c = a[k] * d (d the block's f16 scale, the product
- *                   rounded to float), v = the integer quant;
- *   Q5_K:           c = a[k], v = the weight exactly as pi_dequantize_row
- *                   gives it (exact in float, see ref.c).
+ *                   rounded to float), v = the integer quant.
  * So every SIMD table gives the same bits for the same call, and a list
  * split into consecutive calls gives the bits of one call over it.
- * Q4_0, Q4_K and Q6_K are added in integers instead ("Q4_0 in integers" below):
+ * Q4_0 and the K-quants are added in integers instead ("Q4_0 in integers" below):
  * the same bits in every SIMD table for the same calls, but a group's
  * coefficients share a scale, so only splits between groups keep the bits.
  *
@@ -168,8 +166,9 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
  * and where E = 255 (a coefficient that is not finite) the block's y becomes
  * NaN.
  *
- * Q4_K the same way per sub-block j of 32 (8 per super-block): cd_k =
- * a[k] * (d_k * sc_k,j) (d * sc exact), q the unsigned nibble (0..15), and
+ * Q4_K and Q5_K the same way per sub-block j of 32 (8 per super-block):
+ * cd_k = a[k] * (d_k * sc_k,j) (d * sc exact), q the unsigned quant (Q4_K
+ * 0..15, Q5_K 0..31), and
  * the mins apart in float: nb_j = sum over the group's rows in order of
  * fma(a[k], -(dmin_k * m_k,j), nb_j) from 0 (dmin * m exact), so
  *   y_i  = y_i + fma(acc_i, 2^e, nb_j)   (two roundings).

@@ -2,21 +2,17 @@
  * x86_avx2_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "avx2" table, compiled with AVX2 + FMA + F16C.
  *
- * Q4_0, Q4_K and Q6_K are added in integers, two rows per 16-bit
+ * Q4_0 and the K-quants are added in integers, two rows per 16-bit
  * multiply-add (axpy_rows.h; their sections below). For the other types a
  * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 32
- * floats (4 registers; 64 for Q5_K, a pair of sub-blocks whose weights are
- * the low and high nibbles of the same bytes, zero-extended once for both)
- * and each row's weights for the segment are unpacked and added with one
- * FMA per vector, row after row. Unpacking: F16 by vcvtph2ps, BF16 by a
- * 16-bit shift; Q8_0 bytes sign-extended and converted (the scales of a row
- * converted and multiplied by its coefficient 4 blocks at a time, each
- * block's then one broadcast from memory); Q5_K nibbles and the fifth bit
- * zero-extended to 32-bit lanes and converted, d * sc * q - dmin * m in one
- * FMA of exact operands (one rounding, as ref). The scales of the K-quants
- * are unpacked once per row and super-block. F32/F16/BF16 rows of any length: the last n % 8 elements
- * with scalar fmaf, which rounds as the vector FMA does. Rows may start at
- * any address: all loads are unaligned and stay inside the row.
+ * floats (4 registers) and each row's weights for the segment are unpacked
+ * and added with one FMA per vector, row after row. Unpacking: F16 by
+ * vcvtph2ps, BF16 by a 16-bit shift; Q8_0 bytes sign-extended and converted
+ * (the scales of a row converted and multiplied by its coefficient 4 blocks
+ * at a time, each block's then one broadcast from memory). F32/F16/BF16
+ * rows of any length: the last n % 8 elements with scalar fmaf, which
+ * rounds as the vector FMA does. Rows may start at any address: all loads
+ * are unaligned and stay inside the row.
  */
 #include "axpy_rows.h"
 #include "x86_q4i.h"
@@ -46,9 +42,8 @@ INLINE uint32_t u32_at(const uint8_t *p) {
     return v;
 }
 
-/* 8 bytes at p, sign- or zero-extended to 32-bit lanes. */
+/* 8 bytes at p, sign-extended to 32-bit lanes. */
 INLINE __m256i s8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
-INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
 /* ------------------------------------------------------- F32, F16, BF16 */
 
@@ -174,6 +169,32 @@ INLINE void q4i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, __m256
     acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 12), m4), kv_hi));
 }
 
+/* Bit b + o of each 32-bit lane of v moved to bit 4 + o, o = 0 and 16 (the
+   other bits anywhere but there). */
+INLINE __m256i bit_to_4d(__m256i v, int b) {
+    return b <= 4 ? _mm256_sll_epi32(v, _mm_cvtsi32_si128(4 - b)) : _mm256_srl_epi32(v, _mm_cvtsi32_si128(b - 4));
+}
+
+/* q4i_add16 for Q5_K: ha, hb the rows' qh bytes for the same 16 elements,
+   whose bit jlo (jlo + 1) is bit 4 of the low (high) nibbles' quants. */
+INLINE void q5i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, const uint8_t *ha, const uint8_t *hb,
+                      int jlo, __m256i kv_lo, __m256i kv_hi) {
+    const __m256i m4 = _mm256_set1_epi32(0x000f000f), b4 = _mm256_set1_epi32(0x00100010);
+    const __m128i a = _mm_loadu_si128((const __m128i *)qa), b = _mm_loadu_si128((const __m128i *)qb);
+    const __m128i x = _mm_loadu_si128((const __m128i *)ha), z = _mm_loadu_si128((const __m128i *)hb);
+    const __m256i d = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));
+    const __m256i h = _mm256_set_m128i(_mm_unpackhi_epi16(x, z), _mm_unpacklo_epi16(x, z));
+    /* bytes 2 t of a lane at bits 0 and 16, bytes 2 t + 1 at 8 and 24 */
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(d, m4), _mm256_and_si256(bit_to_4d(h, jlo), b4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(d, 8), m4), _mm256_and_si256(bit_to_4d(h, jlo + 8), b4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(d, 4), m4), _mm256_and_si256(bit_to_4d(h, jlo + 1), b4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(d, 12), m4), _mm256_and_si256(bit_to_4d(h, jlo + 9), b4)),
+    };
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; e++) acc[e] = _mm256_add_epi32(acc[e], _mm256_madd_epi16(q[e], e < 2 ? kv_lo : kv_hi));
+}
+
 /* The 16 sums of elements 0, 2, .. 14 (even) and 1, 3, .. 15 (odd), as
    floats in element order (exact: |sum| < 2^24). */
 INLINE void q4i_order16(__m256i even, __m256i odd, __m256 *f) {
@@ -240,63 +261,14 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
                      _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), _mm256_set1_ps(-f16_at(p + 2))));
 }
 
-/* Q5_K: nsb super-blocks of R rows, a segment
-   being the two sub-blocks 2 i, 2 i + 1 (64 weights), which share their
-   quant bytes (low and high nibbles) and so one zero-extension of them. */
-INLINE void q5k_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
-                     float *y) {
-    const size_t bsz = sizeof(pi_block_q5_K), qs_off = 48;
-    const __m256i m4 = _mm256_set1_epi32(15), b4 = _mm256_set1_epi32(16);
-    float sm[PI_AXPY_ROWS_GROUP][16];
-    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
-        const size_t off = (size_t)sb * bsz;
-#pragma GCC unroll 8
-        for (int k = 0; k < R; k++) {
-            prefetch_span(pf[k] + off, bsz);
-            k4_scales(w[k] + off, sm[k]);
-        }
-        for (int i = 0; i < 4; i++) {
-            float *ys = y + 64 * i;
-            __m256 acc[8];
-#pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) acc[e] = _mm256_loadu_ps(ys + 8 * e);
-            /* bit 2 i (2 i + 1) of qh[l] is bit 4 of weight l of
-               sub-block 2 i (2 i + 1); moved to bit 4 by one shift each */
-            const __m128i hsh_lo = _mm_cvtsi32_si128(2 * i <= 4 ? 4 - 2 * i : 2 * i - 4);
-            const __m128i hsh_hi = _mm_cvtsi32_si128(2 * i + 1 <= 4 ? 3 - 2 * i : 2 * i - 3);
-#pragma GCC unroll 8
-            for (int k = 0; k < R; k++) {
-                const uint8_t *p = w[k] + off;
-                const __m256 a = _mm256_set1_ps(c[k]);
-                const __m256 d0 = _mm256_set1_ps(sm[k][2 * i]), m0 = _mm256_set1_ps(sm[k][8 + 2 * i]);
-                const __m256 d1 = _mm256_set1_ps(sm[k][2 * i + 1]), m1 = _mm256_set1_ps(sm[k][9 + 2 * i]);
-#pragma GCC unroll 4
-                for (int e = 0; e < 4; e++) {
-                    const __m256i v = u8x8(p + qs_off + 32 * i + 8 * e);
-                    const __m256i h = u8x8(p + 16 + 8 * e);
-                    const __m256i hl = 2 * i <= 4 ? _mm256_sll_epi32(h, hsh_lo) : _mm256_srl_epi32(h, hsh_lo);
-                    const __m256i hh = 2 * i + 1 <= 4 ? _mm256_sll_epi32(h, hsh_hi) : _mm256_srl_epi32(h, hsh_hi);
-                    const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hl, b4));
-                    const __m256i hi = _mm256_or_si256(_mm256_srli_epi32(v, 4), _mm256_and_si256(hh, b4));
-                    acc[e] = _mm256_fmadd_ps(a, _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(lo), m0), acc[e]);
-                    acc[4 + e] = _mm256_fmadd_ps(a, _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(hi), m1), acc[4 + e]);
-                }
-            }
-#pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) _mm256_storeu_ps(ys + 8 * e, acc[e]);
-        }
-    }
-}
 
-#define Q5_K_PASS(R, w, c, pf, nsb, y) q5k_pass(R, w, c, pf, nsb, y)
-
-/* Q4_K in integers (axpy_rows.h): per super-block, the rows' scales
+/* Q4_K (Q5 = 0) and Q5_K (Q5 = 1) in integers (axpy_rows.h): per super-block, the rows' scales
    (k4_scales) give the 8 sub-blocks' coefficients and the mins' sums; then
    per pair of sub-blocks (32 quant bytes a row: low nibbles the first, high
    the second) two q4i_add16 per pair of rows. */
-INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                          int64_t nsb, float *y) {
-    const size_t bsz = sizeof(pi_block_q4_K);
+    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
     float sm[PI_AXPY_ROWS_GROUP][16], sc[8], nbs[8];
     int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
@@ -315,9 +287,16 @@ INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, c
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
                 const __m256i klo = _mm256_set1_epi32(kp[p][2 * i]), khi = _mm256_set1_epi32(kp[p][2 * i + 1]);
-                const size_t q = off + 16 + 32 * (size_t)i;
+                const size_t q = off + qs_off + 32 * (size_t)i;
 #pragma GCC unroll 2
-                for (int h = 0; h < 2; h++) q4i_add16(acc + 4 * h, w[2 * p] + q + 16 * h, w[2 * p + 1] + q + 16 * h, klo, khi);
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t *A = w[2 * p], *B = w[2 * p + 1];
+                    if (Q5)
+                        q5i_add16(acc + 4 * h, A + q + 16 * h, B + q + 16 * h, A + off + 16 + 16 * h,
+                                  B + off + 16 + 16 * h, 2 * i, klo, khi);
+                    else
+                        q4i_add16(acc + 4 * h, A + q + 16 * h, B + q + 16 * h, klo, khi);
+                }
             }
 #pragma GCC unroll 2
             for (int s = 0; s < 2; s++) { /* s = 0: sub-block 2 i (low nibbles), 1: 2 i + 1 */
@@ -337,6 +316,9 @@ INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, c
         }
     }
 }
+
+#define Q4K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(0, P, w, c, pf, nsb, y)
+#define Q5K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(1, P, w, c, pf, nsb, y)
 
 /* Q6_K in integers (axpy_rows.h): per super-block, the rows' 16
    d * scales[j] times their coefficients give the sub-blocks' 16-bit
@@ -423,12 +405,12 @@ void pi_axpy_rows_q4_0_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q4_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE_PAIRS(q4k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q4K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
 }
 
 void pi_axpy_rows_q5_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE(Q5_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q5K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
 }
 
 void pi_axpy_rows_q6_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {

@@ -1,11 +1,11 @@
 /*
  * x86_avx512_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "avx512" and "amx" tables, compiled with the AVX-512
- * flags (F, BW, VL, DQ, VNNI); the Q4_0, Q4_K and Q6_K kernels also use
- * VBMI where the CPU has it (a function attribute) and the AVX2 table's
+ * flags (F, BW, VL, DQ, VNNI); the Q4_0 and K-quant kernels also use VBMI
+ * where the CPU has it (a function attribute) and the AVX2 table's
  * otherwise.
  *
- * Q4_0, Q4_K and Q6_K are added in integers, two rows per 16-bit
+ * Q4_0, Q4_K, Q5_K and Q6_K are added in integers, two rows per 16-bit
  * multiply-add (axpy_rows.h; their sections below). For the other types a
  * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 64
  * floats (128 for Q8_0's groups of 4 blocks) held in registers, and each
@@ -16,17 +16,7 @@
  *   - Q8_0 scales: a row's 4 f16 scales of a group gathered in a
  *     general register, converted and multiplied by its coefficient at once
  *     (a lone last block: one at a time);
- *   - Q8_0: sign-extended bytes converted to float, times a * d;
- *   - Q5_K: a row's sub-block has only 32 distinct weights,
- *     d * sc * q - dmin * m for q = 0..31, each one FMA of exact operands
- *     with one rounding, as ref computes it; two FMAs per row and sub-block
- *     build them in two registers, and the quant indexes them with
- *     vpermt2ps (the index's bit 4 the fifth bit, merged in bytes by
- *     128-bit ops before the zero-extension), so a weight costs a lookup
- *     and the FMA that adds it to y;
- *   - K-quant scales: the 8 six-bit scales and mins are unpacked with
- *     32-bit masks and shifts, converted and multiplied by d and -dmin once
- *     per row and super-block (exact products).
+ *   - Q8_0: sign-extended bytes converted to float, times a * d.
  * Rows are only 2-byte aligned (any address works): every load is
  * unaligned and stays inside the row.
  */
@@ -55,11 +45,6 @@ INLINE uint32_t u32_at(const uint8_t *p) {
 INLINE __m128i load128(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
 
 
-/* Bit b of each byte of h moved to bit 4 (the other bits anywhere): a
-   16-bit shift by at most 4, so a byte's bit 4 comes from the byte itself. */
-INLINE __m128i bit_to_4(__m128i h, int b) {
-    return b <= 4 ? _mm_sll_epi16(h, _mm_cvtsi32_si128(4 - b)) : _mm_srl_epi16(h, _mm_cvtsi32_si128(b - 4));
-}
 
 /* ------------------------------------------------------- F32, F16, BF16 */
 
@@ -343,57 +328,8 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
     _mm512_storeu_ps(sm, _mm512_mul_ps(f, dd));
 }
 
-/* Q5_K: nsb super-blocks of R rows. */
-INLINE void q5k_pass(const int R, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nsb,
-                     float *y) {
-    const size_t bsz = sizeof(pi_block_q5_K), qs_off = 48;
-    const __m512 tlo = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512 thi = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
-    const __m128i b4 = _mm_set1_epi8(16);
-    float sm[PI_AXPY_ROWS_GROUP][16];
-    for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
-        const size_t off = (size_t)sb * bsz;
-#pragma GCC unroll 8
-        for (int k = 0; k < R; k++) {
-            prefetch_span(pf[k] + off, bsz);
-            k4_scales(w[k] + off, sm[k]);
-        }
-        for (int i = 0; i < 4; i++) {
-            float *ys = y + 64 * i;
-            __m512 acc[4];
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) acc[j] = _mm512_loadu_ps(ys + 16 * j);
-#pragma GCC unroll 8
-            for (int k = 0; k < R; k++) {
-                const uint8_t *p = w[k] + off;
-                const __m512 a = _mm512_set1_ps(c[k]);
-                const __m512 d0 = _mm512_set1_ps(sm[k][2 * i]), m0 = _mm512_set1_ps(sm[k][8 + 2 * i]);
-                const __m512 d1 = _mm512_set1_ps(sm[k][2 * i + 1]), m1 = _mm512_set1_ps(sm[k][9 + 2 * i]);
-                /* the sub-blocks' weights for every quant value: vlo0[q] = d0 * q + m0, ... */
-                const __m512 vlo0 = _mm512_fmadd_ps(d0, tlo, m0), vlo1 = _mm512_fmadd_ps(d1, tlo, m1);
-                const __m512 vhi0 = _mm512_fmadd_ps(d0, thi, m0), vhi1 = _mm512_fmadd_ps(d1, thi, m1);
-#pragma GCC unroll 2
-                for (int h = 0; h < 2; h++) {
-                    const uint8_t *qs = p + qs_off + 32 * i + 16 * h;
-                    /* the 5-bit indices made in bytes (128-bit ops, half the
-                       cost of 512-bit ones), then zero-extended: bits 0-3 the
-                       nibble, bit 4 bit 2 i (2 i + 1) of qh */
-                    const __m128i q = load128(qs), hq = load128(p + 16 + 16 * h);
-                    const __m128i blo = _mm_ternarylogic_epi32(q, bit_to_4(hq, 2 * i), b4, 0xd8);
-                    const __m128i bhi = _mm_ternarylogic_epi32(_mm_srli_epi16(q, 4), bit_to_4(hq, 2 * i + 1), b4, 0xd8);
-                    const __m512 qlo = _mm512_permutex2var_ps(vlo0, _mm512_cvtepu8_epi32(blo), vhi0);
-                    const __m512 qhi = _mm512_permutex2var_ps(vlo1, _mm512_cvtepu8_epi32(bhi), vhi1);
-                    acc[h] = _mm512_fmadd_ps(a, qlo, acc[h]);
-                    acc[2 + h] = _mm512_fmadd_ps(a, qhi, acc[2 + h]);
-                }
-            }
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) _mm512_storeu_ps(ys + 16 * j, acc[j]);
-        }
-    }
-}
 
-/* Q4_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
+/* Q4_K and Q5_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
    Per super-block, the rows' scales (k4_scales) give the 8 sub-blocks'
    float coefficients, their scales and 16-bit coefficients (8 lanes at
    once) and the mins' sums; then two segments of 4 sub-blocks (128
@@ -408,11 +344,20 @@ INLINE void q5k_pass(const int R, const uint8_t *const *w, const float *c, const
 static const uint8_t q4k_perm[4][64] __attribute__((aligned(64))) = {Q4K_PERM(0), Q4K_PERM(1), Q4K_PERM(2),
                                                                      Q4K_PERM(3)};
 
-Q4I_ATTR INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
-                                  int64_t nsb, float *y) {
-    const size_t bsz = sizeof(pi_block_q4_K);
+/* Bit b of each 16-bit lane of v moved to bit 4 (the other bits anywhere). */
+INLINE __m512i bit_to_4w(__m512i v, int b) {
+    return b <= 4 ? _mm512_sll_epi16(v, _mm_cvtsi32_si128(4 - b)) : _mm512_srl_epi16(v, _mm_cvtsi32_si128(b - 4));
+}
+
+/* Q4_K (Q5 = 0) or Q5_K (Q5 = 1). Q5_K's fifth bits: per pair of rows the
+   two rows' 32 qh bytes interleaved as the quants are (two vpermt2b, for
+   all 8 sub-blocks), bit j of a lane's byte moved to bit 4 and merged into
+   sub-block j's nibble. */
+Q4I_ATTR INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, const float *c,
+                                  const uint8_t *const *pf, int64_t nsb, float *y) {
+    const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
     const __mmask64 even = 0x5555555555555555ull;
-    const __m512i m4 = _mm512_set1_epi32(0x000f000f);
+    const __m512i m4 = _mm512_set1_epi32(0x000f000f), b4 = _mm512_set1_epi32(0x00100010);
     float sm[PI_AXPY_ROWS_GROUP][16];
     int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
     float scs[8], nbs[8];
@@ -424,22 +369,36 @@ Q4I_ATTR INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const fl
             k4_scales(w[r] + off, sm[r]);
         }
         pi_q4k_coefs8(P, (const float (*)[16])sm, c, kp, scs, nbs);
+#pragma GCC unroll 2
         for (int seg = 0; seg < 2; seg++) {
             __m512i acc[8];
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
-                const __m512i la = _mm512_loadu_si512(w[2 * p] + off + 16 + 64 * seg);
-                const __m512i lb = _mm512_loadu_si512(w[2 * p + 1] + off + 16 + 64 * seg);
+                const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
+                const __m512i la = _mm512_loadu_si512(A + qs_off + 64 * seg);
+                const __m512i lb = _mm512_loadu_si512(B + qs_off + 64 * seg);
+                __m512i xh[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+                if (Q5) {
+                    const __m512i ha = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(A + 16)));
+                    const __m512i hb = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(B + 16)));
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++)
+                        xh[h] = _mm512_maskz_permutex2var_epi8(even, ha, _mm512_load_si512(q4k_perm[h]), hb);
+                }
 #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) {
                     const int j = 2 * (u / 2), h = u % 2; /* sub-block of the low nibbles in the segment */
+                    const int jl = 4 * seg + j;        /* ... in the super-block */
                     const __m512i x = _mm512_maskz_permutex2var_epi8(even, la, _mm512_load_si512(q4k_perm[u]), lb);
-                    acc[2 * j + h] = _mm512_dpwssd_epi32(acc[2 * j + h], _mm512_and_si512(x, m4),
-                                                         _mm512_set1_epi32(kp[p][4 * seg + j]));
-                    acc[2 * j + 2 + h] = _mm512_dpwssd_epi32(acc[2 * j + 2 + h], _mm512_srli_epi16(x, 4),
-                                                             _mm512_set1_epi32(kp[p][4 * seg + j + 1]));
+                    __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_srli_epi16(x, 4);
+                    if (Q5) {
+                        lo = _mm512_ternarylogic_epi32(bit_to_4w(xh[h], jl), b4, lo, 0xea); /* (A & B) | C */
+                        hi = _mm512_ternarylogic_epi32(bit_to_4w(xh[h], jl + 1), b4, hi, 0xea);
+                    }
+                    acc[2 * j + h] = _mm512_dpwssd_epi32(acc[2 * j + h], lo, _mm512_set1_epi32(kp[p][jl]));
+                    acc[2 * j + 2 + h] = _mm512_dpwssd_epi32(acc[2 * j + 2 + h], hi, _mm512_set1_epi32(kp[p][jl + 1]));
                 }
             }
 #pragma GCC unroll 4
@@ -456,7 +415,8 @@ Q4I_ATTR INLINE void q4k_int_pass(const int P, const uint8_t *const *w, const fl
     }
 }
 
-#define Q5_K_PASS(R, w, c, pf, nsb, y) q5k_pass(R, w, c, pf, nsb, y)
+#define Q4K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(0, P, w, c, pf, nsb, y)
+#define Q5K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(1, P, w, c, pf, nsb, y)
 
 /* Q6_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
    Per super-block, the rows' 16 d * scales[j] times their coefficients
@@ -542,7 +502,7 @@ void pi_axpy_rows_q4_0_avx512(int64_t n, const float *a, const void *const *rows
 
 Q4I_ATTR static void q4_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE_PAIRS(q4k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q4K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
 }
 
 void pi_axpy_rows_q4_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
@@ -550,9 +510,14 @@ void pi_axpy_rows_q4_K_avx512(int64_t n, const float *a, const void *const *rows
     else pi_axpy_rows_q4_K_avx2(n, a, rows, count, y);
 }
 
-void pi_axpy_rows_q5_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+Q4I_ATTR static void q5_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE(Q5_K_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q5K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
+}
+
+void pi_axpy_rows_q5_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    if (pi_cpu_get()->avx512vbmi) q5_K_rows_vbmi(n, a, rows, count, y);
+    else pi_axpy_rows_q5_K_avx2(n, a, rows, count, y);
 }
 
 Q4I_ATTR static void q6_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
