@@ -422,11 +422,29 @@ Q4I_ATTR INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *cons
    Per super-block, the rows' 16 d * scales[j] times their coefficients
    give the 16 sub-blocks' 16-bit coefficients (q4i_coefs16, offset 32);
    then per half (128 floats, 8 int32 accumulators, a sub-block each) and
-   pair of rows, each row's 4 x 32 six-bit quants assembled in bytes
-   (unsigned), and per 16 of them one vpermt2b putting the two rows' bytes
-   side by side in 32-bit lanes, added by one vpdpwssd. */
-#define Q6K_PERM(s) {Q4I_P4(0, 16 * (s)), Q4I_P4(0, 16 * (s) + 4), Q4I_P4(0, 16 * (s) + 8), Q4I_P4(0, 16 * (s) + 12)}
+   pair of rows, the two rows' 4 x 32 six-bit quants assembled in bytes
+   (unsigned) in one vector per 32, and per 16 of them one vpermb putting
+   the two rows' bytes side by side in 32-bit lanes, added by one
+   vpdpwssd. */
+#define Q6K_P(i) (i), 0, 32 + (i), 0
+#define Q6K_P4(i) Q6K_P(i), Q6K_P((i) + 1), Q6K_P((i) + 2), Q6K_P((i) + 3)
+#define Q6K_PERM(s) {Q6K_P4(16 * (s)), Q6K_P4(16 * (s) + 4), Q6K_P4(16 * (s) + 8), Q6K_P4(16 * (s) + 12)}
 static const uint8_t q6k_perm[2][64] __attribute__((aligned(64))) = {Q6K_PERM(0), Q6K_PERM(1)};
+
+/* pi_q6_bytes of two rows at once: bytes 0-31 row A's weights 32 j ..
+   32 j + 31 of half h, bytes 32-63 row B's. */
+INLINE __m512i q6_bytes2(const uint8_t *A, const uint8_t *B, int h, int j) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const size_t lo_at = 64 * (size_t)h + 32 * (size_t)(j & 1), hi_at = 128 + 32 * (size_t)h;
+    const __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(A + lo_at))),
+                                         _mm256_loadu_si256((const __m256i *)(B + lo_at)), 1);
+    const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(A + hi_at))),
+                                          _mm256_loadu_si256((const __m256i *)(B + hi_at)), 1);
+    const __m512i lo = j < 2 ? _mm512_and_si512(l, m4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), m4);
+    const __m512i hi = j == 0 ? _mm512_slli_epi16(qh, 4) : j == 1 ? _mm512_slli_epi16(qh, 2)
+                     : j == 2 ? qh : _mm512_srli_epi16(qh, 2);
+    return _mm512_ternarylogic_epi32(hi, m30, lo, 0xea); /* (hi & m30) | lo */
+}
 
 Q4I_ATTR INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                                   int64_t nsb, float *y) {
@@ -452,11 +470,10 @@ Q4I_ATTR INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const fl
             for (int p = 0; p < P; p++) {
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++) {
-                    const __m512i qa = _mm512_castsi256_si512(pi_q6_bytes(w[2 * p] + off, h, j));
-                    const __m512i qb = _mm512_castsi256_si512(pi_q6_bytes(w[2 * p + 1] + off, h, j));
+                    const __m512i z = q6_bytes2(w[2 * p] + off, w[2 * p + 1] + off, h, j);
 #pragma GCC unroll 2
                     for (int t = 0; t < 2; t++) {
-                        const __m512i x = _mm512_maskz_permutex2var_epi8(even, qa, _mm512_load_si512(q6k_perm[t]), qb);
+                        const __m512i x = _mm512_maskz_permutexvar_epi8(even, _mm512_load_si512(q6k_perm[t]), z);
                         acc[2 * j + t] = _mm512_dpwssd_epi32(acc[2 * j + t], x, _mm512_set1_epi32(q.kp[p][8 * h + 2 * j + t]));
                     }
                 }
