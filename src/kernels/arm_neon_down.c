@@ -154,6 +154,17 @@ INLINE void mlal16(int32x4_t *acc, uint8x16_t q, int16_t k) {
 }
 
 
+/* A group's block: its coefficients k[0..m) and scale (pi_q4i_quant) from
+   the float ones cd[0..m), and its nacc accumulators set to -o times the
+   coefficients' sum (o the quants' offset: Q4_0 8, Q6_K 32, Q4_K/Q5_K 0). */
+INLINE float q4i_start(const float *cd, int m, int32_t *k, int o, int32x4_t *acc, int nacc) {
+    const float sc = pi_q4i_quant(cd, m, k);
+    int32_t ksum = 0;
+    for (int r = 0; r < m; r++) ksum += k[r];
+    for (int e = 0; e < nacc; e++) acc[e] = vdupq_n_s32(-o * ksum);
+    return sc;
+}
+
 /* (axpy_rows.h) Block by block: the group's coefficients of the block
    (pi_q4i_quant, scalar), then each row's nibbles widened to 16 bits and
    added by widening multiply-adds (vmlal) into 8 int32 vectors, which
@@ -166,12 +177,8 @@ INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, int64
         int32_t k[PI_AXPY_ROWS_GROUP];
 #pragma GCC unroll 8
         for (int r = 0; r < 2 * P; r++) cd[r] = c[r] * f16_at(w[r] + off);
-        const float sc = pi_q4i_quant(cd, 2 * P, k);
-        int32_t ksum = 0;
-        for (int r = 0; r < 2 * P; r++) ksum += k[r];
         int32x4_t acc[8];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) acc[j] = vdupq_n_s32(-8 * ksum);
+        const float sc = q4i_start(cd, 2 * P, k, 8, acc, 8);
 #pragma GCC unroll 8
         for (int r = 0; r < 2 * P; r++) {
             const uint8x16_t v = vld1q_u8(w[r] + off + 2);
@@ -224,10 +231,8 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
                 cd[r] = c[r] * sm[r][j];
                 nb = fmaf(c[r], sm[r][8 + j], nb);
             }
-            const float sc = pi_q4i_quant(cd, 2 * P, k);
             int32x4_t acc[8];
-#pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) acc[e] = vdupq_n_s32(0);
+            const float sc = q4i_start(cd, 2 * P, k, 0, acc, 8);
 #pragma GCC unroll 8
             for (int r = 0; r < 2 * P; r++) {
                 const uint8_t *qs = w[r] + off + qs_off + 32 * (j / 2);
@@ -280,12 +285,8 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, i
                 float cd[PI_AXPY_ROWS_GROUP];
                 int32_t k[PI_AXPY_ROWS_GROUP];
                 for (int r = 0; r < 2 * P; r++) cd[r] = c[r] * ds[r][2 * s + g];
-                const float sc = pi_q4i_quant(cd, 2 * P, k);
-                int32_t ksum = 0;
-                for (int r = 0; r < 2 * P; r++) ksum += k[r];
                 int32x4_t acc[4];
-#pragma GCC unroll 4
-                for (int e = 0; e < 4; e++) acc[e] = vdupq_n_s32(-32 * ksum);
+                const float sc = q4i_start(cd, 2 * P, k, 32, acc, 4);
 #pragma GCC unroll 8
                 for (int r = 0; r < 2 * P; r++) {
                     const uint8_t *p = w[r] + off;

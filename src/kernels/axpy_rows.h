@@ -31,7 +31,6 @@
 #include "simd_common.h"
 
 #include <math.h>
-#include <string.h>
 
 #define PI_AXPY_ROWS_GROUP 8
 
@@ -168,9 +167,9 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
  *
  * Q4_K and Q5_K the same way per sub-block j of 32 (8 per super-block):
  * cd_k = a[k] * (d_k * sc_k,j) (d * sc exact), q the unsigned quant (Q4_K
- * 0..15, Q5_K 0..31), and
- * the mins apart in float: nb_j = sum over the group's rows in order of
- * fma(a[k], -(dmin_k * m_k,j), nb_j) from 0 (dmin * m exact), so
+ * 0..15, Q5_K 0..31), and the mins apart in float: nb_j = sum over the
+ * group's rows in order of fma(a[k], -(dmin_k * m_k,j), nb_j) from 0
+ * (dmin * m exact), so
  *   y_i  = y_i + fma(acc_i, 2^e, nb_j)   (two roundings).
  *
  * Q6_K per sub-block j of 16 (16 per super-block): cd_k = a[k] *
@@ -189,40 +188,28 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
 
 #define PI_Q4I_KMAX 32767
 
-static inline uint32_t pi_q4i_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float pi_q4i_float(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* One block's integer coefficients k[0..m) of the float coefficients
    cd[0..m) (the rules above); returns the block's scale 2^e, or NaN. The
    scalar form of what the SIMD versions compute for several blocks at once. */
 static inline float pi_q4i_quant(const float *cd, int m, int32_t *k) {
     uint32_t mb = 0;
     for (int r = 0; r < m; r++) {
-        const uint32_t u = pi_q4i_bits(cd[r]) & 0x7fffffffu;
+        const uint32_t u = pi_f32_bits(cd[r]) & 0x7fffffffu;
         mb = u > mb ? u : mb;
     }
     const int E = (int)(mb >> 23);
     if (E == 255) {
         for (int r = 0; r < m; r++) k[r] = 0;
-        return pi_q4i_float(0x7fc00000u);
+        return pi_f32_from_bits(0x7fc00000u);
     }
     int e = E - 141;
     e = e < -126 ? -126 : e > 113 ? 113 : e;
-    const float inv = pi_q4i_float((uint32_t)(127 - e) << 23);
+    const float inv = pi_f32_from_bits((uint32_t)(127 - e) << 23);
     for (int r = 0; r < m; r++) {
         const float v = rintf(cd[r] * inv);
         k[r] = v > PI_Q4I_KMAX ? PI_Q4I_KMAX : v < -PI_Q4I_KMAX ? -PI_Q4I_KMAX : (int32_t)v;
     }
-    return pi_q4i_float((uint32_t)(127 + e) << 23);
+    return pi_f32_from_bits((uint32_t)(127 + e) << 23);
 }
 
 /* The body of an integer gathered axpy over a pass function

@@ -66,25 +66,23 @@ int pi_type_from_name(const char *name) {
 }
 
 /* binary16 <-> binary32 without F16C, exact in both directions (RNE). */
-static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float f32_from(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 float pi_f16_to_f32(pi_f16 h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f;
     uint32_t man = h & 0x3ff;
-    if (exp == 0x1f) return f32_from(sign | 0x7f800000u | (man << 13)); /* inf/nan */
+    if (exp == 0x1f) return pi_f32_from_bits(sign | 0x7f800000u | (man << 13)); /* inf/nan */
     if (exp == 0) {
-        if (man == 0) return f32_from(sign);
+        if (man == 0) return pi_f32_from_bits(sign);
         /* subnormal: value = man * 2^-24 */
         float v = (float)man * 0x1.0p-24f;
         return sign ? -v : v;
     }
-    return f32_from(sign | ((exp + 112) << 23) | (man << 13));
+    return pi_f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 pi_f16 pi_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f);
+    uint32_t x = pi_f32_bits(f);
     uint32_t sign = (x >> 16) & 0x8000;
     uint32_t ax = x & 0x7fffffffu;
     if (ax >= 0x7f800000u) /* inf or nan (keep nan quiet and non-zero) */
@@ -92,7 +90,7 @@ pi_f16 pi_f32_to_f16(float f) {
     if (ax >= 0x477ff000u) return (pi_f16)(sign | 0x7c00); /* rounds to >= 65520: inf */
     if (ax < 0x38800000u) {
         /* result is subnormal or zero: round ax * 2^24 to an integer, RNE */
-        float v = f32_from(ax) * 0x1.0p24f; /* exact: scaling by a power of two */
+        float v = pi_f32_from_bits(ax) * 0x1.0p24f; /* exact: scaling by a power of two */
         uint32_t m = (uint32_t)v;
         float frac = v - (float)m;
         if (frac > 0.5f || (frac == 0.5f && (m & 1))) m++;
@@ -105,10 +103,10 @@ pi_f16 pi_f32_to_f16(float f) {
     return (pi_f16)(sign | (r >> 13));
 }
 
-float pi_bf16_to_f32(pi_bf16 h) { return f32_from((uint32_t)h << 16); }
+float pi_bf16_to_f32(pi_bf16 h) { return pi_f32_from_bits((uint32_t)h << 16); }
 
 pi_bf16 pi_f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
+    uint32_t x = pi_f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return (pi_bf16)((x >> 16) | 64); /* quiet nan */
     x += 0x7fffu + ((x >> 16) & 1);
     return (pi_bf16)(x >> 16);

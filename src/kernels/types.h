@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef uint16_t pi_f16;  /* IEEE binary16 bits */
 typedef uint16_t pi_bf16; /* bfloat16 bits (upper half of a binary32) */
@@ -178,6 +179,19 @@ size_t pi_row_size(pi_type t, int64_t n);
 
 /* Parse a type name ("q4_0", "F16", ...) case-insensitively; -1 when unknown. */
 int pi_type_from_name(const char *name);
+
+/* A float's bit pattern, and the float of a bit pattern. */
+static inline uint32_t pi_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float pi_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* Scalar conversions (exact, round-to-nearest-even, as ggml does). */
 float pi_f16_to_f32(pi_f16 h);

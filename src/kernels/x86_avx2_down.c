@@ -221,7 +221,7 @@ INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, const
             for (int t = 0; t < nbk; t++) h[t] = u16_at(p + t * bsz);
             cd[r] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)), _mm256_set1_ps(c[r]));
         }
-        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(pi_q4i_coefs8(P, cd, kp, sc), _mm256_set1_epi32(-8)));
+        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(pi_q4i_coefs8(P, cd, kp[0], 8, sc), _mm256_set1_epi32(-8)));
         for (int t = 0; t < nbk; t++) {
             const size_t off = (size_t)(b0 + t) * bsz + 2;
             float *yb = y + 32 * (b0 + t);
@@ -338,7 +338,6 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, c
 #pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
             __m256 cd[PI_AXPY_ROWS_GROUP];
-            int32_t kh[PI_AXPY_ROWS_GROUP / 2][8];
 #pragma GCC unroll 8
             for (int r = 0; r < 2 * P; r++) {
                 const uint8_t *p = w[r] + off;
@@ -346,9 +345,8 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, c
                 const __m256 ds = _mm256_mul_ps(_mm256_cvtepi32_ps(s8x8(p + 192 + 8 * half)), _mm256_set1_ps(f16_at(p + 208)));
                 cd[r] = _mm256_mul_ps(_mm256_set1_ps(c[r]), ds);
             }
-            const __m256i ksum = pi_q4i_coefs8(P, cd, kh, sc + 8 * half);
+            const __m256i ksum = pi_q4i_coefs8(P, cd, kp[0] + 8 * half, 16, sc + 8 * half);
             _mm256_storeu_si256((__m256i *)(corr + 8 * half), _mm256_mullo_epi32(ksum, _mm256_set1_epi32(-32)));
-            for (int p = 0; p < P; p++) memcpy(kp[p] + 8 * half, kh[p], sizeof kh[p]);
         }
         for (int s = 0; s < 8; s++) { /* weights 32 s ..: sub-blocks 2 s, 2 s + 1 */
             const int h = s / 4, j = s % 4;

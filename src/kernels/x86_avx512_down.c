@@ -200,30 +200,14 @@ typedef struct {
    not finite) and accumulator starts, -o times the coefficients' sums (the
    quants' offset o: Q4_0 8, Q6_K 32). */
 Q4I_ATTR INLINE void q4i_coefs16(const int P, const __m512 *cd, q4i_coefs *q, int o) {
-    __m512i mb = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) { /* pi_q4i_coefs8 on each half of the lanes */
+        __m256 c8[PI_AXPY_ROWS_GROUP];
 #pragma GCC unroll 8
-    for (int r = 0; r < 2 * P; r++)
-        mb = _mm512_max_epi32(mb, _mm512_and_si512(_mm512_castps_si512(cd[r]), _mm512_set1_epi32(0x7fffffff)));
-    const __m512i E = _mm512_srli_epi32(mb, 23);
-    const __m512i e = _mm512_min_epi32(
-        _mm512_max_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(141)), _mm512_set1_epi32(-126)), _mm512_set1_epi32(113));
-    const __m512 inv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), e), 23));
-    const __m512i scb = _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(127), e), 23);
-    const __mmask16 bad = _mm512_cmpeq_epi32_mask(E, _mm512_set1_epi32(255));
-    _mm512_storeu_ps(q->sc, _mm512_castsi512_ps(_mm512_mask_mov_epi32(scb, bad, _mm512_set1_epi32(0x7fc00000))));
-    const __m512i kmax = _mm512_set1_epi32(PI_Q4I_KMAX), kmin = _mm512_set1_epi32(-PI_Q4I_KMAX);
-    __m512i ksum = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int p = 0; p < P; p++) {
-        const __m512i k0 =
-            _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(cd[2 * p], inv)), kmin), kmax);
-        const __m512i k1 =
-            _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);
-        ksum = _mm512_add_epi32(ksum, _mm512_add_epi32(k0, k1));
-        _mm512_storeu_si512(q->kp[p], _mm512_or_si512(_mm512_and_si512(k0, _mm512_set1_epi32(0xffff)),
-                                                      _mm512_slli_epi32(k1, 16)));
+        for (int r = 0; r < 2 * P; r++) c8[r] = h ? _mm512_extractf32x8_ps(cd[r], 1) : _mm512_castps512_ps256(cd[r]);
+        const __m256i ksum = pi_q4i_coefs8(P, c8, q->kp[0] + 8 * h, Q4I_SPAN, q->sc + 8 * h);
+        _mm256_storeu_si256((__m256i *)(q->corr + 8 * h), _mm256_mullo_epi32(ksum, _mm256_set1_epi32(-o)));
     }
-    _mm512_storeu_si512(q->corr, _mm512_mullo_epi32(ksum, _mm512_set1_epi32(-o)));
 }
 
 Q4I_ATTR INLINE void q4i_span_coefs(const int P, const uint8_t *const *w, const float *c, size_t off, int nbk,
@@ -505,44 +489,22 @@ void pi_axpy_rows_q8_0_avx512(int64_t n, const float *a, const void *const *rows
     PI_AXPY_ROWS_DRIVE(Q8_0_PASS, a, rows, count, (size_t)nb * sizeof(pi_block_q8_0), nb, y);
 }
 
-Q4I_ATTR static void q4_0_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    const int64_t nb = n / PI_QK4_0;
-    PI_AXPY_ROWS_DRIVE_PAIRS(q4i_pass, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
-}
+/* The integer kernels' entry points: the VBMI version where the CPU has
+   it, else the AVX2 table's (Cascade Lake, Cooper Lake), which gives the
+   same bits. */
+#define INT_ROWS(tname, PASS, block, per_block)                                                            \
+    Q4I_ATTR static void tname##_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count,  \
+                                           float *y) {                                                     \
+        const int64_t nb = n / (per_block);                                                                 \
+        PI_AXPY_ROWS_DRIVE_PAIRS(PASS, a, rows, count, (size_t)nb * sizeof(block), nb, y);                  \
+    }                                                                                                       \
+    void pi_axpy_rows_##tname##_avx512(int64_t n, const float *a, const void *const *rows, int64_t count,   \
+                                       float *y) {                                                          \
+        if (pi_cpu_get()->avx512vbmi) tname##_rows_vbmi(n, a, rows, count, y);                              \
+        else pi_axpy_rows_##tname##_avx2(n, a, rows, count, y);                                             \
+    }
 
-/* Without AVX-512 VBMI (Cascade Lake, Cooper Lake): the AVX2 table's
-   version, which gives the same bits. */
-void pi_axpy_rows_q4_0_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    if (pi_cpu_get()->avx512vbmi) q4_0_rows_vbmi(n, a, rows, count, y);
-    else pi_axpy_rows_q4_0_avx2(n, a, rows, count, y);
-}
-
-Q4I_ATTR static void q4_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE_PAIRS(Q4K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
-}
-
-void pi_axpy_rows_q4_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    if (pi_cpu_get()->avx512vbmi) q4_K_rows_vbmi(n, a, rows, count, y);
-    else pi_axpy_rows_q4_K_avx2(n, a, rows, count, y);
-}
-
-Q4I_ATTR static void q5_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE_PAIRS(Q5K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
-}
-
-void pi_axpy_rows_q5_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    if (pi_cpu_get()->avx512vbmi) q5_K_rows_vbmi(n, a, rows, count, y);
-    else pi_axpy_rows_q5_K_avx2(n, a, rows, count, y);
-}
-
-Q4I_ATTR static void q6_K_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    const int64_t nsb = n / PI_QK_K;
-    PI_AXPY_ROWS_DRIVE_PAIRS(q6k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
-}
-
-void pi_axpy_rows_q6_K_avx512(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    if (pi_cpu_get()->avx512vbmi) q6_K_rows_vbmi(n, a, rows, count, y);
-    else pi_axpy_rows_q6_K_avx2(n, a, rows, count, y);
-}
+INT_ROWS(q4_0, q4i_pass, pi_block_q4_0, PI_QK4_0)
+INT_ROWS(q4_K, Q4K_INT_PASS, pi_block_q4_K, PI_QK_K)
+INT_ROWS(q5_K, Q5K_INT_PASS, pi_block_q5_K, PI_QK_K)
+INT_ROWS(q6_K, q6k_int_pass, pi_block_q6_K, PI_QK_K)

@@ -13,11 +13,11 @@
 #include <immintrin.h>
 
 /* From the float coefficients cd[0 .. 2P) of 2P rows for 8 blocks (a lane
-   each): kp[p][t], rows 2p and 2p + 1's 16-bit coefficients of block t
-   packed in one 32-bit lane (the first in the low half); sc[t], the
+   each): kp[p * kstride + t], rows 2p and 2p + 1's 16-bit coefficients of
+   block t packed in one 32-bit lane (the first in the low half); sc[t], the
    block's scale 2^e (NaN where a coefficient is not finite). Returns the
    blocks' sums of the coefficients. */
-static inline __m256i pi_q4i_coefs8(const int P, const __m256 *cd, int32_t (*kp)[8], float *sc) {
+static inline __m256i pi_q4i_coefs8(const int P, const __m256 *cd, int32_t *kp, size_t kstride, float *sc) {
     __m256i mb = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int r = 0; r < 2 * P; r++)
@@ -38,7 +38,7 @@ static inline __m256i pi_q4i_coefs8(const int P, const __m256 *cd, int32_t (*kp)
         const __m256i k1 =
             _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);
         ksum = _mm256_add_epi32(ksum, _mm256_add_epi32(k0, k1));
-        _mm256_storeu_si256((__m256i *)kp[p],
+        _mm256_storeu_si256((__m256i *)(kp + p * kstride),
                             _mm256_or_si256(_mm256_and_si256(k0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(k1, 16)));
     }
     return ksum;
@@ -56,7 +56,7 @@ static inline void pi_q4k_coefs8(const int P, const float (*sm)[16], const float
         cd[r] = _mm256_mul_ps(a, _mm256_loadu_ps(sm[r]));
         b = _mm256_fmadd_ps(a, _mm256_loadu_ps(sm[r] + 8), b);
     }
-    pi_q4i_coefs8(P, cd, kp, sc);
+    pi_q4i_coefs8(P, cd, kp[0], 8, sc);
     _mm256_storeu_ps(nb, b);
 }
 
