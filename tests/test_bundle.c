@@ -271,13 +271,13 @@ static void check_logits(const char *label, const char *ref_path, const char *bp
             "prefill %.2e; vs the source's own ffn_down %.2e\n", label, e_dense, e_oracle, e_mix, e_prefill, e_full);
     CHECKF(e_dense <= 1e-6, "%s: dense %.3g", label, e_dense);
     CHECKF(e_oracle <= 1e-6, "%s: oracle %.3g", label, e_oracle);
-    /* Q4_0 / K-quant down rows are added in integers per group of 8 rows with
-       16-bit coefficients (axpy_rows.h): the dense pass over down_t and
-       the oracle's list group different rows, 15 bits of each group's
-       largest coefficient apart (measured 3.5e-5 on drelu-q4_0) */
+    /* 4- to 6-bit down rows (Q4_0 .. Q6_K) are added in integers per group of
+       8 rows with 16-bit coefficients (axpy_rows.h): the dense pass over
+       down_t and the oracle's list group different rows, 15 bits of each
+       group's largest coefficient apart (measured 3.5e-5 on drelu-q4_0) */
     const pi_type dt = bm->layers[0].ffn_down_t.type;
-    const double mix_tol =
-        dt == PI_TYPE_Q4_0 || dt == PI_TYPE_Q4_K || dt == PI_TYPE_Q5_K || dt == PI_TYPE_Q6_K ? 1e-4 : 1e-5;
+    const bool int_down = dt != PI_TYPE_F32 && dt != PI_TYPE_F16 && dt != PI_TYPE_BF16 && dt != PI_TYPE_Q8_0;
+    const double mix_tol = int_down ? 1e-4 : 1e-5;
     CHECKF(e_mix <= mix_tol, "%s: oracle vs dense %.3g", label, e_mix);
     CHECKF(e_prefill <= 1e-6, "%s: prefill %.3g", label, e_prefill);
     /* the FFN left in the mapped file: strided views of the bundles */

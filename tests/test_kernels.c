@@ -941,7 +941,8 @@ static bool same_bits(float a, float b) {
 
 /* The types whose SIMD axpy_rows adds in integers (axpy_rows.h). */
 static bool is_int_down(pi_type t) {
-    return t == PI_TYPE_Q4_0 || t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K || t == PI_TYPE_Q6_K;
+    return t == PI_TYPE_Q4_0 || t == PI_TYPE_Q4_1 || t == PI_TYPE_Q5_0 || t == PI_TYPE_Q5_1 || t == PI_TYPE_Q4_K ||
+           t == PI_TYPE_Q5_K || t == PI_TYPE_Q6_K;
 }
 
 /* The split at or below `split` after which the list's nonzero
@@ -1068,52 +1069,32 @@ static void test_vec_dot_rows(const pi_kernels *const *ks, int nk) {
 
 /* ------------------------------------------------------------ 6. axpy_rows */
 
-/* The SIMD tables' axpy_rows, element by element (axpy_rows.h): for each
-   listed row with a nonzero coefficient, in order, y[i] = fma(c, v, y[i]),
-   c = a (Q8_0 / Q4_0 / Q5_0: a * d, rounded), v the weight (Q8_0 / Q4_0 /
-   Q5_0: the integer quant). */
+/* The SIMD tables' axpy_rows of the float types and Q8_0, element by
+   element (axpy_rows.h): for each listed row with a nonzero coefficient, in
+   order, y[i] = fma(c, v, y[i]), c = a (Q8_0: a * d, rounded), v the weight
+   (Q8_0: the integer quant). */
 static void axpy_rows_model(pi_type t, int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
                             float *wd) {
     for (int64_t k = 0; k < count; k++) {
         if (a[k] == 0.0f) continue;
         const uint8_t *p = rows[k];
-        if (t == PI_TYPE_Q5_0) {
-            const pi_block_q5_0 *w = (const pi_block_q5_0 *)p;
+        if (t == PI_TYPE_Q8_0) {
             for (int64_t b = 0; b < n / 32; b++) {
-                pi_block_q5_0 blk;
-                memcpy(&blk, w + b, sizeof blk);
-                const uint32_t qh = (uint32_t)blk.qh[0] | (uint32_t)blk.qh[1] << 8 | (uint32_t)blk.qh[2] << 16 |
-                                    (uint32_t)blk.qh[3] << 24;
+                pi_block_q8_0 blk;
+                memcpy(&blk, p + b * sizeof blk, sizeof blk);
                 const float c = a[k] * pi_f16_to_f32(blk.d);
-                for (int j = 0; j < 32; j++) {
-                    const int nib = j < 16 ? blk.qs[j] & 15 : blk.qs[j - 16] >> 4;
-                    const float v = (float)((nib | (int)((qh >> j) & 1) << 4) - 16);
-                    y[b * 32 + j] = fmaf(c, v, y[b * 32 + j]);
-                }
-            }
-        } else if (t == PI_TYPE_Q8_0 || t == PI_TYPE_Q4_0) {
-            const size_t bsz = t == PI_TYPE_Q8_0 ? sizeof(pi_block_q8_0) : sizeof(pi_block_q4_0);
-            for (int64_t b = 0; b < n / 32; b++) {
-                pi_f16 d;
-                uint8_t qs[32];
-                memcpy(&d, p + b * bsz, 2);
-                memcpy(qs, p + b * bsz + 2, bsz - 2);
-                const float c = a[k] * pi_f16_to_f32(d);
-                for (int j = 0; j < 32; j++) {
-                    const float v = t == PI_TYPE_Q8_0 ? (float)(int8_t)qs[j]
-                                                      : (float)((j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) - 8);
-                    y[b * 32 + j] = fmaf(c, v, y[b * 32 + j]);
-                }
+                for (int j = 0; j < 32; j++) y[b * 32 + j] = fmaf(c, (float)blk.qs[j], y[b * 32 + j]);
             }
         } else {
-            pi_dequantize_row(t, p, wd, n); /* exact: widened floats, Q4_1 / Q5_1 / K-quant weights */
+            pi_dequantize_row(t, p, wd, n); /* exact: widened floats */
             for (int64_t i = 0; i < n; i++) y[i] = fmaf(a[k], wd[i], y[i]);
         }
     }
 }
 
-/* The integer models (axpy_rows.h, "Q4_0 in integers"): the next group of
-   up to 8 rows with nonzero coefficients from *k0 on, and its size. */
+/* The integer models (axpy_rows.h, "Q4_0 in integers"), written from its
+   rules: the next group of up to 8 rows with nonzero coefficients from *k0
+   on, and its size. */
 static int model_group(const float *a, const void *const *rows, int64_t count, int64_t *k0, const uint8_t **g,
                        float *ga) {
     int m = 0;
@@ -1142,51 +1123,78 @@ static bool model_coefs(const float *cd, int m, int64_t *k, int *e) {
     return true;
 }
 
-/* The SIMD tables' Q4_0 axpy_rows (axpy_rows.h, "Q4_0 in integers"),
-   written from its rules: groups of up to 8 rows with nonzero
-   coefficients in list order; per group and block, the float coefficients
-   a * d, the exponent of the largest, 16-bit integer coefficients, an exact
-   integer sum, one rounding into y. qerr[i] (when not NULL) gets the
-   bound of what the coefficients' rounding moved y[i] by:
-   sum over rows of |q - 8| * 2^e / 2. */
-static void axpy_rows_model_q4i(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
-                                double *qerr) {
-    const size_t bsz = sizeof(pi_block_q4_0);
+/* One block of a group (L elements): the rows' float coefficients cd[0..m),
+   their unsigned quants q[r][0..L) less the offset o, the 16-bit
+   coefficients, an exact integer sum, and one rounding into y; where mn is
+   not NULL, the mins apart (nb = sum in row order of fma(ga[r], mn[r], nb)
+   from 0) and y + fma(acc, 2^e, nb). qerr[l] (when not NULL) gets the
+   bound of what the coefficients' rounding moved y[l] by, sum over rows of
+   |q - o| * 2^e / 2, and with mins the float roundings (the integer part
+   and the mins may cancel). */
+static void model_block(int m, const float *ga, const float *cd, const float *mn, const uint8_t *const *q, int L,
+                        int o, float *y, double *qerr) {
+    int64_t k[8];
+    int e;
+    if (!model_coefs(cd, m, k, &e)) {
+        for (int l = 0; l < L; l++) y[l] = NAN;
+        return;
+    }
+    float nb = 0.0f;
+    double absb = 0.0;
+    if (mn)
+        for (int r = 0; r < m; r++) {
+            nb = fmaf(ga[r], mn[r], nb);
+            absb += fabs((double)ga[r] * mn[r]);
+        }
+    for (int l = 0; l < L; l++) {
+        int64_t acc = 0;
+        double eq = 0.0;
+        for (int r = 0; r < m; r++) {
+            const int qv = q[r][l] - o;
+            acc += k[r] * qv;
+            eq += fabs((double)qv) * (ldexp(1.0, e - 1) + (mn ? 0x1p-22 * fabs((double)cd[r]) : 0.0));
+        }
+        y[l] = mn ? y[l] + fmaf((float)acc, ldexpf(1.0f, e), nb) : fmaf((float)acc, ldexpf(1.0f, e), y[l]);
+        if (qerr) qerr[l] += eq + (mn ? 0x1p-22 * absb : 0.0);
+    }
+}
+
+/* Q4_0, Q4_1, Q5_0, Q5_1: blocks of 32 with d (and m) first; the quant the
+   low nibble of qs[l] (l < 16) or the high one of qs[l - 16], the fifth bit
+   bit l of qh. */
+static void axpy_rows_model_q32(pi_type t, int64_t n, const float *a, const void *const *rows, int64_t count,
+                                float *y, double *qerr) {
+    const bool mins = t == PI_TYPE_Q4_1 || t == PI_TYPE_Q5_1, five = t == PI_TYPE_Q5_0 || t == PI_TYPE_Q5_1;
+    const size_t bsz = pi_row_size(t, 32), qs_off = bsz - 16, qh_off = mins ? 4 : 2;
+    const int o = t == PI_TYPE_Q4_0 ? 8 : t == PI_TYPE_Q5_0 ? 16 : 0;
     const uint8_t *g[8];
     float ga[8];
     int m;
     for (int64_t k0 = 0; (m = model_group(a, rows, count, &k0, g, ga)) > 0;)
         for (int64_t b = 0; b < n / 32; b++) {
-            float cd[8];
-            int64_t k[8];
-            int e;
+            float cd[8], mn[8];
+            uint8_t qb[8][32];
+            const uint8_t *q[8];
             for (int r = 0; r < m; r++) {
-                pi_f16 d;
-                memcpy(&d, g[r] + b * bsz, 2);
+                const uint8_t *p = g[r] + b * bsz;
+                pi_f16 d, mm;
+                uint8_t qh[4] = {0};
+                memcpy(&d, p, 2);
+                memcpy(&mm, p + 2, 2);
+                if (five) memcpy(qh, p + qh_off, 4);
                 cd[r] = ga[r] * pi_f16_to_f32(d);
+                mn[r] = pi_f16_to_f32(mm);
+                for (int l = 0; l < 32; l++)
+                    qb[r][l] = (uint8_t)((l < 16 ? p[qs_off + l] & 15 : p[qs_off + l - 16] >> 4) |
+                                         (qh[l / 8] >> (l % 8) & 1) << 4);
+                q[r] = qb[r];
             }
-            if (!model_coefs(cd, m, k, &e)) {
-                for (int j = 0; j < 32; j++) y[b * 32 + j] = NAN;
-                continue;
-            }
-            int64_t acc[32] = {0};
-            for (int r = 0; r < m; r++) {
-                const uint8_t *qs = g[r] + b * bsz + 2;
-                for (int j = 0; j < 32; j++) {
-                    const int q = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) - 8;
-                    acc[j] += k[r] * q;
-                    if (qerr) qerr[b * 32 + j] += fabs((double)q) * ldexp(1.0, e - 1);
-                }
-            }
-            for (int j = 0; j < 32; j++) y[b * 32 + j] = fmaf((float)acc[j], ldexpf(1.0f, e), y[b * 32 + j]);
+            model_block(m, ga, cd, mins ? mn : NULL, q, 32, o, y + b * 32, qerr ? qerr + b * 32 : NULL);
         }
 }
 
-/* The SIMD tables' Q4_K / Q5_K axpy_rows (axpy_rows.h): as the Q4_0 model
-   per sub-block of 32, with d * sc in the coefficient, the unsigned quant, and
-   the mins summed apart in float: y + fma(acc, 2^e, sum of fma(a, -dmin m)).
-   qerr gets the coefficients' rounding and the float roundings (the
-   integer part and the mins may cancel). */
+/* Q4_K / Q5_K: per sub-block of 32, d * sc in the coefficient, the unsigned
+   quant, and the mins -dmin * m apart. */
 static void axpy_rows_model_q4k(pi_type t, int64_t n, const float *a, const void *const *rows, int64_t count,
                                 float *y, double *qerr) {
     const bool q5 = t == PI_TYPE_Q5_K;
@@ -1197,11 +1205,9 @@ static void axpy_rows_model_q4k(pi_type t, int64_t n, const float *a, const void
     for (int64_t k0 = 0; (m = model_group(a, rows, count, &k0, g, ga)) > 0;)
         for (int64_t sb = 0; sb < n / 256; sb++)
             for (int j = 0; j < 8; j++) {
-                float cd[8], nb = 0.0f;
-                int64_t k[8];
-                int e;
-                double absb = 0.0;
-                uint8_t q[8][32];
+                float cd[8], mn[8];
+                uint8_t qb[8][32];
+                const uint8_t *q[8];
                 for (int r = 0; r < m; r++) {
                     /* Q4_K: d, dmin, scales, qs; Q5_K: the same with qh before qs */
                     pi_block_q5_K blk;
@@ -1211,36 +1217,20 @@ static void axpy_rows_model_q4k(pi_type t, int64_t n, const float *a, const void
                     if (q5) memcpy(blk.qh, g[r] + sb * bsz + 16, sizeof blk.qh);
                     const uint8_t *sc6 = blk.scales;
                     const int sc = j < 4 ? sc6[j] & 63 : (sc6[j + 4] & 15) | (sc6[j - 4] >> 6) << 4;
-                    const int mn = j < 4 ? sc6[j + 4] & 63 : (sc6[j + 4] >> 4) | (sc6[j] >> 6) << 4;
+                    const int mi = j < 4 ? sc6[j + 4] & 63 : (sc6[j + 4] >> 4) | (sc6[j] >> 6) << 4;
                     cd[r] = ga[r] * (pi_f16_to_f32(blk.d) * (float)sc);
-                    const float mm = pi_f16_to_f32(blk.dmin) * (float)mn;
-                    nb = fmaf(ga[r], -mm, nb);
-                    absb += fabs((double)ga[r] * mm);
+                    mn[r] = -(pi_f16_to_f32(blk.dmin) * (float)mi);
                     for (int l = 0; l < 32; l++)
-                        q[r][l] = (uint8_t)((j % 2 ? blk.qs[32 * (j / 2) + l] >> 4 : blk.qs[32 * (j / 2) + l] & 15) |
-                                            (blk.qh[l] >> j & 1) << 4);
+                        qb[r][l] = (uint8_t)((j % 2 ? blk.qs[32 * (j / 2) + l] >> 4 : blk.qs[32 * (j / 2) + l] & 15) |
+                                             (blk.qh[l] >> j & 1) << 4);
+                    q[r] = qb[r];
                 }
-                float *yj = y + sb * 256 + 32 * j;
-                if (!model_coefs(cd, m, k, &e)) {
-                    for (int l = 0; l < 32; l++) yj[l] = NAN;
-                    continue;
-                }
-                int64_t acc[32] = {0};
-                double absq[32] = {0};
-                for (int r = 0; r < m; r++)
-                    for (int l = 0; l < 32; l++) {
-                        acc[l] += k[r] * q[r][l];
-                        absq[l] += q[r][l] * (ldexp(1.0, e - 1) + 0x1p-22 * fabs((double)cd[r]));
-                    }
-                for (int l = 0; l < 32; l++) {
-                    yj[l] = yj[l] + fmaf((float)acc[l], ldexpf(1.0f, e), nb);
-                    if (qerr) qerr[sb * 256 + 32 * j + l] += absq[l] + 0x1p-22 * absb;
-                }
+                const int64_t at = sb * 256 + 32 * j;
+                model_block(m, ga, cd, mn, q, 32, 0, y + at, qerr ? qerr + at : NULL);
             }
 }
 
-/* The SIMD tables' Q6_K axpy_rows (axpy_rows.h): as the Q4_0 model per
-   sub-block of 16, with d * scales[j] in the coefficient and q - 32. */
+/* Q6_K: per sub-block of 16, d * scales[j] in the coefficient and q - 32. */
 static void axpy_rows_model_q6k(int64_t n, const float *a, const void *const *rows, int64_t count, float *y,
                                 double *qerr) {
     const uint8_t *g[8];
@@ -1249,38 +1239,37 @@ static void axpy_rows_model_q6k(int64_t n, const float *a, const void *const *ro
     for (int64_t k0 = 0; (m = model_group(a, rows, count, &k0, g, ga)) > 0;)
         for (int64_t sb = 0; sb < n / 256; sb++) {
             pi_block_q6_K blk[8];
-            uint8_t q[8][256];
+            uint8_t qb[8][256];
             for (int r = 0; r < m; r++) {
                 memcpy(&blk[r], g[r] + sb * sizeof blk[r], sizeof blk[r]);
                 for (int h = 0; h < 2; h++)
                     for (int l = 0; l < 32; l++) {
                         const uint8_t *ql = blk[r].ql + 64 * h, *qh = blk[r].qh + 32 * h;
-                        q[r][128 * h + l] = (uint8_t)((ql[l] & 15) | (qh[l] & 3) << 4);
-                        q[r][128 * h + l + 32] = (uint8_t)((ql[l + 32] & 15) | (qh[l] >> 2 & 3) << 4);
-                        q[r][128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4);
-                        q[r][128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4);
+                        qb[r][128 * h + l] = (uint8_t)((ql[l] & 15) | (qh[l] & 3) << 4);
+                        qb[r][128 * h + l + 32] = (uint8_t)((ql[l + 32] & 15) | (qh[l] >> 2 & 3) << 4);
+                        qb[r][128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4);
+                        qb[r][128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4);
                     }
             }
             for (int j = 0; j < 16; j++) {
                 float cd[8];
-                int64_t k[8];
-                int e;
-                for (int r = 0; r < m; r++) cd[r] = ga[r] * (pi_f16_to_f32(blk[r].d) * (float)blk[r].scales[j]);
-                float *yj = y + sb * 256 + 16 * j;
-                if (!model_coefs(cd, m, k, &e)) {
-                    for (int l = 0; l < 16; l++) yj[l] = NAN;
-                    continue;
+                const uint8_t *q[8];
+                for (int r = 0; r < m; r++) {
+                    cd[r] = ga[r] * (pi_f16_to_f32(blk[r].d) * (float)blk[r].scales[j]);
+                    q[r] = qb[r] + 16 * j;
                 }
-                int64_t acc[16] = {0};
-                for (int r = 0; r < m; r++)
-                    for (int l = 0; l < 16; l++) {
-                        const int qv = q[r][16 * j + l] - 32;
-                        acc[l] += k[r] * qv;
-                        if (qerr) qerr[sb * 256 + 16 * j + l] += fabs((double)qv) * ldexp(1.0, e - 1);
-                    }
-                for (int l = 0; l < 16; l++) yj[l] = fmaf((float)acc[l], ldexpf(1.0f, e), yj[l]);
+                const int64_t at = sb * 256 + 16 * j;
+                model_block(m, ga, cd, NULL, q, 16, 32, y + at, qerr ? qerr + at : NULL);
             }
         }
+}
+
+/* The integer types' model (is_int_down). */
+static void axpy_rows_model_int(pi_type t, int64_t n, const float *a, const void *const *rows, int64_t count,
+                                float *y, double *qerr) {
+    if (t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K) axpy_rows_model_q4k(t, n, a, rows, count, y, qerr);
+    else if (t == PI_TYPE_Q6_K) axpy_rows_model_q6k(n, a, rows, count, y, qerr);
+    else axpy_rows_model_q32(t, n, a, rows, count, y, qerr);
 }
 
 /* axpy: per element, each row's step differs between ref (2 roundings) and
@@ -1346,9 +1335,7 @@ static void test_axpy_rows_case(const pi_kernels *const *ks, int nk, pi_type t, 
         /* the fused model and the tolerance scale */
         memcpy(ym, y0, (size_t)n * sizeof *ym);
         for (int64_t i = 0; i < n; i++) qerr[i] = 0;
-        if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(n, a, ptrs, count, ym, qerr);
-        else if (t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K) axpy_rows_model_q4k(t, n, a, ptrs, count, ym, qerr);
-        else if (t == PI_TYPE_Q6_K) axpy_rows_model_q6k(n, a, ptrs, count, ym, qerr);
+        if (is_int_down(t)) axpy_rows_model_int(t, n, a, ptrs, count, ym, qerr);
         else axpy_rows_model(t, n, a, ptrs, count, ym, tmp);
         for (int64_t i = 0; i < n; i++) {
             S[i] = fabs((double)y0[i]);
@@ -1429,9 +1416,7 @@ static void test_axpy_rows_q4i_edges(const pi_kernels *const *ks, int nk, pi_typ
         for (int k = 0; k < ROWS; k++) a[k] = t_normal(&r) * scales[si];
         fill_random(&r, y0, N, false);
         memcpy(ym, y0, sizeof ym);
-        if (t == PI_TYPE_Q4_0) axpy_rows_model_q4i(N, a, ptrs, ROWS, ym, NULL);
-        else if (t == PI_TYPE_Q4_K || t == PI_TYPE_Q5_K) axpy_rows_model_q4k(t, N, a, ptrs, ROWS, ym, NULL);
-        else axpy_rows_model_q6k(N, a, ptrs, ROWS, ym, NULL);
+        axpy_rows_model_int(t, N, a, ptrs, ROWS, ym, NULL);
         for (int ki = 0; ki < nk; ki++) {
             const pi_kernels *k = ks[ki];
             if (!k->axpy_rows[t] || k->axpy_rows[t] == pi_kernels_ref.axpy_rows[t]) continue;
@@ -1476,10 +1461,8 @@ static void test_axpy_rows(const pi_kernels *const *ks, int nk) {
                                           : sizeof flens / sizeof flens[0];
         for (size_t li = 0; li < nlen; li++) test_axpy_rows_case(ks, nk, t, lens[li], seed++);
     }
-    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_0);
-    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q4_K);
-    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q5_K);
-    test_axpy_rows_q4i_edges(ks, nk, PI_TYPE_Q6_K);
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++)
+        if (is_int_down(k_types[ti])) test_axpy_rows_q4i_edges(ks, nk, k_types[ti]);
 }
 
 /* ------------------------------------------------------------ 7. dispatch */

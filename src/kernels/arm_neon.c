@@ -534,8 +534,8 @@ static void pi_matmul_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, in
     quant_matmul(PI_TYPE_Q8_0, n, W, stride, r0, r1, X, xs, nb, Y, ys);
 }
 
-/* The kernels of Q4_1, Q5_0, Q5_1 (tname) on lq_rows, quant_matmul, lq_axpy;
-   axpy_rows is axpy on each row with a nonzero coefficient, in list order. */
+/* The kernels of Q4_1, Q5_0, Q5_1 (tname) on lq_rows, quant_matmul, lq_axpy
+   (their axpy_rows: arm_neon_down.c). */
 #define NEON_LQ_KERNELS(TYPE, tname)                                                                            \
     INLINE void tname##_lq_rows(const int R, const uint8_t *const *w, const pi_block_q8_0 *x, int64_t nb,      \
                                 float *sums) {                                                                  \
@@ -561,11 +561,6 @@ static void pi_matmul_q8_0_q8_0_neon(int64_t n, const void *W, size_t stride, in
     }                                                                                                           \
     static void pi_axpy_##tname##_neon(int64_t n, float a, const void *w, float *y) {                          \
         lq_axpy(TYPE, n, a, w, y);                                                                              \
-    }                                                                                                           \
-    static void pi_axpy_rows_##tname##_neon(int64_t n, const float *a, const void *const *rows, int64_t count, \
-                                            float *y) {                                                         \
-        for (int64_t k = 0; k < count; k++)                                                                     \
-            if (a[k] != 0.0f) pi_axpy_##tname##_neon(n, a[k], rows[k], y);                                     \
     }
 
 NEON_LQ_KERNELS(PI_TYPE_Q4_1, q4_1)

@@ -2,7 +2,7 @@
  * arm_neon_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "neon" table, compiled with the NEON table's flags.
  *
- * Q4_0 and the K-quants are added in integers (axpy_rows.h; their
+ * Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants are added in integers (axpy_rows.h; their
  * sections below): each row's quants widened to 16 bits and added by
  * widening multiply-adds (vmlal) with its 16-bit coefficient. For the other
  * types a pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of
@@ -307,6 +307,58 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, i
 
 #define Q6_K_PASS(P, w, c, pf, nsb, y) q6k_int_pass(P, w, c, nsb, y)
 
+/* ------------------------------------------------- Q4_1, Q5_0, Q5_1 */
+
+/* Q4_1 / Q5_0 / Q5_1 in integers (axpy_rows.h): block by block the group's
+   coefficients (pi_q4i_quant, scalar) and mins' sum, then each row's low
+   and high nibbles (with Q5_0 / Q5_1 the fifth bit: qh's bytes spread over
+   the lanes, tested against each lane's bit, ORed in as 16) widened and
+   added by vmlal into 8 int32 vectors, which start at -16 times the
+   coefficients' sum for Q5_0 and at 0 otherwise. */
+INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
+    static const uint8_t sel[2][16] = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+                                       {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
+    static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const size_t bsz = T == PI_TYPE_Q4_1 ? 20 : T == PI_TYPE_Q5_0 ? 22 : 24;
+    const size_t qs = T == PI_TYPE_Q4_1 ? 4 : T == PI_TYPE_Q5_0 ? 6 : 8, qh = T == PI_TYPE_Q5_0 ? 2 : 4;
+    const int mins = T != PI_TYPE_Q5_0;
+    const uint8x16_t bv = vld1q_u8(bits), s0 = vld1q_u8(sel[0]), s1 = vld1q_u8(sel[1]);
+    for (int64_t b = 0; b < nb; b++, y += 32) {
+        const size_t off = (size_t)b * bsz;
+        float cd[PI_AXPY_ROWS_GROUP], nbs = 0.0f;
+        int32_t k[PI_AXPY_ROWS_GROUP];
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) {
+            cd[r] = c[r] * f16_at(w[r] + off);
+            if (mins) nbs = fmaf(c[r], f16_at(w[r] + off + 2), nbs);
+        }
+        int32x4_t acc[8];
+        const float sc = q4i_start(cd, 2 * P, k, mins ? 0 : 16, acc, 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < 2 * P; r++) {
+            const uint8_t *p = w[r] + off;
+            const uint8x16_t v = vld1q_u8(p + qs);
+            uint8x16_t q[2] = {vandq_u8(v, vdupq_n_u8(0x0f)), vshrq_n_u8(v, 4)};
+            if (T != PI_TYPE_Q4_1) {
+                const uint8x16_t h = vreinterpretq_u8_u32(vdupq_n_u32(u32_at(p + qh)));
+                q[0] = vorrq_u8(q[0], vandq_u8(vtstq_u8(vqtbl1q_u8(h, s0), bv), vdupq_n_u8(16)));
+                q[1] = vorrq_u8(q[1], vandq_u8(vtstq_u8(vqtbl1q_u8(h, s1), bv), vdupq_n_u8(16)));
+            }
+            mlal16(acc, q[0], (int16_t)k[r]);
+            mlal16(acc + 4, q[1], (int16_t)k[r]);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const float32x4_t f = vcvtq_f32_s32(acc[j]), yv = vld1q_f32(y + 4 * j);
+            vst1q_f32(y + 4 * j, mins ? vaddq_f32(yv, vfmaq_n_f32(vdupq_n_f32(nbs), f, sc)) : vfmaq_n_f32(yv, f, sc));
+        }
+    }
+}
+
+#define Q4_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_1, P, w, c, nb, y)
+#define Q5_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_0, P, w, c, nb, y)
+#define Q5_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_1, P, w, c, nb, y)
+
 /* ------------------------------------------------------------ entry points */
 
 #define FLOAT_ROWS(tname, TYPE)                                                                               \
@@ -343,3 +395,15 @@ void pi_axpy_rows_q6_K_neon(int64_t n, const float *a, const void *const *rows, 
     PI_AXPY_ROWS_DRIVE_PAIRS(Q6_K_PASS, a, rows, count, 0, n / PI_QK_K, y);
 }
 
+
+void pi_axpy_rows_q4_1_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q4_1_PASS, a, rows, count, 0, n / 32, y);
+}
+
+void pi_axpy_rows_q5_0_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q5_0_PASS, a, rows, count, 0, n / 32, y);
+}
+
+void pi_axpy_rows_q5_1_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q5_1_PASS, a, rows, count, 0, n / 32, y);
+}

@@ -11,7 +11,8 @@
  *                   rounded to float), v = the integer quant.
  * So every SIMD table gives the same bits for the same call, and a list
  * split into consecutive calls gives the bits of one call over it.
- * Q4_0 and the K-quants are added in integers instead ("Q4_0 in integers" below):
+ * Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants are added in integers instead
+ * ("Q4_0 in integers" below):
  * the same bits in every SIMD table for the same calls, but a group's
  * coefficients share a scale, so only splits between groups keep the bits.
  *
@@ -42,7 +43,10 @@
     void pi_axpy_rows_q4_0_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y); \
     void pi_axpy_rows_q4_K_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y); \
     void pi_axpy_rows_q5_K_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y); \
-    void pi_axpy_rows_q6_K_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y);
+    void pi_axpy_rows_q6_K_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y); \
+    void pi_axpy_rows_q4_1_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y); \
+    void pi_axpy_rows_q5_0_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y); \
+    void pi_axpy_rows_q5_1_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y);
 
 /* The initializer of a table's axpy_rows slot: `.axpy_rows = PI_AXPY_ROWS_TABLE(avx2),` */
 #define PI_AXPY_ROWS_TABLE(isa)                                                                                  \
@@ -51,6 +55,8 @@
         [PI_TYPE_BF16] = pi_axpy_rows_bf16_##isa, [PI_TYPE_Q8_0] = pi_axpy_rows_q8_0_##isa,                     \
         [PI_TYPE_Q4_0] = pi_axpy_rows_q4_0_##isa, [PI_TYPE_Q4_K] = pi_axpy_rows_q4_K_##isa,                     \
         [PI_TYPE_Q5_K] = pi_axpy_rows_q5_K_##isa, [PI_TYPE_Q6_K] = pi_axpy_rows_q6_K_##isa,                     \
+        [PI_TYPE_Q4_1] = pi_axpy_rows_q4_1_##isa, [PI_TYPE_Q5_0] = pi_axpy_rows_q5_0_##isa,                     \
+        [PI_TYPE_Q5_1] = pi_axpy_rows_q5_1_##isa,                                                                \
     }
 
 #if defined(__x86_64__)
@@ -175,6 +181,12 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
  * Q6_K per sub-block j of 16 (16 per super-block): cd_k = a[k] *
  * (d_k * scales_k,j) (exact product), q the six-bit quant, acc_i = sum_k
  * k_k * (q_k,i - 32) (|acc| < 2^24), y_i = y_i + acc_i * 2^e as for Q4_0.
+ *
+ * Q5_0 per block of 32 as Q4_0, q the five-bit quant (0..31, the fifth
+ * bit from qh) and offset 16: acc_i = sum_k k_k * (q_k,i - 16). Q4_1 and
+ * Q5_1 per block of 32 with cd_k = a[k] * d_k, q unsigned (0..15, 0..31)
+ * and the mins apart as for Q4_K: nb = sum over the group's rows in order
+ * of fma(a[k], m_k, nb) from 0, y_i = y_i + fma(acc_i, 2^e, nb).
  *
  * Each coefficient is kept to 15 bits of the group's largest in the
  * block (relative error <= 2^-15 of it); integer sums do not depend on the

@@ -63,15 +63,15 @@ typedef void (*pi_axpy_fn)(int64_t n, float a, const void *w, float *y);
    see axpy_rows.h; they agree with ref within the axpy tolerance). Nothing
    is reassociated across rows, so the result is deterministic and a list
    split into consecutive calls (any split) gives the bits of one call over
-   it. Q4_0 on the SIMD tables is the exception: each group of 8 nonzero
-   rows is added in integers with 16-bit coefficients sharing a scale per
-   block (axpy_rows.h), within 2^-15 of the group's largest coefficient;
+   it. The 4- to 6-bit types (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) on
+   the SIMD tables are the exception: each group of 8 nonzero rows is added
+   in integers with 16-bit coefficients sharing a scale per block
+   (axpy_rows.h), within 2^-15 of the group's largest coefficient;
    deterministic and the same in every SIMD table for the same calls, but
-   only a split between groups keeps the bits. The SIMD versions take the nonzero rows 8 at a time, walking y once
-   per 8 rows (on x86 with the next 8 prefetched), so pass whole lists, not
-   a few rows at a time (Q4_1, Q5_0, Q5_1: the table's axpy per row, in list
-   order, with the same fused operands in every SIMD table); count may be 0.
-   Only y[0..n) is written. */
+   only a split between groups keeps the bits. The SIMD versions take the
+   nonzero rows 8 at a time, walking y once per 8 rows (on x86 with the next
+   8 prefetched), so pass whole lists, not a few rows at a time; count may
+   be 0. Only y[0..n) is written. */
 typedef void (*pi_axpy_rows_fn)(int64_t n, const float *a, const void *const *rows, int64_t count, float *y);
 
 /* For r in [r0, r1): y[r] = dot(row r of W, x). W's rows are n elements long

@@ -781,10 +781,6 @@ const pi_kernels pi_kernels_ref = {
             [PI_TYPE_Q5_1] = pi_axpy_q5_1_ref,
         },
     .axpy_rows = PI_AXPY_ROWS_TABLE(ref),
-    /* the types axpy_rows.h's table leaves out */
-    .axpy_rows[PI_TYPE_Q4_1] = pi_axpy_rows_q4_1_ref,
-    .axpy_rows[PI_TYPE_Q5_0] = pi_axpy_rows_q5_0_ref,
-    .axpy_rows[PI_TYPE_Q5_1] = pi_axpy_rows_q5_1_ref,
     .matvec =
         {
             [PI_TYPE_F32] = pi_matvec_f32_ref,

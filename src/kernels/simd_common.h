@@ -149,9 +149,9 @@ static inline void pi_tail_axpy_bf16(int64_t i, int64_t n, float a, const pi_bf1
 }
 
 /* The slots of Q4_1, Q5_0 and Q5_1 (llama.cpp's fallbacks for rows that are
-   not multiples of 256) in a SIMD table, appended to its initializer (the
-   axpy_rows ones after PI_AXPY_ROWS_TABLE, which leaves them out); each ISA
-   file defines the functions they name. */
+   not multiples of 256) in a SIMD table, appended to its initializer (their
+   axpy_rows are in PI_AXPY_ROWS_TABLE); each ISA file defines the functions
+   they name. */
 #define PI_LQ_TABLE_SLOTS(isa)                                                                                       \
     .vec_dot[PI_TYPE_Q4_1] = pi_vec_dot_q4_1_q8_0_##isa, .vec_dot[PI_TYPE_Q5_0] = pi_vec_dot_q5_0_q8_0_##isa,        \
     .vec_dot[PI_TYPE_Q5_1] = pi_vec_dot_q5_1_q8_0_##isa,                                                             \
@@ -159,8 +159,7 @@ static inline void pi_tail_axpy_bf16(int64_t i, int64_t n, float a, const pi_bf1
     .vec_dot_rows[PI_TYPE_Q5_0] = pi_vec_dot_rows_q5_0_q8_0_##isa,                                                   \
     .vec_dot_rows[PI_TYPE_Q5_1] = pi_vec_dot_rows_q5_1_q8_0_##isa, .axpy[PI_TYPE_Q4_1] = pi_axpy_q4_1_##isa,         \
     .axpy[PI_TYPE_Q5_0] = pi_axpy_q5_0_##isa, .axpy[PI_TYPE_Q5_1] = pi_axpy_q5_1_##isa,                              \
-    .axpy_rows[PI_TYPE_Q4_1] = pi_axpy_rows_q4_1_##isa, .axpy_rows[PI_TYPE_Q5_0] = pi_axpy_rows_q5_0_##isa,          \
-    .axpy_rows[PI_TYPE_Q5_1] = pi_axpy_rows_q5_1_##isa, .matvec[PI_TYPE_Q4_1] = pi_matvec_q4_1_q8_0_##isa,           \
+    .matvec[PI_TYPE_Q4_1] = pi_matvec_q4_1_q8_0_##isa,                                                               \
     .matvec[PI_TYPE_Q5_0] = pi_matvec_q5_0_q8_0_##isa, .matvec[PI_TYPE_Q5_1] = pi_matvec_q5_1_q8_0_##isa,            \
     .matmul[PI_TYPE_Q4_1] = pi_matmul_q4_1_q8_0_##isa, .matmul[PI_TYPE_Q5_0] = pi_matmul_q5_0_q8_0_##isa,            \
     .matmul[PI_TYPE_Q5_1] = pi_matmul_q5_1_q8_0_##isa

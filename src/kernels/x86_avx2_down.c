@@ -2,7 +2,7 @@
  * x86_avx2_down.c — the gathered axpy (axpy_rows, see kernels.h and
  * axpy_rows.h) of the "avx2" table, compiled with AVX2 + FMA + F16C.
  *
- * Q4_0 and the K-quants are added in integers, two rows per 16-bit
+ * Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants are added in integers, two rows per 16-bit
  * multiply-add (axpy_rows.h; their sections below). For the other types a
  * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 32
  * floats (4 registers) and each row's weights for the segment are unpacked
@@ -415,3 +415,6 @@ void pi_axpy_rows_q6_K_avx2(int64_t n, const float *a, const void *const *rows, 
     const int64_t nsb = n / PI_QK_K;
     PI_AXPY_ROWS_DRIVE_PAIRS(q6k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
 }
+
+/* Q4_1, Q5_0, Q5_1 (x86_q4i.h) */
+PI_Q32_ROWS(avx2)

@@ -6,7 +6,8 @@
  * otherwise.
  *
  * Q4_0, Q4_K, Q5_K and Q6_K are added in integers, two rows per 16-bit
- * multiply-add (axpy_rows.h; their sections below). For the other types a
+ * multiply-add (axpy_rows.h; their sections below); Q4_1, Q5_0 and Q5_1
+ * the same way in 256-bit vectors (x86_q4i.h). For the other types a
  * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 64
  * floats (128 for Q8_0's groups of 4 blocks) held in registers, and each
  * row's weights for the segment are unpacked and added with one FMA per
@@ -508,3 +509,6 @@ INT_ROWS(q4_0, q4i_pass, pi_block_q4_0, PI_QK4_0)
 INT_ROWS(q4_K, Q4K_INT_PASS, pi_block_q4_K, PI_QK_K)
 INT_ROWS(q5_K, Q5K_INT_PASS, pi_block_q5_K, PI_QK_K)
 INT_ROWS(q6_K, q6k_int_pass, pi_block_q6_K, PI_QK_K)
+
+/* Q4_1, Q5_0, Q5_1 (x86_q4i.h): 256-bit vectors, the fifth bits by a masked add */
+PI_Q32_ROWS(avx512)

@@ -27,9 +27,8 @@
  *
  * axpy: Q5_0 one FMA of a * d (rounded) with q - 16; Q4_1 / Q5_1 the weight
  * as fma(d, q, m) (d * q is exact, so it is pi_dequantize_row's value), then
- * one FMA of a with it. axpy_rows is that axpy on each row with a nonzero
- * coefficient in list order: one fused multiply-add per element and row with
- * the same operands in every table (the contract in kernels.h).
+ * one FMA of a with it. Their axpy_rows add in integers (axpy_rows.h,
+ * x86_q4i.h).
  */
 #ifndef PI_KERNELS_X86_Q4_1_Q5_H
 #define PI_KERNELS_X86_Q4_1_Q5_H
@@ -246,11 +245,6 @@ LQ_INLINE void lq_axpy(pi_type ty, int64_t n, float a, const void *vw, float *y)
     }                                                                                                                \
     static void pi_axpy_##tname##_##isa(int64_t n, float a, const void *w, float *y) {                               \
         lq_axpy(TYPE, n, a, w, y);                                                                                   \
-    }                                                                                                                \
-    static void pi_axpy_rows_##tname##_##isa(int64_t n, const float *a, const void *const *rows, int64_t count,      \
-                                            float *y) {                                                              \
-        for (int64_t k = 0; k < count; k++)                                                                          \
-            if (a[k] != 0.0f) pi_axpy_##tname##_##isa(n, a[k], rows[k], y);                                          \
     }
 
 #endif
