@@ -110,6 +110,14 @@ $(BUILD)/src/kernels/x86_avx2_down.o:   ISA := $(ISA_avx2)
 $(BUILD)/src/kernels/x86_avx512_down.o: ISA := $(ISA_avx512)
 $(BUILD)/src/kernels/arm_neon_down.o:   ISA := $(ISA_neon)
 
+# The kernels' build id (pi_kernels_build_id): a hash of their sources and
+# compile flags. hwprobe keeps it beside the kernel rates it measured, so
+# that rates taken by another build are flagged when a plan reads them.
+KERNEL_FILES := $(sort $(wildcard src/kernels/*.c src/kernels/*.h))
+KERNELS_ID := $(shell (cat $(KERNEL_FILES); echo '$(CC) $(ALL_CFLAGS) $(ISA_avx512) $(ISA_neon)') | sha256sum | cut -c1-16)
+$(BUILD)/src/kernels/dispatch.o: ALL_CFLAGS += -DPI_KERNELS_ID='"$(KERNELS_ID)"'
+$(BUILD)/src/kernels/dispatch.o: $(KERNEL_FILES)
+
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 PINFER   := $(BUILD)/pinfer

@@ -272,6 +272,15 @@ int main(void) {
     hwv.fs_dev = 12345;
     CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
     CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "another filesystem") && !t_file_has(err, "days old"));
+    /* kernel rates from another build, or from a file that does not say */
+    CHECK(t_write_hw(hwf) && pi_hw_load(hwf, &hwv) == PI_OK);
+    snprintf(hwv.kernels_build, sizeof hwv.kernels_build, "0000000000000000");
+    CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "another build of pinfer's kernels") &&
+          t_file_has(err, pi_kernels_build_id()) && t_file_has(err, "pinfer hwprobe -m"));
+    hwv.kernels_build[0] = '\0';
+    CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "does not say which build"));
     CHECK(t_write_hw(hwf));
     CHECK(pinfer(args, out, err) == 0 && !t_file_has(err, "another filesystem") && !t_file_has(err, "warn"));
     /* without activation counts the hot neurons are spread evenly, and the

@@ -7,6 +7,7 @@
 #ifndef PI_TEST_HW_H
 #define PI_TEST_HW_H
 
+#include "kernels/kernels.h"
 #include "plan/hwprobe.h"
 
 #include <stdbool.h>
@@ -35,6 +36,7 @@ static inline bool t_write_hw(const char *path) {
     hw.seq_read_gbs = 2.0;
     snprintf(hw.io_backend, sizeof hw.io_backend, "pread");
     snprintf(hw.cpu, sizeof hw.cpu, "test");
+    snprintf(hw.kernels_build, sizeof hw.kernels_build, "%s", pi_kernels_build_id());
     if (pi_hw_save(&hw, path) == PI_OK) return true;
     fprintf(stderr, "t_write_hw: %s\n", pi_last_error());
     return false;

@@ -9,6 +9,7 @@
  * probe (a few MiB, ~1 s) whose figures must be positive and finite and whose
  * temp file must be gone afterwards.
  */
+#include "kernels/kernels.h"
 #include "plan/hwprobe.h"
 #include "base/pool.h"
 #include "test_util.h"
@@ -37,7 +38,7 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            same_bits(a->read_iops, b->read_iops, sizeof a->read_iops) &&
            same_bits(a->read_lat_us, b->read_lat_us, sizeof a->read_lat_us) &&
            same_bits(&a->seq_read_gbs, &b->seq_read_gbs, sizeof a->seq_read_gbs) && a->fs_dev == b->fs_dev &&
-           !strcmp(a->cpu, b->cpu) && same_bits(a->mem_bw_est, b->mem_bw_est, sizeof a->mem_bw_est) &&
+           !strcmp(a->cpu, b->cpu) && !strcmp(a->kernels_build, b->kernels_build) && same_bits(a->mem_bw_est, b->mem_bw_est, sizeof a->mem_bw_est) &&
            same_bits(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
            same_bits(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
            a->io_buffered == b->io_buffered && a->io_file_bytes == b->io_file_bytes &&
@@ -62,6 +63,9 @@ static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
     memset(hw, 0, sizeof *hw);
     hw->n_threads = 5;
     snprintf(hw->cpu, sizeof hw->cpu, "avx512-16c");
+    /* the build id: absent (a version 1 file) in a third of the awkward ones */
+    snprintf(hw->kernels_build, sizeof hw->kernels_build, "%s",
+             !awkward ? "0123456789abcdef" : t_next(r) % 3 == 0 ? "" : "x~{|}-longest-23-chars");
     snprintf(hw->io_backend, sizeof hw->io_backend, "io_uring");
     for (int t = 1; t <= hw->n_threads; t++) {
         hw->mem_bw[t] = awkward ? rand_figure(r) : 10.0 * t;
@@ -251,7 +255,23 @@ static void test_malformed(void) {
     expect_reject("\n# just a comment\n\n", 19, "empty", 0, "comments only");
     /* Without the header the first record is on line 2, after the comment. */
     reject_edit(good, "pinfer-hwprobe", NULL, "not a hwprobe file", 2, "missing header");
-    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 2", "format version 2", 1, "wrong version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 3", "format version 3", 1, "wrong version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 0", "format version 0", 1, "version 0");
+    {   /* version 1: the same records without kernels_build */
+        char *t1 = edit_line(good, "pinfer-hwprobe", "pinfer-hwprobe 1"), *t = edit_line(t1, "kernels_build", NULL);
+        pi_hw h;
+        CHECKF(strstr(good, "kernels_build 0123456789abcdef\n") && pi_hw_parse(t, strlen(t), &h) == PI_OK &&
+                   h.kernels_build[0] == '\0',
+               "version 1: %s", pi_last_error());
+        free(t1);
+        free(t);
+    }
+    reject_edit(good, "kernels_build", "kernels_build 0123456789abcdef01234567", "longer",
+                line_of(good, "kernels_build"), "kernels_build too long");
+    reject_edit(good, "kernels_build", "kernels_build a b", "takes 1 value", line_of(good, "kernels_build"),
+                "kernels_build two words");
+    reject_edit(good, "kernels_build", "kernels_build", "takes 1 value", line_of(good, "kernels_build"),
+                "kernels_build empty");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe", "header", 1, "header without version");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe one", "header", 1, "header with a bad version");
     reject_edit(good, "cpu", "pinfer-hwprobe 1", "second header", l_cpu, "second header");
@@ -559,6 +579,7 @@ static void test_probe(void) {
         CHECKF(all_positive(&hw), "a figure is 0 or not finite");
         CHECK(pi_hw_validate(&hw) == PI_OK);
         CHECK(hw.io_backend[0] && hw.cpu[0] && hw.io_file_bytes > 0);
+        CHECK(!strcmp(hw.kernels_build, pi_kernels_build_id()) && strlen(hw.kernels_build) == 16);
         CHECK(hw.other_cpu >= 0 && isfinite(hw.other_cpu));
         struct stat sb;
         CHECK(stat(tmp, &sb) == 0 && hw.fs_dev == (uint64_t)sb.st_dev);

@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "base/timer.h"
+#include "kernels/kernels.h"
 #include "sparse/offload.h"
 
 #include <errno.h>
@@ -52,6 +53,15 @@ static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *mode
             PI_LOGW("%s is %.0f days old: re-measure with: pinfer hwprobe -m %s -o %s", hw_path, days, model_path,
                     hw_path);
     }
+    const char *kb = pi_kernels_build_id();
+    if (!hw->kernels_build[0])
+        PI_LOGW("%s does not say which build measured its kernel rates (a file from before format version 2): the "
+                "plan may price compute at another build's rates; re-measure with: pinfer hwprobe -m %s -o %s",
+                hw_path, model_path, hw_path);
+    else if (strcmp(hw->kernels_build, kb))
+        PI_LOGW("%s: its kernel rates were measured by another build of pinfer's kernels (%s; this build: %s), and "
+                "the plan prices compute at them; re-measure with: pinfer hwprobe -m %s -o %s",
+                hw_path, hw->kernels_build, kb, model_path, hw_path);
     if (hw->io_buffered)
         PI_LOGW("%s: the flash figures are the page cache's (the filesystem refused O_DIRECT): predictions of "
                 "offloaded speed are optimistic", hw_path);

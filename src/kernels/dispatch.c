@@ -97,6 +97,12 @@ static void choose(void) {
     for (const char *const *nm = k_names; *nm && !g_chosen; nm++) g_chosen = pi_kernels_by_name(*nm);
 }
 
+#ifndef PI_KERNELS_ID
+#define PI_KERNELS_ID "unknown"
+#endif
+
+const char *pi_kernels_build_id(void) { return PI_KERNELS_ID; }
+
 const pi_kernels *pi_kernels_get(void) {
     pthread_once(&g_once, choose);
     return g_chosen;

@@ -125,6 +125,11 @@ typedef struct pi_kernels {
    ref with a warning when it cannot run here). Chosen once; thread-safe. */
 const pi_kernels *pi_kernels_get(void);
 
+/* This build's kernels: a hash of their sources and compile flags (16 hex
+   digits; "unknown" where the build did not set it). Kernel rates measured
+   by one build price another's only where the two match. */
+const char *pi_kernels_build_id(void);
+
 /* The table with this name if this build has it and this CPU runs it, else NULL. */
 const pi_kernels *pi_kernels_by_name(const char *name);
 

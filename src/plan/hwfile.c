@@ -2,11 +2,13 @@
  * hwfile.c — the hwprobe cache file (save, load, a strict parser) and the
  * interpolation helpers the cost model reads it through.
  *
- * Format, version 1: text lines of printable ASCII, fields separated by
+ * Format, version 2 (version 1, read too, is the same without kernels_build): text lines of printable ASCII, fields separated by
  * spaces or tabs; blank lines and lines starting with '#' are ignored.
  *
  *   pinfer-hwprobe 1                       header, the first record
  *   cpu avx512-2c                          kernel set and core count (cache key)
+ *   kernels_build <id>                     optional: pi_kernels_build_id() of the build that
+ *                                          measured the kernel rates (one printable word)
  *   n_threads 2                            figures exist for 1..n_threads
  *   quick 0|1
  *   other_cpu <cores>                      other processes' load meanwhile (>= 0)
@@ -88,6 +90,8 @@ pi_status pi_hw_validate(const pi_hw *hw) {
         return pi_error(PI_ERR_INVALID, "n_threads %d is not in 1..%d", n, PI_HW_MAX_THREADS);
     if (!token_ok(hw->cpu, sizeof hw->cpu))
         return pi_error(PI_ERR_INVALID, "cpu: empty, too long, or not one printable word");
+    if (hw->kernels_build[0] && !token_ok(hw->kernels_build, sizeof hw->kernels_build))
+        return pi_error(PI_ERR_INVALID, "kernels_build: too long, or not one printable word");
     if (!token_ok(hw->io_backend, sizeof hw->io_backend))
         return pi_error(PI_ERR_INVALID, "io_backend: empty, too long, or not one printable word");
     for (int t = 0; t <= PI_HW_MAX_THREADS; t++) {
@@ -167,6 +171,7 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
     wr(&w, "%s %d\n", HW_HEADER, PI_HW_FILE_VERSION);
     wr(&w, "# pinfer hwprobe: GB/s are 1e9 bytes/s; \"est\": interpolated, not measured\n");
     wr(&w, "cpu %s\n", hw->cpu);
+    if (hw->kernels_build[0]) wr(&w, "kernels_build %s\n", hw->kernels_build);
     wr(&w, "n_threads %d\n", hw->n_threads);
     wr(&w, "quick %d\n", hw->quick ? 1 : 0);
     wr(&w, "# other_cpu: cores other processes kept busy meanwhile (figures are low when > 0.25)\n");
@@ -250,10 +255,11 @@ pi_status pi_hw_save(const pi_hw *hw, const char *path) {
 /* ---- reading ---- */
 
 enum { K_CPU, K_NTHREADS, K_QUICK, K_IO_BACKEND, K_IO_BUFFERED, K_IO_FILE_BYTES, K_FS_DEV, K_SEQ, K_BLOCK, K_QD,
-       K_OTHER_CPU, K_SCALARS };
+       K_OTHER_CPU, K_KERNELS_BUILD, K_SCALARS };
 static const char *const k_scalar_names[K_SCALARS] = {"cpu",           "n_threads", "quick",        "io_backend",
                                                       "io_buffered",   "io_file_bytes", "fs_dev", "seq_read_gbs",
-                                                      "block",         "qd",     "other_cpu"};
+                                                      "block",         "qd",     "other_cpu",
+                                                      "kernels_build"};
 
 typedef struct pstate {
     int line;                                                     /* current line, 1-based */
@@ -341,9 +347,10 @@ static pi_status parse_scalar(pstate *ps, pi_hw *hw, int k, char **tok, int ntok
     long long v;
     switch (k) {
     case K_CPU:
+    case K_KERNELS_BUILD:
     case K_IO_BACKEND: {
-        char *dst = k == K_CPU ? hw->cpu : hw->io_backend;
-        size_t cap = k == K_CPU ? sizeof hw->cpu : sizeof hw->io_backend;
+        char *dst = k == K_CPU ? hw->cpu : k == K_KERNELS_BUILD ? hw->kernels_build : hw->io_backend;
+        size_t cap = k == K_CPU ? sizeof hw->cpu : k == K_KERNELS_BUILD ? sizeof hw->kernels_build : sizeof hw->io_backend;
         if (strlen(tok[1]) >= cap) return perr(ps, PI_ERR_FORMAT, "%s: '%s' longer than %zu characters", key, tok[1],
                                                cap - 1);
         memcpy(dst, tok[1], strlen(tok[1]) + 1);
@@ -478,7 +485,8 @@ static pi_status parse_run_reads(pstate *ps, pi_hw *hw, char **tok, int ntok) {
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
-        if (!ps->scalar_line[k]) return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
+        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD)
+            return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
     for (int t = 1; t <= hw->n_threads; t++)
         if (!ps->mem_bw_line[t]) return perr(ps, PI_ERR_FORMAT, "no 'mem_bw %d' record before 'end'", t);
     for (int b = 0; b < PI_HW_N_BLOCKS; b++)
@@ -541,9 +549,10 @@ static pi_status parse_all(pstate *ps, const char *text, size_t n, pi_hw *hw) {
             long long v;
             if (ntok != 2 || !parse_int(tok[1], 0, 1000000, &v))
                 return perr(ps, PI_ERR_FORMAT, "header: expected '%s <version>'", HW_HEADER);
-            if (v != PI_HW_FILE_VERSION)
-                return perr(ps, PI_ERR_FORMAT, "format version %lld; this build reads version %d (run hwprobe again)",
-                            v, PI_HW_FILE_VERSION);
+            if (v != PI_HW_FILE_VERSION && v != 1)
+                return perr(ps, PI_ERR_FORMAT,
+                            "format version %lld; this build reads versions 1 and %d (run hwprobe again)", v,
+                            PI_HW_FILE_VERSION);
             header = true;
             continue;
         }

@@ -742,6 +742,7 @@ pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out) {
     out->n_threads = n < 1 ? 1 : n > PI_HW_MAX_THREADS ? PI_HW_MAX_THREADS : n;
     out->quick = o->quick || o->tiny;
     snprintf(out->cpu, sizeof out->cpu, "%s-%dc", pi_kernels_get()->name, pi_cpu_count());
+    snprintf(out->kernels_build, sizeof out->kernels_build, "%s", pi_kernels_build_id());
 
     /* What to read: the file when it is large enough, else a temp file in a directory. */
     char dir_buf[4096], tmp_path[4200] = "", fd_path[64];

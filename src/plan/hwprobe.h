@@ -29,7 +29,7 @@
 #define PI_HW_MAX_THREADS 16
 #define PI_HW_N_BLOCKS 6 /* 4K 8K 16K 32K 64K 128K */
 #define PI_HW_N_QD 5     /* 1 8 32 64 128 */
-#define PI_HW_FILE_VERSION 1
+#define PI_HW_FILE_VERSION 2 /* 1 is read too: it has no kernels_build */
 
 enum { PI_HW_MATVEC = 0, PI_HW_ROWDOT = 1, PI_HW_AXPY = 2, PI_HW_N_KERNELS = 3 };
 
@@ -56,6 +56,8 @@ typedef struct pi_hw {
     double seq_read_gbs;                             /* sequential 1 MiB reads, QD 8 */
     uint64_t fs_dev;                                 /* st_dev of the measured filesystem */
     char cpu[64];                                    /* kernel set name + core count, for the cache key */
+    char kernels_build[24];                          /* pi_kernels_build_id() of the build that measured the
+                                                        kernel rates; "": not recorded (a version 1 file) */
 
     /* Added: which figures were not measured but filled in (interpolated between thread
        counts, blocks or queue depths that were; quick mode measures fewer points). A flag is
