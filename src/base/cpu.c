@@ -41,6 +41,7 @@ static void detect(pi_cpu_features *f) {
     }
     if (!ymm_ok) return;
     f->avx2 = (b >> 5) & 1;
+    f->bmi2 = (b >> 8) & 1;
     if (zmm_ok) {
         f->avx512f = (b >> 16) & 1;
         f->avx512dq = (b >> 17) & 1;
@@ -91,7 +92,7 @@ const char *pi_cpu_describe(void) {
     struct { bool on; const char *name; } all[] = {
         {f->avx2, "avx2"}, {f->fma, "fma"}, {f->f16c, "f16c"}, {f->avx512f, "avx512f"},
         {f->avx512bw, "avx512bw"}, {f->avx512vl, "avx512vl"}, {f->avx512dq, "avx512dq"},
-        {f->avx512vnni, "avx512vnni"}, {f->avx512vbmi, "avx512vbmi"}, {f->amx_tile, "amx_tile"}, {f->amx_int8, "amx_int8"},
+        {f->avx512vnni, "avx512vnni"}, {f->avx512vbmi, "avx512vbmi"}, {f->bmi2, "bmi2"}, {f->amx_tile, "amx_tile"}, {f->amx_int8, "amx_int8"},
         {f->neon, "neon"}, {f->neon_dotprod, "dotprod"}, {f->neon_fp16, "fp16"},
     };
     size_t n = 0;

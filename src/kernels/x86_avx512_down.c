@@ -6,8 +6,8 @@
  * otherwise.
  *
  * Q4_0, Q4_K, Q5_K and Q6_K are added in integers, two rows per 16-bit
- * multiply-add (axpy_rows.h; their sections below); Q4_1, Q5_0 and Q5_1
- * the same way in 256-bit vectors (x86_q4i.h). For the other types a
+ * multiply-add (axpy_rows.h; their sections below), as are Q4_1, Q5_0 and
+ * Q5_1. For the other types a
  * pass adds R rows (8, 4, 2 or 1) to y: y is walked in segments of 64
  * floats (128 for Q8_0's groups of 4 blocks) held in registers, and each
  * row's weights for the segment are unpacked and added with one FMA per
@@ -473,6 +473,151 @@ Q4I_ATTR INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const fl
     }
 }
 
+/* ------------------------------------------------- Q4_1, Q5_0, Q5_1 */
+
+/* Q4_1, Q5_0 and Q5_1 in integers (axpy_rows.h), the Q4_0 pass's spans
+   and segments for their blocks (20, 22, 24 bytes: d, then m for Q4_1 /
+   Q5_1, then Q5's 32 qh bits, then the 16 quant bytes). The coefficient
+   stage takes a span's d (lanes 0-15) and m (lanes 16-31) from up to three
+   128-byte windows of each row by vpermt2w; the mins' sums are one FMA
+   per row. In a segment, per pair of rows and pair of blocks one masked
+   load per row (the two blocks' quants and what lies between) and one
+   vpermt2b per block as Q4_0's; Q5's fifth bits: the two rows' qh
+   interleaved bit by bit (pdep, so bit 2 i is row A's element i and
+   2 i + 1 row B's) mask a 16-bit add of 16 to the low and to the high
+   nibbles. */
+
+#define Q32_ATTR __attribute__((target("avx512vbmi,bmi2")))
+
+INLINE int q32_bsz(pi_type T) { return T == PI_TYPE_Q4_1 ? 20 : T == PI_TYPE_Q5_0 ? 22 : 24; }
+INLINE int q32_qs(pi_type T) { return T == PI_TYPE_Q4_1 ? 4 : T == PI_TYPE_Q5_0 ? 6 : 8; }
+INLINE int q32_ti(pi_type T) { return T == PI_TYPE_Q4_1 ? 0 : T == PI_TYPE_Q5_0 ? 1 : 2; }
+
+/* Window k's vpermt2w index of lane l for blocks of 2 S bytes: the word of
+   block l % 16's d (l < 16) or m (l >= 16), if it lies in words
+   64 k .. 64 k + 63 of the span. */
+#define Q32_W(S, l) ((S) * ((l) & 15) + ((l) >> 4))
+#define Q32_I(S, k, l) (uint16_t)(Q32_W(S, l) / 64 == (k) ? Q32_W(S, l) % 64 : 0)
+#define Q32_I4(S, k, l) Q32_I(S, k, l), Q32_I(S, k, (l) + 1), Q32_I(S, k, (l) + 2), Q32_I(S, k, (l) + 3)
+#define Q32_I16(S, k, l) Q32_I4(S, k, l), Q32_I4(S, k, (l) + 4), Q32_I4(S, k, (l) + 8), Q32_I4(S, k, (l) + 12)
+#define Q32_IDX(S) {{Q32_I16(S, 0, 0), Q32_I16(S, 0, 16)}, {Q32_I16(S, 1, 0), Q32_I16(S, 1, 16)}, \
+                    {Q32_I16(S, 2, 0), Q32_I16(S, 2, 16)}}
+static const uint16_t q32_idx[3][3][32] __attribute__((aligned(64))) = {Q32_IDX(10), Q32_IDX(11), Q32_IDX(12)};
+
+/* The quants' permutations as Q4_0's, blocks bsz apart in a load. */
+#define Q32_P(B, h, i) (B) * (h) + (i), 0, 64 + (B) * (h) + (i), 0
+#define Q32_P4(B, h, i) Q32_P(B, h, i), Q32_P(B, h, (i) + 1), Q32_P(B, h, (i) + 2), Q32_P(B, h, (i) + 3)
+#define Q32_PERM(B, h) {Q32_P4(B, h, 0), Q32_P4(B, h, 4), Q32_P4(B, h, 8), Q32_P4(B, h, 12)}
+static const uint8_t q32_perm[3][2][64] __attribute__((aligned(64))) = {
+    {Q32_PERM(20, 0), Q32_PERM(20, 1)}, {Q32_PERM(22, 0), Q32_PERM(22, 1)}, {Q32_PERM(24, 0), Q32_PERM(24, 1)}};
+
+/* The mask of the first n bytes of 64 (n may be out of 0..64). */
+INLINE __mmask64 bytes_mask(int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0 : (1ull << n) - 1; }
+
+Q32_ATTR INLINE void q32_span_coefs(pi_type T, const int P, const uint8_t *const *w, const float *c, size_t off,
+                                    int nbk, q4i_coefs *q, float *nb) {
+    const int bsz = q32_bsz(T), S = bsz / 2, mins = T != PI_TYPE_Q5_0;
+    const int64_t bytes = (int64_t)nbk * bsz;
+    const int nwin = (int)((bytes + 127) / 128);
+    __mmask32 km[3] = {0, 0, 0};
+    for (int l = 0; l < (mins ? 32 : 16); l++) km[Q32_W(S, l) / 64] |= (__mmask32)1 << l;
+    __m512 cd[PI_AXPY_ROWS_GROUP], nbv = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++) {
+        const uint8_t *pr = w[r] + off;
+        __m512i g = _mm512_setzero_si512();
+        for (int k = 0; k < nwin; k++) {
+            const __m512i lo = _mm512_maskz_loadu_epi8(bytes_mask(bytes - 128 * k), pr + 128 * k);
+            const __m512i hi = _mm512_maskz_loadu_epi8(bytes_mask(bytes - 128 * k - 64), pr + 128 * k + 64);
+            g = _mm512_or_si512(
+                g, _mm512_maskz_permutex2var_epi16(km[k], lo, _mm512_load_si512(q32_idx[q32_ti(T)][k]), hi));
+        }
+        const __m512 a = _mm512_set1_ps(c[r]);
+        cd[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(g)), a);
+        if (mins) nbv = _mm512_fmadd_ps(a, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(g, 1)), nbv);
+    }
+    q4i_coefs16(P, cd, q, mins ? 0 : 16);
+    _mm512_storeu_ps(nb, nbv);
+}
+
+/* Blocks [t0, t0 + NBK) of the span (NBK <= 4) at byte offset off of the rows. */
+Q32_ATTR INLINE void q32_seg(pi_type T, const int P, const int NBK, const uint8_t *const *w, const q4i_coefs *q,
+                             const float *nb, int t0, const uint8_t *const *pf, size_t off, float *y) {
+    const int bsz = q32_bsz(T), qs = q32_qs(T), mins = T != PI_TYPE_Q5_0, five = T != PI_TYPE_Q4_1;
+    const int qh = mins ? 4 : 2;
+    const __m512i idx[2] = {_mm512_load_si512(q32_perm[q32_ti(T)][0]), _mm512_load_si512(q32_perm[q32_ti(T)][1])};
+    const __mmask64 even = 0x5555555555555555ull;
+    const __m512i m4 = _mm512_set1_epi32(0x000f000f), b4 = _mm512_set1_epi16(16);
+    __m512i acc[8];
+#pragma GCC unroll 4
+    for (int t = 0; t < NBK; t++) acc[2 * t] = acc[2 * t + 1] = _mm512_set1_epi32(q->corr[t0 + t]);
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++) {
+        const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
+        prefetch_span(pf[2 * p] + off, (size_t)NBK * (size_t)bsz);
+        prefetch_span(pf[2 * p + 1] + off, (size_t)NBK * (size_t)bsz);
+#pragma GCC unroll 2
+        for (int h = 0; 2 * h < NBK; h++) {
+            const __mmask64 lm = bytes_mask(NBK - 2 * h >= 2 ? bsz + 16 : 16);
+            const __m512i la = _mm512_maskz_loadu_epi8(lm, A + qs + 2 * h * bsz);
+            const __m512i lb = _mm512_maskz_loadu_epi8(lm, B + qs + 2 * h * bsz);
+#pragma GCC unroll 2
+            for (int s = 0; s < 2; s++) {
+                const int t = 2 * h + s;
+                if (t >= NBK) break;
+                const __m512i x = _mm512_maskz_permutex2var_epi8(even, la, idx[s], lb);
+                __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_srli_epi16(x, 4);
+                if (five) {
+                    const uint32_t ha = u32_at(A + t * bsz + qh), hb = u32_at(B + t * bsz + qh);
+                    const __mmask32 kl = _pdep_u32(ha, 0x55555555u) | _pdep_u32(hb, 0xaaaaaaaau);
+                    const __mmask32 kh = _pdep_u32(ha >> 16, 0x55555555u) | _pdep_u32(hb >> 16, 0xaaaaaaaau);
+                    lo = _mm512_mask_add_epi16(lo, kl, lo, b4);
+                    hi = _mm512_mask_add_epi16(hi, kh, hi, b4);
+                }
+                const __m512i kv = _mm512_set1_epi32(q->kp[p][t0 + t]);
+                acc[2 * t] = _mm512_dpwssd_epi32(acc[2 * t], lo, kv);
+                acc[2 * t + 1] = _mm512_dpwssd_epi32(acc[2 * t + 1], hi, kv);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NBK; t++) {
+        const __m512 s = _mm512_set1_ps(q->sc[t0 + t]), b = _mm512_set1_ps(nb[t0 + t]);
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) {
+            float *yp = y + 32 * t + 16 * j;
+            const __m512 f = _mm512_cvtepi32_ps(acc[2 * t + j]), yv = _mm512_loadu_ps(yp);
+            _mm512_storeu_ps(yp, mins ? _mm512_add_ps(yv, _mm512_fmadd_ps(f, s, b)) : _mm512_fmadd_ps(f, s, yv));
+        }
+    }
+}
+
+Q32_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c,
+                              const uint8_t *const *pf, int64_t nb, float *y) {
+    const size_t bsz = (size_t)q32_bsz(T);
+    q4i_coefs q;
+    float nbs[Q4I_SPAN];
+    for (int64_t b0 = 0; b0 < nb; b0 += Q4I_SPAN) {
+        const int nbk = nb - b0 < Q4I_SPAN ? (int)(nb - b0) : Q4I_SPAN;
+        q32_span_coefs(T, P, w, c, (size_t)b0 * bsz, nbk, &q, nbs);
+        int t = 0;
+        for (; t + 4 <= nbk; t += 4)
+            q32_seg(T, P, 4, w, &q, nbs, t, pf, (size_t)(b0 + t) * bsz, y + 32 * (b0 + t));
+        const size_t off = (size_t)(b0 + t) * bsz;
+        float *yt = y + 32 * (b0 + t);
+        switch (nbk - t) {
+        case 3: q32_seg(T, P, 3, w, &q, nbs, t, pf, off, yt); break;
+        case 2: q32_seg(T, P, 2, w, &q, nbs, t, pf, off, yt); break;
+        case 1: q32_seg(T, P, 1, w, &q, nbs, t, pf, off, yt); break;
+        default: break;
+        }
+    }
+}
+
+#define Q4_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_1, P, w, c, pf, nb, y)
+#define Q5_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_0, P, w, c, pf, nb, y)
+#define Q5_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_1, P, w, c, pf, nb, y)
+
 /* ------------------------------------------------------------ entry points */
 
 #define FLOAT_ROWS(tname, TYPE, esize)                                                                          \
@@ -491,24 +636,26 @@ void pi_axpy_rows_q8_0_avx512(int64_t n, const float *a, const void *const *rows
 }
 
 /* The integer kernels' entry points: the VBMI version where the CPU has
-   it, else the AVX2 table's (Cascade Lake, Cooper Lake), which gives the
-   same bits. */
-#define INT_ROWS(tname, PASS, block, per_block)                                                            \
-    Q4I_ATTR static void tname##_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count,  \
-                                           float *y) {                                                     \
+   it (Q4_1 / Q5_0 / Q5_1: and BMI2, which every such CPU has), else the
+   AVX2 table's (Cascade Lake, Cooper Lake), which gives the same bits. */
+#define INT_ROWS(tname, PASS, block, per_block, ATTR, OK)                                                  \
+    ATTR static void tname##_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count,  \
+                                       float *y) {                                                         \
         const int64_t nb = n / (per_block);                                                                 \
         PI_AXPY_ROWS_DRIVE_PAIRS(PASS, a, rows, count, (size_t)nb * sizeof(block), nb, y);                  \
     }                                                                                                       \
     void pi_axpy_rows_##tname##_avx512(int64_t n, const float *a, const void *const *rows, int64_t count,   \
                                        float *y) {                                                          \
-        if (pi_cpu_get()->avx512vbmi) tname##_rows_vbmi(n, a, rows, count, y);                              \
+        if (OK) tname##_rows_vbmi(n, a, rows, count, y);                                                    \
         else pi_axpy_rows_##tname##_avx2(n, a, rows, count, y);                                             \
     }
 
-INT_ROWS(q4_0, q4i_pass, pi_block_q4_0, PI_QK4_0)
-INT_ROWS(q4_K, Q4K_INT_PASS, pi_block_q4_K, PI_QK_K)
-INT_ROWS(q5_K, Q5K_INT_PASS, pi_block_q5_K, PI_QK_K)
-INT_ROWS(q6_K, q6k_int_pass, pi_block_q6_K, PI_QK_K)
-
-/* Q4_1, Q5_0, Q5_1 (x86_q4i.h): 256-bit vectors, the fifth bits by a masked add */
-PI_Q32_ROWS(avx512)
+#define VBMI_OK pi_cpu_get()->avx512vbmi
+#define VBMI_BMI2_OK (pi_cpu_get()->avx512vbmi && pi_cpu_get()->bmi2)
+INT_ROWS(q4_0, q4i_pass, pi_block_q4_0, PI_QK4_0, Q4I_ATTR, VBMI_OK)
+INT_ROWS(q4_K, Q4K_INT_PASS, pi_block_q4_K, PI_QK_K, Q4I_ATTR, VBMI_OK)
+INT_ROWS(q5_K, Q5K_INT_PASS, pi_block_q5_K, PI_QK_K, Q4I_ATTR, VBMI_OK)
+INT_ROWS(q6_K, q6k_int_pass, pi_block_q6_K, PI_QK_K, Q4I_ATTR, VBMI_OK)
+INT_ROWS(q4_1, Q4_1_PASS, pi_block_q4_1, 32, Q32_ATTR, VBMI_BMI2_OK)
+INT_ROWS(q5_0, Q5_0_PASS, pi_block_q5_0, 32, Q32_ATTR, VBMI_BMI2_OK)
+INT_ROWS(q5_1, Q5_1_PASS, pi_block_q5_1, 32, Q32_ATTR, VBMI_BMI2_OK)

@@ -1,9 +1,9 @@
 /*
  * x86_q4i.h — private to x86_avx2_down.c and x86_avx512_down.c: the
  * integer coefficients of the Q4_0 / Q4_K / Q6_K gathered axpy
- * (axpy_rows.h, "Q4_0 in integers") for 8 blocks or sub-blocks at once,
- * Q6_K's quants in bytes, and the whole pass of Q4_1 / Q5_0 / Q5_1, in
- * 256-bit vectors, compiled with each file's flags.
+ * (axpy_rows.h, "Q4_0 in integers") for 8 blocks or sub-blocks at once, and
+ * Q6_K's quants in bytes, in 256-bit vectors, compiled with each file's
+ * flags.
  */
 #ifndef PI_KERNELS_X86_Q4I_H
 #define PI_KERNELS_X86_Q4I_H
@@ -11,7 +11,6 @@
 #include "axpy_rows.h"
 
 #include <immintrin.h>
-#include <string.h>
 
 /* From the float coefficients cd[0 .. 2P) of 2P rows for 8 blocks (a lane
    each): kp[p * kstride + t], rows 2p and 2p + 1's 16-bit coefficients of
@@ -74,110 +73,5 @@ static inline __m256i pi_q6_bytes(const uint8_t *p, int h, int j) {
                      : j == 2 ? qh : _mm256_srli_epi16(qh, 2);
     return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
 }
-
-/* ---- Q4_1, Q5_0, Q5_1 ---- */
-
-/* The 32 quants of the Q4_1 / Q5_0 / Q5_1 block at p as bytes in element
-   order (0..15, or 0..31 with the fifth bit of qh). */
-static inline __m256i pi_q32_bytes(pi_type T, const uint8_t *p) {
-    const size_t qs = T == PI_TYPE_Q4_1 ? 4 : T == PI_TYPE_Q5_0 ? 6 : 8;
-    const __m128i v = _mm_loadu_si128((const __m128i *)(p + qs)), m4 = _mm_set1_epi8(0x0f);
-    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    if (T != PI_TYPE_Q4_1) {
-        uint32_t h;
-        memcpy(&h, p + (T == PI_TYPE_Q5_0 ? 2 : 4), sizeof h);
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-        q = _mm256_mask_add_epi8(q, (__mmask32)h, q, _mm256_set1_epi8(0x10)); /* bit 4 is clear */
-#else
-        /* bit i of h to byte i: bytes 0-7 of the lane from byte 0 of h, .. */
-        const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
-                                             3, 3, 3, 3, 3, 3, 3, 3);
-        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-        const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)h), sel), bit);
-        q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(0x10)));
-#endif
-    }
-    return q;
-}
-
-/* Q4_1 / Q5_0 / Q5_1 in integers (axpy_rows.h): a pass adds P pairs of rows
-   (a group). Per 8 blocks, the rows' scales d (and mins m) gathered and
-   converted at once give the blocks' coefficients (pi_q4i_coefs8) and the
-   mins' sums; then per block and pair of rows, the rows' quants in bytes
-   (pi_q32_bytes) interleaved in 16-bit units, each lane's two bytes taken
-   by a shift and an AND, and added by one 16-bit multiply-add each. */
-static inline void pi_q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c,
-                               const uint8_t *const *pf, int64_t nb, float *y) {
-    const size_t bsz = T == PI_TYPE_Q4_1 ? 20 : T == PI_TYPE_Q5_0 ? 22 : 24;
-    const int mins = T != PI_TYPE_Q5_0;
-    const __m256i mb = _mm256_set1_epi32(0x00ff00ff);
-    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8], corr[8];
-    float sc[8], nbs[8];
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        const int nbk = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        __m256 cd[PI_AXPY_ROWS_GROUP], nbv = _mm256_setzero_ps();
-#pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            const uint8_t *p = w[r] + (size_t)b0 * bsz;
-            prefetch_span(pf[r] + (size_t)b0 * bsz, (size_t)nbk * bsz);
-            uint16_t d[8] = {0}, m[8] = {0};
-            for (int t = 0; t < nbk; t++) {
-                memcpy(&d[t], p + t * bsz, 2);
-                if (mins) memcpy(&m[t], p + t * bsz + 2, 2);
-            }
-            const __m256 a = _mm256_set1_ps(c[r]);
-            cd[r] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d)), a);
-            if (mins) nbv = _mm256_fmadd_ps(a, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m)), nbv);
-        }
-        const __m256i ksum = pi_q4i_coefs8(P, cd, kp[0], 8, sc);
-        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(ksum, _mm256_set1_epi32(mins ? 0 : -16)));
-        _mm256_storeu_ps(nbs, nbv);
-        for (int t = 0; t < nbk; t++) {
-            const size_t off = (size_t)(b0 + t) * bsz;
-            __m256i acc[4];
-#pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(corr[t]);
-#pragma GCC unroll 4
-            for (int p = 0; p < P; p++) {
-                const __m256i qa = pi_q32_bytes(T, w[2 * p] + off), qb = pi_q32_bytes(T, w[2 * p + 1] + off);
-                const __m256i kv = _mm256_set1_epi32(kp[p][t]);
-                const __m256i dl = _mm256_unpacklo_epi16(qa, qb), dh = _mm256_unpackhi_epi16(qa, qb);
-                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(dl, mb), kv));
-                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dl, 8), mb), kv));
-                acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(dh, mb), kv));
-                acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dh, 8), mb), kv));
-            }
-            /* acc[0]: elements 0, 2, 4, 6 | 16, 18, 20, 22; acc[1] the odd ones;
-               acc[2], acc[3] the same from 8 and 24 */
-            const __m256i u0 = _mm256_unpacklo_epi32(acc[0], acc[1]), u1 = _mm256_unpackhi_epi32(acc[0], acc[1]);
-            const __m256i u2 = _mm256_unpacklo_epi32(acc[2], acc[3]), u3 = _mm256_unpackhi_epi32(acc[2], acc[3]);
-            const __m256i v[4] = {_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
-                                  _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
-            const __m256 s = _mm256_set1_ps(sc[t]), bv = _mm256_set1_ps(nbs[t]);
-            float *yb = y + 32 * (b0 + t);
-#pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) {
-                const __m256 f = _mm256_cvtepi32_ps(v[e]), yv = _mm256_loadu_ps(yb + 8 * e);
-                _mm256_storeu_ps(yb + 8 * e, mins ? _mm256_add_ps(yv, _mm256_fmadd_ps(f, s, bv)) : _mm256_fmadd_ps(f, s, yv));
-            }
-        }
-    }
-}
-
-#define PI_Q4_1_PASS(P, w, c, pf, nb, y) pi_q32_pass(PI_TYPE_Q4_1, P, w, c, pf, nb, y)
-#define PI_Q5_0_PASS(P, w, c, pf, nb, y) pi_q32_pass(PI_TYPE_Q5_0, P, w, c, pf, nb, y)
-#define PI_Q5_1_PASS(P, w, c, pf, nb, y) pi_q32_pass(PI_TYPE_Q5_1, P, w, c, pf, nb, y)
-
-/* The entry points of Q4_1, Q5_0, Q5_1 for table isa. */
-#define PI_Q32_ROWS(isa)                                                                                        \
-    void pi_axpy_rows_q4_1_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) { \
-        PI_AXPY_ROWS_DRIVE_PAIRS(PI_Q4_1_PASS, a, rows, count, (size_t)(n / 32) * 20, n / 32, y);               \
-    }                                                                                                           \
-    void pi_axpy_rows_q5_0_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) { \
-        PI_AXPY_ROWS_DRIVE_PAIRS(PI_Q5_0_PASS, a, rows, count, (size_t)(n / 32) * 22, n / 32, y);               \
-    }                                                                                                           \
-    void pi_axpy_rows_q5_1_##isa(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) { \
-        PI_AXPY_ROWS_DRIVE_PAIRS(PI_Q5_1_PASS, a, rows, count, (size_t)(n / 32) * 24, n / 32, y);               \
-    }
 
 #endif
