@@ -65,7 +65,7 @@ static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
     snprintf(hw->cpu, sizeof hw->cpu, "avx512-16c");
     /* the build id: absent (a version 1 file) in a third of the awkward ones */
     snprintf(hw->kernels_build, sizeof hw->kernels_build, "%s",
-             !awkward ? "0123456789abcdef" : t_next(r) % 3 == 0 ? "" : "x~{|}-longest-23-chars");
+             !awkward ? "0123456789abcdef" : t_next(r) % 3 == 0 ? "" : "x~{|}-longest-23-chars!");
     snprintf(hw->io_backend, sizeof hw->io_backend, "io_uring");
     for (int t = 1; t <= hw->n_threads; t++) {
         hw->mem_bw[t] = awkward ? rand_figure(r) : 10.0 * t;

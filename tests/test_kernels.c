@@ -26,7 +26,7 @@
  *      types, SIMD tables), sentinels around the outputs.
  *   6. axpy_rows (the gathered axpy) of every table: ref is ref's axpy row
  *      by row, the SIMD tables give the bits of a scalar model with one
- *      fused multiply-add per element and row (Q4_0 and the K-quants: the
+ *      fused multiply-add per element and row (Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants: the
  *      integer models of axpy_rows.h, 16-bit coefficients per group of 8
  *      rows, also at extreme and non-finite coefficients) and agree with ref
  *      within a tolerance (those: plus the coefficients' rounding); zero

@@ -12,7 +12,7 @@ typedef struct pi_cpu_features {
     bool avx512f, avx512bw, avx512vl, avx512dq; /* x86: the AVX-512 kernel needs these... */
     bool avx512vnni;                            /* ...and VNNI for int8 dot products */
     bool avx512vbmi;                            /* x86: byte permutes (the Q4_0 down path; optional) */
-    bool bmi2;                                  /* x86: pdep (the Q5_0 / Q5_1 down path, with VBMI) */
+    bool bmi2;                                  /* x86: pdep (with VBMI: the integer down paths) */
     bool amx_tile, amx_int8;                    /* x86: AMX tiles and their int8 multiply; the OS
                                                    saves tile state (XCR0), but a process must still
                                                    ask for permission before use (dispatch.c does) */

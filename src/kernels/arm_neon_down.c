@@ -140,7 +140,7 @@ INLINE void q8_pass(const int R, const uint8_t *const *w, const float *c, int64_
 
 #define Q8_0_PASS(R, w, c, pf, nb, y) q8_pass(R, w, c, nb, y)
 
-/* ------------------------------------------------------- Q4_0 in integers */
+/* ------------------------------------- the integer passes' pieces */
 
 /* acc[0..4) += k times the 16 unsigned bytes of q widened to 16 bits (the
    integer passes, axpy_rows.h). */
@@ -156,7 +156,7 @@ INLINE void mlal16(int32x4_t *acc, uint8x16_t q, int16_t k) {
 
 /* A group's block: its coefficients k[0..m) and scale (pi_q4i_quant) from
    the float ones cd[0..m), and its nacc accumulators set to -o times the
-   coefficients' sum (o the quants' offset: Q4_0 8, Q6_K 32, Q4_K/Q5_K 0). */
+   coefficients' sum (o the quants' offset: Q4_0 8, Q5_0 16, Q6_K 32, else 0). */
 INLINE float q4i_start(const float *cd, int m, int32_t *k, int o, int32x4_t *acc, int nacc) {
     const float sc = pi_q4i_quant(cd, m, k);
     int32_t ksum = 0;
@@ -165,34 +165,6 @@ INLINE float q4i_start(const float *cd, int m, int32_t *k, int o, int32x4_t *acc
     return sc;
 }
 
-/* (axpy_rows.h) Block by block: the group's coefficients of the block
-   (pi_q4i_quant, scalar), then each row's nibbles widened to 16 bits and
-   added by widening multiply-adds (vmlal) into 8 int32 vectors, which
-   start at -8 times the coefficients' sum. */
-INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
-    const size_t bsz = sizeof(pi_block_q4_0);
-    for (int64_t b = 0; b < nb; b++, y += 32) {
-        const size_t off = (size_t)b * bsz;
-        float cd[PI_AXPY_ROWS_GROUP];
-        int32_t k[PI_AXPY_ROWS_GROUP];
-#pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) cd[r] = c[r] * f16_at(w[r] + off);
-        int32x4_t acc[8];
-        const float sc = q4i_start(cd, 2 * P, k, 8, acc, 8);
-#pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            const uint8x16_t v = vld1q_u8(w[r] + off + 2);
-            const int16_t kr = (int16_t)k[r];
-            const uint8x16_t q[2] = {vandq_u8(v, vdupq_n_u8(0x0f)), vshrq_n_u8(v, 4)};
-            mlal16(acc, q[0], kr);
-            mlal16(acc + 4, q[1], kr);
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) vst1q_f32(y + 4 * j, vfmaq_n_f32(vld1q_f32(y + 4 * j), vcvtq_f32_s32(acc[j]), sc));
-    }
-}
-
-#define Q4I_PASS(P, w, c, pf, nb, y) q4i_pass(P, w, c, nb, y)
 
 /* ------------------------------------------------------------ K-quants */
 
@@ -307,21 +279,20 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, i
 
 #define Q6_K_PASS(P, w, c, pf, nsb, y) q6k_int_pass(P, w, c, nsb, y)
 
-/* ------------------------------------------------- Q4_1, Q5_0, Q5_1 */
+/* ------------------------------------------- Q4_0, Q4_1, Q5_0, Q5_1 */
 
-/* Q4_1 / Q5_0 / Q5_1 in integers (axpy_rows.h): block by block the group's
-   coefficients (pi_q4i_quant, scalar) and mins' sum, then each row's low
-   and high nibbles (with Q5_0 / Q5_1 the fifth bit: qh's bytes spread over
-   the lanes, tested against each lane's bit, ORed in as 16) widened and
-   added by vmlal into 8 int32 vectors, which start at -16 times the
-   coefficients' sum for Q5_0 and at 0 otherwise. */
+/* The blocks of 32 in integers (axpy_rows.h, pi_q32_*): block by block the
+   group's coefficients (pi_q4i_quant, scalar) and mins' sum, then each
+   row's low and high nibbles (with Q5_0 / Q5_1 the fifth bit: qh's bytes
+   spread over the lanes, tested against each lane's bit, ORed in as 16)
+   widened and added by vmlal into 8 int32 vectors, which start at -o times
+   the coefficients' sum (o the quants' offset). */
 INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
     static const uint8_t sel[2][16] = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
                                        {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
     static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    const size_t bsz = T == PI_TYPE_Q4_1 ? 20 : T == PI_TYPE_Q5_0 ? 22 : 24;
-    const size_t qs = T == PI_TYPE_Q4_1 ? 4 : T == PI_TYPE_Q5_0 ? 6 : 8, qh = T == PI_TYPE_Q5_0 ? 2 : 4;
-    const int mins = T != PI_TYPE_Q5_0;
+    const size_t bsz = pi_q32_bsz(T), qs = pi_q32_qs(T), qh = pi_q32_qh(T);
+    const int mins = pi_q32_has_min(T);
     const uint8x16_t bv = vld1q_u8(bits), s0 = vld1q_u8(sel[0]), s1 = vld1q_u8(sel[1]);
     for (int64_t b = 0; b < nb; b++, y += 32) {
         const size_t off = (size_t)b * bsz;
@@ -333,13 +304,13 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
             if (mins) nbs = fmaf(c[r], f16_at(w[r] + off + 2), nbs);
         }
         int32x4_t acc[8];
-        const float sc = q4i_start(cd, 2 * P, k, mins ? 0 : 16, acc, 8);
+        const float sc = q4i_start(cd, 2 * P, k, pi_q32_offset(T), acc, 8);
 #pragma GCC unroll 8
         for (int r = 0; r < 2 * P; r++) {
             const uint8_t *p = w[r] + off;
             const uint8x16_t v = vld1q_u8(p + qs);
             uint8x16_t q[2] = {vandq_u8(v, vdupq_n_u8(0x0f)), vshrq_n_u8(v, 4)};
-            if (T != PI_TYPE_Q4_1) {
+            if (pi_q32_five(T)) {
                 const uint8x16_t h = vreinterpretq_u8_u32(vdupq_n_u32(u32_at(p + qh)));
                 q[0] = vorrq_u8(q[0], vandq_u8(vtstq_u8(vqtbl1q_u8(h, s0), bv), vdupq_n_u8(16)));
                 q[1] = vorrq_u8(q[1], vandq_u8(vtstq_u8(vqtbl1q_u8(h, s1), bv), vdupq_n_u8(16)));
@@ -355,6 +326,7 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
     }
 }
 
+#define Q4_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_0, P, w, c, nb, y)
 #define Q4_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_1, P, w, c, nb, y)
 #define Q5_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_0, P, w, c, nb, y)
 #define Q5_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_1, P, w, c, nb, y)
@@ -380,7 +352,7 @@ FLOAT_ROWS(bf16, PI_TYPE_BF16)
 QUANT_ROWS(q8_0, Q8_0_PASS, PI_QK8_0)
 
 void pi_axpy_rows_q4_0_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
-    PI_AXPY_ROWS_DRIVE_PAIRS(Q4I_PASS, a, rows, count, 0, n / PI_QK4_0, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q4_0_PASS, a, rows, count, 0, n / PI_QK4_0, y);
 }
 
 void pi_axpy_rows_q4_K_neon(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {

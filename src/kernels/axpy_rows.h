@@ -200,6 +200,23 @@ static inline pi_axpy_group *pi_axpy_walk_next(pi_axpy_walk *w) {
 
 #define PI_Q4I_KMAX 32767
 
+/* The layout of the integer types with blocks of 32 weights (Q4_0, Q4_1,
+   Q5_0, Q5_1): f16 d first, then Q4_1 / Q5_1's f16 m, then Q5's 32 qh bits
+   (bit i: the fifth bit of weight i), then 16 quant bytes (weight i the low
+   nibble of byte i, weight 16 + i the high one). */
+static inline size_t pi_q32_bsz(pi_type t) {
+    return t == PI_TYPE_Q4_0   ? sizeof(pi_block_q4_0)
+           : t == PI_TYPE_Q4_1 ? sizeof(pi_block_q4_1)
+           : t == PI_TYPE_Q5_0 ? sizeof(pi_block_q5_0)
+                               : sizeof(pi_block_q5_1);
+}
+static inline size_t pi_q32_qs(pi_type t) { return pi_q32_bsz(t) - 16; } /* where the quant bytes start */
+static inline size_t pi_q32_qh(pi_type t) { return t == PI_TYPE_Q5_0 ? 2 : 4; } /* Q5_0 / Q5_1's qh */
+static inline int pi_q32_has_min(pi_type t) { return t == PI_TYPE_Q4_1 || t == PI_TYPE_Q5_1; }
+static inline int pi_q32_five(pi_type t) { return t == PI_TYPE_Q5_0 || t == PI_TYPE_Q5_1; }
+/* The quants' offset, the accumulators' start in units of -(sum of k) */
+static inline int pi_q32_offset(pi_type t) { return t == PI_TYPE_Q4_0 ? 8 : t == PI_TYPE_Q5_0 ? 16 : 0; }
+
 /* One block's integer coefficients k[0..m) of the float coefficients
    cd[0..m) (the rules above); returns the block's scale 2^e, or NaN. The
    scalar form of what the SIMD versions compute for several blocks at once. */

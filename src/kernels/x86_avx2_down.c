@@ -148,11 +148,11 @@ INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, cons
     }
 }
 
-/* ------------------------------------------------------- Q4_0 in integers */
+/* ------------------------------------- the integer passes' pieces */
 
-/* (axpy_rows.h) A pass adds P pairs of rows (a group). Per pair of rows
-   and 16 quant bytes: the two rows' bytes interleaved in 16-bit units
-   (bytes 2 j, 2 j + 1 of row A, then of row B, in each 32-bit lane), so a
+/* (axpy_rows.h) Per pair of rows and 16 bytes of packed nibbles: the two
+   rows' bytes interleaved in 16-bit units (bytes 2 j, 2 j + 1 of row A,
+   then of row B, in each 32-bit lane), so a
    lane's low and high 16 bits hold the pair's nibbles of one element after
    a 32-bit shift (0, 4, 8, 12) and an AND: 4 vectors, elements 2 j, 2 j + 1
    (low nibbles) and the same of the high nibbles, each added by one
@@ -204,46 +204,29 @@ INLINE void q4i_order16(__m256i even, __m256i odd, __m256 *f) {
     f[1] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
-INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf, int64_t nb,
-                     float *y) {
-    const size_t bsz = sizeof(pi_block_q4_0);
-    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8], corr[8];
-    float sc[8];
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        const int nbk = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        /* the blocks' coefficients: 8 scales a row, one conversion */
-        __m256 cd[PI_AXPY_ROWS_GROUP];
-#pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            const uint8_t *p = w[r] + (size_t)b0 * bsz;
-            prefetch_span(pf[r] + (size_t)b0 * bsz, (size_t)nbk * bsz);
-            uint16_t h[8] = {0};
-            for (int t = 0; t < nbk; t++) h[t] = u16_at(p + t * bsz);
-            cd[r] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)), _mm256_set1_ps(c[r]));
-        }
-        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(pi_q4i_coefs8(P, cd, kp[0], 8, sc), _mm256_set1_epi32(-8)));
-        for (int t = 0; t < nbk; t++) {
-            const size_t off = (size_t)(b0 + t) * bsz + 2;
-            float *yb = y + 32 * (b0 + t);
-            __m256i acc[4];
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) acc[j] = _mm256_set1_epi32(corr[t]);
-#pragma GCC unroll 4
-            for (int p = 0; p < P; p++) {
-                const __m256i kv = _mm256_set1_epi32(kp[p][t]);
-                q4i_add16(acc, w[2 * p] + off, w[2 * p + 1] + off, kv, kv);
-            }
-            const __m256 s = _mm256_set1_ps(sc[t]);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256 f[2];
-                q4i_order16(acc[2 * h], acc[2 * h + 1], f);
-#pragma GCC unroll 2
-                for (int j = 0; j < 2; j++)
-                    _mm256_storeu_ps(yb + 16 * h + 8 * j, _mm256_fmadd_ps(f[j], s, _mm256_loadu_ps(yb + 16 * h + 8 * j)));
-            }
-        }
-    }
+/* Two rows' quants as bytes (32 each, one weight a byte) added by pmaddwd
+   with the pair's coefficients kv: the rows' bytes interleaved in 16-bit
+   units, each lane's two bytes taken by a shift and an AND. acc[0] gets
+   the pair's products of bytes 0, 2, 4, 6 | 16, 18, 20, 22 (a 128-bit lane
+   each), acc[1] of the odd bytes, acc[2], acc[3] the same from 8 and 24. */
+INLINE void bytes_madd32(__m256i *acc, __m256i qa, __m256i qb, __m256i kv) {
+    const __m256i mb = _mm256_set1_epi32(0x00ff00ff);
+    const __m256i dl = _mm256_unpacklo_epi16(qa, qb), dh = _mm256_unpackhi_epi16(qa, qb);
+    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(dl, mb), kv));
+    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dl, 8), mb), kv));
+    acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(dh, mb), kv));
+    acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dh, 8), mb), kv));
+}
+
+/* bytes_madd32's accumulators as the sums of bytes 0-7, 8-15, 16-23, 24-31,
+   floats in element order (exact: |sum| < 2^24). */
+INLINE void bytes_order32(const __m256i *acc, __m256 *f) {
+    const __m256i u0 = _mm256_unpacklo_epi32(acc[0], acc[1]), u1 = _mm256_unpackhi_epi32(acc[0], acc[1]);
+    const __m256i u2 = _mm256_unpacklo_epi32(acc[2], acc[3]), u3 = _mm256_unpackhi_epi32(acc[2], acc[3]);
+    f[0] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u0, u1, 0x20));
+    f[1] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u2, u3, 0x20));
+    f[2] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u0, u1, 0x31));
+    f[3] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u2, u3, 0x31));
 }
 
 /* ------------------------------------------------------------ K-quants */
@@ -330,7 +313,6 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
    sums. */
 INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                          int64_t nsb, float *y) {
-    const __m256i mb = _mm256_set1_epi32(0x00ff00ff);
     int32_t kp[PI_AXPY_ROWS_GROUP / 2][16], corr[16];
     float sc[16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
@@ -357,60 +339,56 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, c
             for (int p = 0; p < P; p++) {
                 const __m256i qa = pi_q6_bytes(w[2 * p] + off, h, j), qb = pi_q6_bytes(w[2 * p + 1] + off, h, j);
                 const __m256i kv = _mm256_set_m128i(_mm_set1_epi32(kp[p][2 * s + 1]), _mm_set1_epi32(kp[p][2 * s]));
-                const __m256i dl = _mm256_unpacklo_epi16(qa, qb), dh = _mm256_unpackhi_epi16(qa, qb);
-                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(dl, mb), kv));
-                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dl, 8), mb), kv));
-                acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(dh, mb), kv));
-                acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dh, 8), mb), kv));
+                bytes_madd32(acc, qa, qb, kv);
             }
-            /* lane 0: sub-block 2 s (acc[0]: elements 0, 2, 4, 6; acc[1]: 1, 3, 5, 7;
-               acc[2], acc[3]: 8-15 the same); lane 1: sub-block 2 s + 1 */
-            const __m256i u0 = _mm256_unpacklo_epi32(acc[0], acc[1]), u1 = _mm256_unpackhi_epi32(acc[0], acc[1]);
-            const __m256i u2 = _mm256_unpacklo_epi32(acc[2], acc[3]), u3 = _mm256_unpackhi_epi32(acc[2], acc[3]);
-            const __m256i v[4] = {_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
-                                  _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
+            /* lane 0 of the accumulators: sub-block 2 s, lane 1: 2 s + 1 */
+            __m256 f[4];
+            bytes_order32(acc, f);
 #pragma GCC unroll 4
             for (int e = 0; e < 4; e++) {
                 float *yp = y + 32 * s + 8 * e;
-                _mm256_storeu_ps(yp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v[e]), _mm256_set1_ps(sc[2 * s + e / 2]),
-                                                     _mm256_loadu_ps(yp)));
+                _mm256_storeu_ps(yp, _mm256_fmadd_ps(f[e], _mm256_set1_ps(sc[2 * s + e / 2]), _mm256_loadu_ps(yp)));
             }
         }
     }
 }
 
-/* ------------------------------------------------- Q4_1, Q5_0, Q5_1 */
+/* ------------------------------------------- Q4_0, Q4_1, Q5_0, Q5_1 */
 
-/* The 32 quants of the Q4_1 / Q5_0 / Q5_1 block at p as bytes in element
-   order (0..15, or 0..31 with the fifth bit of qh). */
-INLINE __m256i q32_bytes(pi_type T, const uint8_t *p) {
-    const size_t qs = T == PI_TYPE_Q4_1 ? 4 : T == PI_TYPE_Q5_0 ? 6 : 8;
-    const __m128i v = _mm_loadu_si128((const __m128i *)(p + qs)), m4 = _mm_set1_epi8(0x0f);
-    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    if (T != PI_TYPE_Q4_1) {
-        uint32_t h;
-        memcpy(&h, p + (T == PI_TYPE_Q5_0 ? 2 : 4), sizeof h);
-        /* bit i of h to byte i: bytes 0-7 of the lane from byte 0 of h, .. */
-        const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
-                                             3, 3, 3, 3, 3, 3, 3, 3);
-        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-        const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)h), sel), bit);
-        q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(0x10)));
-    }
-    return q;
+/* The 32 quants of the Q5_0 / Q5_1 block at p as bytes in element order
+   (0..31: the nibbles and the fifth bits of qh). */
+INLINE __m256i q5_bytes(pi_type T, const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(p + pi_q32_qs(T))), m4 = _mm_set1_epi8(0x0f);
+    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    /* bit i of qh to byte i: bytes 0-7 of the lane from byte 0 of qh, .. */
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                         3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)u32_at(p + pi_q32_qh(T))), sel), bit);
+    return _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(0x10)));
 }
 
-/* Q4_1 / Q5_0 / Q5_1 in integers (axpy_rows.h): a pass adds P pairs of rows
-   (a group). Per 8 blocks, the rows' scales d (and mins m) gathered and
-   converted at once give the blocks' coefficients (pi_q4i_coefs8) and the
-   mins' sums; then per block and pair of rows, the rows' quants in bytes
-   (q32_bytes) interleaved in 16-bit units, each lane's two bytes taken
-   by a shift and an AND, and added by one 16-bit multiply-add each. */
-INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c,
-                               const uint8_t *const *pf, int64_t nb, float *y) {
-    const size_t bsz = T == PI_TYPE_Q4_1 ? 20 : T == PI_TYPE_Q5_0 ? 22 : 24;
-    const int mins = T != PI_TYPE_Q5_0;
-    const __m256i mb = _mm256_set1_epi32(0x00ff00ff);
+/* The f16 values at p, p + bsz, .. of the next n <= 8 blocks, converted
+   (the others 0): f[0] from p, and with two f[1] from p + 2. */
+INLINE void f16_blocks8(const uint8_t *p, size_t bsz, int n, const int two, __m256 *f) {
+    uint16_t h[2][8] = {{0}};
+    for (int t = 0; t < n; t++) {
+        h[0][t] = u16_at(p + t * bsz);
+        if (two) h[1][t] = u16_at(p + t * bsz + 2);
+    }
+    for (int i = 0; i < 1 + two; i++) f[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h[i]));
+}
+
+/* The blocks of 32 in integers (axpy_rows.h; their layout pi_q32_*): a
+   pass adds P pairs of rows (a group). Per 8 blocks, the rows' scales d
+   (and mins m), 8 a row in one conversion, give the blocks' coefficients
+   (pi_q4i_coefs8) and the mins' sums. Then per block and pair of rows:
+   Q4_0 / Q4_1 by q4i_add16 on the packed nibbles; Q5_0 / Q5_1 with the
+   rows' quants as bytes (q5_bytes, bytes_madd32). */
+INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
+                     int64_t nb, float *y) {
+    const size_t bsz = pi_q32_bsz(T);
+    const int mins = pi_q32_has_min(T);
     int32_t kp[PI_AXPY_ROWS_GROUP / 2][8], corr[8];
     float sc[8], nbs[8];
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
@@ -420,17 +398,14 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
         for (int r = 0; r < 2 * P; r++) {
             const uint8_t *p = w[r] + (size_t)b0 * bsz;
             prefetch_span(pf[r] + (size_t)b0 * bsz, (size_t)nbk * bsz);
-            uint16_t d[8] = {0}, m[8] = {0};
-            for (int t = 0; t < nbk; t++) {
-                memcpy(&d[t], p + t * bsz, 2);
-                if (mins) memcpy(&m[t], p + t * bsz + 2, 2);
-            }
             const __m256 a = _mm256_set1_ps(c[r]);
-            cd[r] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d)), a);
-            if (mins) nbv = _mm256_fmadd_ps(a, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m)), nbv);
+            __m256 dm[2];
+            f16_blocks8(p, bsz, nbk, mins, dm);
+            cd[r] = _mm256_mul_ps(dm[0], a);
+            if (mins) nbv = _mm256_fmadd_ps(a, dm[1], nbv);
         }
         const __m256i ksum = pi_q4i_coefs8(P, cd, kp[0], 8, sc);
-        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(ksum, _mm256_set1_epi32(mins ? 0 : -16)));
+        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(ksum, _mm256_set1_epi32(-pi_q32_offset(T))));
         _mm256_storeu_ps(nbs, nbv);
         for (int t = 0; t < nbk; t++) {
             const size_t off = (size_t)(b0 + t) * bsz;
@@ -439,31 +414,31 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
             for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(corr[t]);
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
-                const __m256i qa = q32_bytes(T, w[2 * p] + off), qb = q32_bytes(T, w[2 * p + 1] + off);
+                const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
                 const __m256i kv = _mm256_set1_epi32(kp[p][t]);
-                const __m256i dl = _mm256_unpacklo_epi16(qa, qb), dh = _mm256_unpackhi_epi16(qa, qb);
-                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(dl, mb), kv));
-                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dl, 8), mb), kv));
-                acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(dh, mb), kv));
-                acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(dh, 8), mb), kv));
+                if (pi_q32_five(T)) bytes_madd32(acc, q5_bytes(T, A), q5_bytes(T, B), kv);
+                else q4i_add16(acc, A + pi_q32_qs(T), B + pi_q32_qs(T), kv, kv);
             }
-            /* acc[0]: elements 0, 2, 4, 6 | 16, 18, 20, 22; acc[1] the odd ones;
-               acc[2], acc[3] the same from 8 and 24 */
-            const __m256i u0 = _mm256_unpacklo_epi32(acc[0], acc[1]), u1 = _mm256_unpackhi_epi32(acc[0], acc[1]);
-            const __m256i u2 = _mm256_unpacklo_epi32(acc[2], acc[3]), u3 = _mm256_unpackhi_epi32(acc[2], acc[3]);
-            const __m256i v[4] = {_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
-                                  _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
+            __m256 f[4];
+            if (pi_q32_five(T)) {
+                bytes_order32(acc, f);
+            } else {
+                q4i_order16(acc[0], acc[1], f);
+                q4i_order16(acc[2], acc[3], f + 2);
+            }
             const __m256 s = _mm256_set1_ps(sc[t]), bv = _mm256_set1_ps(nbs[t]);
             float *yb = y + 32 * (b0 + t);
 #pragma GCC unroll 4
             for (int e = 0; e < 4; e++) {
-                const __m256 f = _mm256_cvtepi32_ps(v[e]), yv = _mm256_loadu_ps(yb + 8 * e);
-                _mm256_storeu_ps(yb + 8 * e, mins ? _mm256_add_ps(yv, _mm256_fmadd_ps(f, s, bv)) : _mm256_fmadd_ps(f, s, yv));
+                const __m256 yv = _mm256_loadu_ps(yb + 8 * e);
+                _mm256_storeu_ps(yb + 8 * e, mins ? _mm256_add_ps(yv, _mm256_fmadd_ps(f[e], s, bv))
+                                                  : _mm256_fmadd_ps(f[e], s, yv));
             }
         }
     }
 }
 
+#define Q4_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_0, P, w, c, pf, nb, y)
 #define Q4_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_1, P, w, c, pf, nb, y)
 #define Q5_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_0, P, w, c, pf, nb, y)
 #define Q5_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_1, P, w, c, pf, nb, y)
@@ -487,7 +462,7 @@ void pi_axpy_rows_q8_0_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q4_0_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nb = n / PI_QK4_0;
-    PI_AXPY_ROWS_DRIVE_PAIRS(q4i_pass, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
+    PI_AXPY_ROWS_DRIVE_PAIRS(Q4_0_PASS, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
 }
 
 void pi_axpy_rows_q4_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {

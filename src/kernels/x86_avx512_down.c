@@ -151,42 +151,38 @@ INLINE void q8_pass(const int R, const uint8_t *const *w, const float *c, const 
 
 #define Q8_0_PASS(R, w, c, pf, nb, y) q8_pass(R, w, c, pf, nb, y)
 
-/* ------------------------------------------------------- Q4_0 in integers */
+/* ------------------------------------------- Q4_0, Q4_1, Q5_0, Q5_1 */
 
-/* (axpy_rows.h) A pass adds P pairs of rows (a group). Spans of up to 16 blocks (512 floats). Per span and group,
-   the coefficients first, 16 blocks at a time: each row's 16 scales
-   picked from four 64-byte loads by two vpermt2w (a vpgatherdd at 18-byte
-   steps took a third of the time), converted and multiplied by its
-   coefficient; the blocks' exponents from the largest magnitudes; the
-   16-bit coefficients, packed two rows to a 32-bit lane, the blocks' scales
-   and -8 times the coefficients' sums stored for the walk. Then the span in
-   segments of 4 blocks held in 8 int32 accumulators: per pair of rows and
-   pair of blocks, one masked 64-byte load per row (34 bytes: two blocks'
-   quants and the scale between), one two-source byte permutation
-   (vpermt2b, AVX-512 VBMI) that puts row A's byte i and row B's byte i in
-   16-bit lanes 2 i and 2 i + 1 (high bytes zero), so a 32-bit lane holds
-   the pair's low nibbles of element i after an AND and their high nibbles
-   (element i + 16) after a 16-bit shift, each added by one vpdpwssd with
-   the pair's coefficients (a broadcast from memory). */
+/* The blocks of 32 in integers (axpy_rows.h; their layout pi_q32_*): a
+   pass adds P pairs of rows (a group). Spans of up to 16 blocks (512
+   floats). Per span and group, the coefficients first, 16 blocks at a
+   time: each row's 16 scales d (and Q4_1 / Q5_1's mins m, lanes 16-31)
+   picked from two or three 128-byte windows of the row by vpermt2w (a
+   vpgatherdd at 18-byte steps took a third of Q4_0's time), converted and
+   multiplied by its coefficient; the blocks' exponents from the largest
+   magnitudes; the 16-bit coefficients, packed two rows to a 32-bit lane,
+   the blocks' scales and -o times the coefficients' sums stored for the
+   walk; the mins' sums one FMA per row. Then the span in segments of 4
+   blocks held in 8 int32 accumulators: per pair of rows and pair of
+   blocks, one masked 64-byte load per row (the two blocks' quants and what
+   lies between), one two-source byte permutation per block (vpermt2b,
+   AVX-512 VBMI) that puts row A's byte i and row B's byte i in 16-bit lanes
+   2 i and 2 i + 1 (high bytes zero), so a 32-bit lane holds the pair's low
+   nibbles of element i after an AND and their high nibbles (element
+   i + 16) after a 16-bit shift, each added by one vpdpwssd with the pair's
+   coefficients (a broadcast from memory). Q5's fifth bits: the two rows'
+   qh interleaved bit by bit (pdep, BMI2: bit 2 i is row A's element i,
+   2 i + 1 row B's) mask a 16-bit add of 16 to the low and to the high
+   nibbles. */
 
-#define Q4I_ATTR __attribute__((target("avx512vbmi")))
+/* Every CPU with VBMI has BMI2 (Ice Lake, Zen 4 and later). */
+#define Q4I_ATTR __attribute__((target("avx512vbmi,bmi2")))
 #define Q4I_SPAN 16
 
-/* The permutations' indices: byte 4 i is row A's quant byte i of the
-   first (second) block of a load, byte 4 i + 2 row B's (64 + ...); the
-   other bytes are zeroed by the mask. */
-#define Q4I_P(h, i) 18 * (h) + (i), 0, 64 + 18 * (h) + (i), 0
-#define Q4I_P4(h, i) Q4I_P(h, i), Q4I_P(h, i + 1), Q4I_P(h, i + 2), Q4I_P(h, i + 3)
-static const uint8_t q4i_perm[2][64] __attribute__((aligned(64))) = {
-    {Q4I_P4(0, 0), Q4I_P4(0, 4), Q4I_P4(0, 8), Q4I_P4(0, 12)},
-    {Q4I_P4(1, 0), Q4I_P4(1, 4), Q4I_P4(1, 8), Q4I_P4(1, 12)},
-};
-
-/* Where vpermt2w finds a span's 16 scales: words 0-7 from the span's first
-   128 bytes, words 8-15 from the 128 bytes at block 8. */
-static const uint16_t q4i_scale_idx[32] __attribute__((aligned(64))) = {
-    0, 9, 18, 27, 36, 45, 54, 63, 0, 9, 18, 27, 36, 45, 54, 63,
-};
+/* A pair of rows' bytes i side by side: byte 4 i of a permutation is row
+   A's byte i, byte 4 i + 2 row B's (64 + ...); the others are zeroed by
+   the mask. */
+#define Q4I_PAIR(i) (i), 0, 64 + (i), 0
 
 /* A span's coefficients: kp[p][t] the packed pair p of block t, corr[t]
    the accumulators' start, sc[t] the scale (the rules in axpy_rows.h). */
@@ -211,92 +207,147 @@ Q4I_ATTR INLINE void q4i_coefs16(const int P, const __m512 *cd, q4i_coefs *q, in
     }
 }
 
-Q4I_ATTR INLINE void q4i_span_coefs(const int P, const uint8_t *const *w, const float *c, size_t off, int nbk,
-                                    q4i_coefs *q) {
-    /* block t's scale is 16-bit word 9 t of the span (t < 8), 9 t - 72 of
-       the span from block 8 on; the loads stop at the span's last block */
-    const __m512i sidx = _mm512_load_si512(q4i_scale_idx);
-    const int64_t bytes = (int64_t)nbk * (int64_t)sizeof(pi_block_q4_0);
-    __mmask64 lm[4];
-    for (int i = 0; i < 4; i++) {
-        const int64_t at = (i / 2) * 144 + (i % 2) * 64, left = bytes - at;
-        lm[i] = left >= 64 ? ~0ull : left <= 0 ? 0 : (1ull << left) - 1;
-    }
-    __m512 cd[PI_AXPY_ROWS_GROUP];
+/* The types' index in the tables below. */
+INLINE int q32_ti(pi_type T) {
+    return T == PI_TYPE_Q4_0 ? 0 : T == PI_TYPE_Q4_1 ? 1 : T == PI_TYPE_Q5_0 ? 2 : 3;
+}
+
+/* The coefficient stage's windows, for blocks of 2 S bytes with a min
+   (M = 1) or not: window k starts at block k B (B = the blocks whose d and
+   m lie in its 64 words: 8 for Q4_0, 7, 6, 6), and lane l (block l % 16's
+   d for l < 16, its m for l >= 16) takes word S (l % 16 - k B) + l / 16 of
+   it where block l % 16 is one of window k's. */
+#define Q32_B(S, M) ((63 - (M)) / (S) + 1)
+#define Q32_IN(S, M, k, l) (((l) & 15) / Q32_B(S, M) == (k) && ((l) < 16 || (M)))
+#define Q32_I(S, M, k, l) (uint16_t)(Q32_IN(S, M, k, l) ? (S) * (((l) & 15) - (k) * Q32_B(S, M)) + ((l) >> 4) : 0)
+#define Q32_I4(S, M, k, l) Q32_I(S, M, k, l), Q32_I(S, M, k, (l) + 1), Q32_I(S, M, k, (l) + 2), Q32_I(S, M, k, (l) + 3)
+#define Q32_I16(S, M, k, l) Q32_I4(S, M, k, l), Q32_I4(S, M, k, (l) + 4), Q32_I4(S, M, k, (l) + 8), Q32_I4(S, M, k, (l) + 12)
+#define Q32_IDX(S, M) {{Q32_I16(S, M, 0, 0), Q32_I16(S, M, 0, 16)}, {Q32_I16(S, M, 1, 0), Q32_I16(S, M, 1, 16)}, \
+                       {Q32_I16(S, M, 2, 0), Q32_I16(S, M, 2, 16)}}
+static const uint16_t q32_idx[4][3][32] __attribute__((aligned(64))) = {Q32_IDX(9, 0), Q32_IDX(10, 1), Q32_IDX(11, 0),
+                                                                        Q32_IDX(12, 1)};
+#define Q32_K(S, M, k, l) ((uint32_t)Q32_IN(S, M, k, l) << (l))
+#define Q32_K4(S, M, k, l) (Q32_K(S, M, k, l) | Q32_K(S, M, k, (l) + 1) | Q32_K(S, M, k, (l) + 2) | Q32_K(S, M, k, (l) + 3))
+#define Q32_K16(S, M, k, l) (Q32_K4(S, M, k, l) | Q32_K4(S, M, k, (l) + 4) | Q32_K4(S, M, k, (l) + 8) | Q32_K4(S, M, k, (l) + 12))
+#define Q32_KM(S, M) {Q32_K16(S, M, 0, 0) | Q32_K16(S, M, 0, 16), Q32_K16(S, M, 1, 0) | Q32_K16(S, M, 1, 16), \
+                      Q32_K16(S, M, 2, 0) | Q32_K16(S, M, 2, 16)}
+static const uint32_t q32_km[4][3] = {Q32_KM(9, 0), Q32_KM(10, 1), Q32_KM(11, 0), Q32_KM(12, 1)};
+
+/* The quants' permutations: block h (0, 1) of a load at bsz h. */
+#define Q32_P4(B, h, i) Q4I_PAIR((B) * (h) + (i)), Q4I_PAIR((B) * (h) + (i) + 1), Q4I_PAIR((B) * (h) + (i) + 2), \
+                        Q4I_PAIR((B) * (h) + (i) + 3)
+#define Q32_PERM(B, h) {Q32_P4(B, h, 0), Q32_P4(B, h, 4), Q32_P4(B, h, 8), Q32_P4(B, h, 12)}
+static const uint8_t q32_perm[4][2][64] __attribute__((aligned(64))) = {
+    {Q32_PERM(18, 0), Q32_PERM(18, 1)}, {Q32_PERM(20, 0), Q32_PERM(20, 1)},
+    {Q32_PERM(22, 0), Q32_PERM(22, 1)}, {Q32_PERM(24, 0), Q32_PERM(24, 1)}};
+
+/* The mask of the first n bytes of 64 (n may be out of 0..64). */
+INLINE __mmask64 bytes_mask(int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0 : (1ull << n) - 1; }
+
+Q4I_ATTR INLINE void q32_span_coefs(pi_type T, const int P, const uint8_t *const *w, const float *c, size_t off,
+                                    int nbk, q4i_coefs *q, float *nb) {
+    const int64_t bsz = (int64_t)pi_q32_bsz(T), bytes = (int64_t)nbk * bsz;
+    const int mins = pi_q32_has_min(T), ti = q32_ti(T), B = Q32_B((int)bsz / 2, mins);
+    const int nwin = (Q4I_SPAN + B - 1) / B; /* past the span's end, masked loads read nothing */
+    __m512 cd[PI_AXPY_ROWS_GROUP], nbv = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int r = 0; r < 2 * P; r++) {
-        const uint8_t *pr = w[r] + off;
-        const __m512i h0 = _mm512_maskz_permutex2var_epi16(
-            0x00ff, _mm512_maskz_loadu_epi8(lm[0], pr), sidx, _mm512_maskz_loadu_epi8(lm[1], pr + 64));
-        const __m512i h1 = _mm512_maskz_permutex2var_epi16(
-            0xff00, _mm512_maskz_loadu_epi8(lm[2], pr + 144), sidx, _mm512_maskz_loadu_epi8(lm[3], pr + 208));
-        const __m512i g = _mm512_or_si512(h0, h1);
-        cd[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(g)), _mm512_set1_ps(c[r]));
+        __m512i g = _mm512_setzero_si512();
+#pragma GCC unroll 3
+        for (int k = 0; k < nwin; k++) {
+            const int64_t at = (int64_t)k * B * bsz;
+            const uint8_t *pr = w[r] + off + at;
+            const __m512i lo = _mm512_maskz_loadu_epi8(bytes_mask(bytes - at), pr);
+            const __m512i hi = _mm512_maskz_loadu_epi8(bytes_mask(bytes - at - 64), pr + 64);
+            g = _mm512_or_si512(
+                g, _mm512_maskz_permutex2var_epi16(q32_km[ti][k], lo, _mm512_load_si512(q32_idx[ti][k]), hi));
+        }
+        const __m512 a = _mm512_set1_ps(c[r]);
+        cd[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(g)), a);
+        if (mins) nbv = _mm512_fmadd_ps(a, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(g, 1)), nbv);
     }
-    q4i_coefs16(P, cd, q, 8);
+    q4i_coefs16(P, cd, q, pi_q32_offset(T));
+    _mm512_storeu_ps(nb, nbv);
 }
 
 /* Blocks [t0, t0 + NBK) of the span (NBK <= 4) at byte offset off of the rows. */
-Q4I_ATTR INLINE void q4i_seg(const int P, const int NBK, const uint8_t *const *w, const q4i_coefs *q, int t0,
-                             const uint8_t *const *pf, size_t off, float *y) {
-    const size_t bsz = sizeof(pi_block_q4_0);
-    const __m512i idx[2] = {_mm512_load_si512(q4i_perm[0]), _mm512_load_si512(q4i_perm[1])};
+Q4I_ATTR INLINE void q32_seg(pi_type T, const int P, const int NBK, const uint8_t *const *w, const q4i_coefs *q,
+                             const float *nb, int t0, const uint8_t *const *pf, size_t off, float *y) {
+    const size_t bsz = pi_q32_bsz(T), qs = pi_q32_qs(T), qh = pi_q32_qh(T);
+    const int mins = pi_q32_has_min(T);
+    const __m512i idx[2] = {_mm512_load_si512(q32_perm[q32_ti(T)][0]), _mm512_load_si512(q32_perm[q32_ti(T)][1])};
     const __mmask64 even = 0x5555555555555555ull;
-    const __m512i m4 = _mm512_set1_epi32(0x000f000f);
+    const __m512i m4 = _mm512_set1_epi32(0x000f000f), b4 = _mm512_set1_epi16(16);
     __m512i acc[8];
 #pragma GCC unroll 4
     for (int t = 0; t < NBK; t++) acc[2 * t] = acc[2 * t + 1] = _mm512_set1_epi32(q->corr[t0 + t]);
 #pragma GCC unroll 4
     for (int p = 0; p < P; p++) {
-        const uint8_t *A = w[2 * p] + off + 2, *B = w[2 * p + 1] + off + 2;
+        const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
         prefetch_span(pf[2 * p] + off, (size_t)NBK * bsz);
         prefetch_span(pf[2 * p + 1] + off, (size_t)NBK * bsz);
 #pragma GCC unroll 2
         for (int h = 0; 2 * h < NBK; h++) {
-            const __mmask64 lm = NBK - 2 * h >= 2 ? (1ull << 34) - 1 : 0xffffull;
-            const __m512i la = _mm512_maskz_loadu_epi8(lm, A + 2 * h * bsz);
-            const __m512i lb = _mm512_maskz_loadu_epi8(lm, B + 2 * h * bsz);
+            const __mmask64 lm = bytes_mask(NBK - 2 * h >= 2 ? (int64_t)bsz + 16 : 16);
+            const __m512i la = _mm512_maskz_loadu_epi8(lm, A + qs + 2 * h * bsz);
+            const __m512i lb = _mm512_maskz_loadu_epi8(lm, B + qs + 2 * h * bsz);
 #pragma GCC unroll 2
             for (int s = 0; s < 2; s++) {
                 const int t = 2 * h + s;
                 if (t >= NBK) break;
                 const __m512i x = _mm512_maskz_permutex2var_epi8(even, la, idx[s], lb);
+                __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_srli_epi16(x, 4);
+                if (pi_q32_five(T)) {
+                    const uint32_t ha = u32_at(A + t * bsz + qh), hb = u32_at(B + t * bsz + qh);
+                    const __mmask32 kl = _pdep_u32(ha, 0x55555555u) | _pdep_u32(hb, 0xaaaaaaaau);
+                    const __mmask32 kh = _pdep_u32(ha >> 16, 0x55555555u) | _pdep_u32(hb >> 16, 0xaaaaaaaau);
+                    lo = _mm512_mask_add_epi16(lo, kl, lo, b4);
+                    hi = _mm512_mask_add_epi16(hi, kh, hi, b4);
+                }
                 const __m512i kv = _mm512_set1_epi32(q->kp[p][t0 + t]);
-                acc[2 * t] = _mm512_dpwssd_epi32(acc[2 * t], _mm512_and_si512(x, m4), kv);
-                acc[2 * t + 1] = _mm512_dpwssd_epi32(acc[2 * t + 1], _mm512_srli_epi16(x, 4), kv);
+                acc[2 * t] = _mm512_dpwssd_epi32(acc[2 * t], lo, kv);
+                acc[2 * t + 1] = _mm512_dpwssd_epi32(acc[2 * t + 1], hi, kv);
             }
         }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NBK; t++) {
-        const __m512 s = _mm512_set1_ps(q->sc[t0 + t]);
+        const __m512 s = _mm512_set1_ps(q->sc[t0 + t]), b = _mm512_set1_ps(nb[t0 + t]);
 #pragma GCC unroll 2
         for (int j = 0; j < 2; j++) {
             float *yp = y + 32 * t + 16 * j;
-            _mm512_storeu_ps(yp, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[2 * t + j]), s, _mm512_loadu_ps(yp)));
+            const __m512 f = _mm512_cvtepi32_ps(acc[2 * t + j]), yv = _mm512_loadu_ps(yp);
+            _mm512_storeu_ps(yp, mins ? _mm512_add_ps(yv, _mm512_fmadd_ps(f, s, b)) : _mm512_fmadd_ps(f, s, yv));
         }
     }
 }
 
-Q4I_ATTR INLINE void q4i_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
-                              int64_t nb, float *y) {
-    const size_t bsz = sizeof(pi_block_q4_0);
+Q4I_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c,
+                              const uint8_t *const *pf, int64_t nb, float *y) {
+    const size_t bsz = pi_q32_bsz(T);
     q4i_coefs q;
+    float nbs[Q4I_SPAN];
     for (int64_t b0 = 0; b0 < nb; b0 += Q4I_SPAN) {
         const int nbk = nb - b0 < Q4I_SPAN ? (int)(nb - b0) : Q4I_SPAN;
-        q4i_span_coefs(P, w, c, (size_t)b0 * bsz, nbk, &q);
+        q32_span_coefs(T, P, w, c, (size_t)b0 * bsz, nbk, &q, nbs);
         int t = 0;
-        for (; t + 4 <= nbk; t += 4) q4i_seg(P, 4, w, &q, t, pf, (size_t)(b0 + t) * bsz, y + 32 * (b0 + t));
+        for (; t + 4 <= nbk; t += 4)
+            q32_seg(T, P, 4, w, &q, nbs, t, pf, (size_t)(b0 + t) * bsz, y + 32 * (b0 + t));
         const size_t off = (size_t)(b0 + t) * bsz;
         float *yt = y + 32 * (b0 + t);
         switch (nbk - t) {
-        case 3: q4i_seg(P, 3, w, &q, t, pf, off, yt); break;
-        case 2: q4i_seg(P, 2, w, &q, t, pf, off, yt); break;
-        case 1: q4i_seg(P, 1, w, &q, t, pf, off, yt); break;
+        case 3: q32_seg(T, P, 3, w, &q, nbs, t, pf, off, yt); break;
+        case 2: q32_seg(T, P, 2, w, &q, nbs, t, pf, off, yt); break;
+        case 1: q32_seg(T, P, 1, w, &q, nbs, t, pf, off, yt); break;
         default: break;
         }
     }
 }
+
+#define Q4_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_0, P, w, c, pf, nb, y)
+#define Q4_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_1, P, w, c, pf, nb, y)
+#define Q5_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_0, P, w, c, pf, nb, y)
+#define Q5_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_1, P, w, c, pf, nb, y)
 
 /* ------------------------------------------------------------ K-quants */
 
@@ -323,8 +374,8 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
    and row B's byte i side by side in a 32-bit lane (high bytes zero), the
    low nibbles (sub-block 2 i') after an AND, the high ones (2 i' + 1)
    after a 16-bit shift, each added by one vpdpwssd. */
-#define Q4K_P4(u, i) Q4I_P(0, 16 * (u) + (i)), Q4I_P(0, 16 * (u) + (i) + 1), Q4I_P(0, 16 * (u) + (i) + 2), \
-                     Q4I_P(0, 16 * (u) + (i) + 3)
+#define Q4K_P4(u, i) Q4I_PAIR(16 * (u) + (i)), Q4I_PAIR(16 * (u) + (i) + 1), Q4I_PAIR(16 * (u) + (i) + 2), \
+                     Q4I_PAIR(16 * (u) + (i) + 3)
 #define Q4K_PERM(u) {Q4K_P4(u, 0), Q4K_P4(u, 4), Q4K_P4(u, 8), Q4K_P4(u, 12)}
 static const uint8_t q4k_perm[4][64] __attribute__((aligned(64))) = {Q4K_PERM(0), Q4K_PERM(1), Q4K_PERM(2),
                                                                      Q4K_PERM(3)};
@@ -473,151 +524,6 @@ Q4I_ATTR INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const fl
     }
 }
 
-/* ------------------------------------------------- Q4_1, Q5_0, Q5_1 */
-
-/* Q4_1, Q5_0 and Q5_1 in integers (axpy_rows.h), the Q4_0 pass's spans
-   and segments for their blocks (20, 22, 24 bytes: d, then m for Q4_1 /
-   Q5_1, then Q5's 32 qh bits, then the 16 quant bytes). The coefficient
-   stage takes a span's d (lanes 0-15) and m (lanes 16-31) from up to three
-   128-byte windows of each row by vpermt2w; the mins' sums are one FMA
-   per row. In a segment, per pair of rows and pair of blocks one masked
-   load per row (the two blocks' quants and what lies between) and one
-   vpermt2b per block as Q4_0's; Q5's fifth bits: the two rows' qh
-   interleaved bit by bit (pdep, so bit 2 i is row A's element i and
-   2 i + 1 row B's) mask a 16-bit add of 16 to the low and to the high
-   nibbles. */
-
-#define Q32_ATTR __attribute__((target("avx512vbmi,bmi2")))
-
-INLINE int q32_bsz(pi_type T) { return T == PI_TYPE_Q4_1 ? 20 : T == PI_TYPE_Q5_0 ? 22 : 24; }
-INLINE int q32_qs(pi_type T) { return T == PI_TYPE_Q4_1 ? 4 : T == PI_TYPE_Q5_0 ? 6 : 8; }
-INLINE int q32_ti(pi_type T) { return T == PI_TYPE_Q4_1 ? 0 : T == PI_TYPE_Q5_0 ? 1 : 2; }
-
-/* Window k's vpermt2w index of lane l for blocks of 2 S bytes: the word of
-   block l % 16's d (l < 16) or m (l >= 16), if it lies in words
-   64 k .. 64 k + 63 of the span. */
-#define Q32_W(S, l) ((S) * ((l) & 15) + ((l) >> 4))
-#define Q32_I(S, k, l) (uint16_t)(Q32_W(S, l) / 64 == (k) ? Q32_W(S, l) % 64 : 0)
-#define Q32_I4(S, k, l) Q32_I(S, k, l), Q32_I(S, k, (l) + 1), Q32_I(S, k, (l) + 2), Q32_I(S, k, (l) + 3)
-#define Q32_I16(S, k, l) Q32_I4(S, k, l), Q32_I4(S, k, (l) + 4), Q32_I4(S, k, (l) + 8), Q32_I4(S, k, (l) + 12)
-#define Q32_IDX(S) {{Q32_I16(S, 0, 0), Q32_I16(S, 0, 16)}, {Q32_I16(S, 1, 0), Q32_I16(S, 1, 16)}, \
-                    {Q32_I16(S, 2, 0), Q32_I16(S, 2, 16)}}
-static const uint16_t q32_idx[3][3][32] __attribute__((aligned(64))) = {Q32_IDX(10), Q32_IDX(11), Q32_IDX(12)};
-
-/* The quants' permutations as Q4_0's, blocks bsz apart in a load. */
-#define Q32_P(B, h, i) (B) * (h) + (i), 0, 64 + (B) * (h) + (i), 0
-#define Q32_P4(B, h, i) Q32_P(B, h, i), Q32_P(B, h, (i) + 1), Q32_P(B, h, (i) + 2), Q32_P(B, h, (i) + 3)
-#define Q32_PERM(B, h) {Q32_P4(B, h, 0), Q32_P4(B, h, 4), Q32_P4(B, h, 8), Q32_P4(B, h, 12)}
-static const uint8_t q32_perm[3][2][64] __attribute__((aligned(64))) = {
-    {Q32_PERM(20, 0), Q32_PERM(20, 1)}, {Q32_PERM(22, 0), Q32_PERM(22, 1)}, {Q32_PERM(24, 0), Q32_PERM(24, 1)}};
-
-/* The mask of the first n bytes of 64 (n may be out of 0..64). */
-INLINE __mmask64 bytes_mask(int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0 : (1ull << n) - 1; }
-
-Q32_ATTR INLINE void q32_span_coefs(pi_type T, const int P, const uint8_t *const *w, const float *c, size_t off,
-                                    int nbk, q4i_coefs *q, float *nb) {
-    const int bsz = q32_bsz(T), S = bsz / 2, mins = T != PI_TYPE_Q5_0;
-    const int64_t bytes = (int64_t)nbk * bsz;
-    const int nwin = (int)((bytes + 127) / 128);
-    __mmask32 km[3] = {0, 0, 0};
-    for (int l = 0; l < (mins ? 32 : 16); l++) km[Q32_W(S, l) / 64] |= (__mmask32)1 << l;
-    __m512 cd[PI_AXPY_ROWS_GROUP], nbv = _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int r = 0; r < 2 * P; r++) {
-        const uint8_t *pr = w[r] + off;
-        __m512i g = _mm512_setzero_si512();
-        for (int k = 0; k < nwin; k++) {
-            const __m512i lo = _mm512_maskz_loadu_epi8(bytes_mask(bytes - 128 * k), pr + 128 * k);
-            const __m512i hi = _mm512_maskz_loadu_epi8(bytes_mask(bytes - 128 * k - 64), pr + 128 * k + 64);
-            g = _mm512_or_si512(
-                g, _mm512_maskz_permutex2var_epi16(km[k], lo, _mm512_load_si512(q32_idx[q32_ti(T)][k]), hi));
-        }
-        const __m512 a = _mm512_set1_ps(c[r]);
-        cd[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(g)), a);
-        if (mins) nbv = _mm512_fmadd_ps(a, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(g, 1)), nbv);
-    }
-    q4i_coefs16(P, cd, q, mins ? 0 : 16);
-    _mm512_storeu_ps(nb, nbv);
-}
-
-/* Blocks [t0, t0 + NBK) of the span (NBK <= 4) at byte offset off of the rows. */
-Q32_ATTR INLINE void q32_seg(pi_type T, const int P, const int NBK, const uint8_t *const *w, const q4i_coefs *q,
-                             const float *nb, int t0, const uint8_t *const *pf, size_t off, float *y) {
-    const int bsz = q32_bsz(T), qs = q32_qs(T), mins = T != PI_TYPE_Q5_0, five = T != PI_TYPE_Q4_1;
-    const int qh = mins ? 4 : 2;
-    const __m512i idx[2] = {_mm512_load_si512(q32_perm[q32_ti(T)][0]), _mm512_load_si512(q32_perm[q32_ti(T)][1])};
-    const __mmask64 even = 0x5555555555555555ull;
-    const __m512i m4 = _mm512_set1_epi32(0x000f000f), b4 = _mm512_set1_epi16(16);
-    __m512i acc[8];
-#pragma GCC unroll 4
-    for (int t = 0; t < NBK; t++) acc[2 * t] = acc[2 * t + 1] = _mm512_set1_epi32(q->corr[t0 + t]);
-#pragma GCC unroll 4
-    for (int p = 0; p < P; p++) {
-        const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
-        prefetch_span(pf[2 * p] + off, (size_t)NBK * (size_t)bsz);
-        prefetch_span(pf[2 * p + 1] + off, (size_t)NBK * (size_t)bsz);
-#pragma GCC unroll 2
-        for (int h = 0; 2 * h < NBK; h++) {
-            const __mmask64 lm = bytes_mask(NBK - 2 * h >= 2 ? bsz + 16 : 16);
-            const __m512i la = _mm512_maskz_loadu_epi8(lm, A + qs + 2 * h * bsz);
-            const __m512i lb = _mm512_maskz_loadu_epi8(lm, B + qs + 2 * h * bsz);
-#pragma GCC unroll 2
-            for (int s = 0; s < 2; s++) {
-                const int t = 2 * h + s;
-                if (t >= NBK) break;
-                const __m512i x = _mm512_maskz_permutex2var_epi8(even, la, idx[s], lb);
-                __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_srli_epi16(x, 4);
-                if (five) {
-                    const uint32_t ha = u32_at(A + t * bsz + qh), hb = u32_at(B + t * bsz + qh);
-                    const __mmask32 kl = _pdep_u32(ha, 0x55555555u) | _pdep_u32(hb, 0xaaaaaaaau);
-                    const __mmask32 kh = _pdep_u32(ha >> 16, 0x55555555u) | _pdep_u32(hb >> 16, 0xaaaaaaaau);
-                    lo = _mm512_mask_add_epi16(lo, kl, lo, b4);
-                    hi = _mm512_mask_add_epi16(hi, kh, hi, b4);
-                }
-                const __m512i kv = _mm512_set1_epi32(q->kp[p][t0 + t]);
-                acc[2 * t] = _mm512_dpwssd_epi32(acc[2 * t], lo, kv);
-                acc[2 * t + 1] = _mm512_dpwssd_epi32(acc[2 * t + 1], hi, kv);
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < NBK; t++) {
-        const __m512 s = _mm512_set1_ps(q->sc[t0 + t]), b = _mm512_set1_ps(nb[t0 + t]);
-#pragma GCC unroll 2
-        for (int j = 0; j < 2; j++) {
-            float *yp = y + 32 * t + 16 * j;
-            const __m512 f = _mm512_cvtepi32_ps(acc[2 * t + j]), yv = _mm512_loadu_ps(yp);
-            _mm512_storeu_ps(yp, mins ? _mm512_add_ps(yv, _mm512_fmadd_ps(f, s, b)) : _mm512_fmadd_ps(f, s, yv));
-        }
-    }
-}
-
-Q32_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c,
-                              const uint8_t *const *pf, int64_t nb, float *y) {
-    const size_t bsz = (size_t)q32_bsz(T);
-    q4i_coefs q;
-    float nbs[Q4I_SPAN];
-    for (int64_t b0 = 0; b0 < nb; b0 += Q4I_SPAN) {
-        const int nbk = nb - b0 < Q4I_SPAN ? (int)(nb - b0) : Q4I_SPAN;
-        q32_span_coefs(T, P, w, c, (size_t)b0 * bsz, nbk, &q, nbs);
-        int t = 0;
-        for (; t + 4 <= nbk; t += 4)
-            q32_seg(T, P, 4, w, &q, nbs, t, pf, (size_t)(b0 + t) * bsz, y + 32 * (b0 + t));
-        const size_t off = (size_t)(b0 + t) * bsz;
-        float *yt = y + 32 * (b0 + t);
-        switch (nbk - t) {
-        case 3: q32_seg(T, P, 3, w, &q, nbs, t, pf, off, yt); break;
-        case 2: q32_seg(T, P, 2, w, &q, nbs, t, pf, off, yt); break;
-        case 1: q32_seg(T, P, 1, w, &q, nbs, t, pf, off, yt); break;
-        default: break;
-        }
-    }
-}
-
-#define Q4_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_1, P, w, c, pf, nb, y)
-#define Q5_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_0, P, w, c, pf, nb, y)
-#define Q5_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q5_1, P, w, c, pf, nb, y)
-
 /* ------------------------------------------------------------ entry points */
 
 #define FLOAT_ROWS(tname, TYPE, esize)                                                                          \
@@ -636,26 +542,24 @@ void pi_axpy_rows_q8_0_avx512(int64_t n, const float *a, const void *const *rows
 }
 
 /* The integer kernels' entry points: the VBMI version where the CPU has
-   it (Q4_1 / Q5_0 / Q5_1: and BMI2, which every such CPU has), else the
-   AVX2 table's (Cascade Lake, Cooper Lake), which gives the same bits. */
-#define INT_ROWS(tname, PASS, block, per_block, ATTR, OK)                                                  \
-    ATTR static void tname##_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count,  \
-                                       float *y) {                                                         \
+   it, else the AVX2 table's (Cascade Lake, Cooper Lake), which gives the
+   same bits. */
+#define INT_ROWS(tname, PASS, block, per_block)                                                            \
+    Q4I_ATTR static void tname##_rows_vbmi(int64_t n, const float *a, const void *const *rows, int64_t count,  \
+                                           float *y) {                                                     \
         const int64_t nb = n / (per_block);                                                                 \
         PI_AXPY_ROWS_DRIVE_PAIRS(PASS, a, rows, count, (size_t)nb * sizeof(block), nb, y);                  \
     }                                                                                                       \
     void pi_axpy_rows_##tname##_avx512(int64_t n, const float *a, const void *const *rows, int64_t count,   \
                                        float *y) {                                                          \
-        if (OK) tname##_rows_vbmi(n, a, rows, count, y);                                                    \
+        if (pi_cpu_get()->avx512vbmi && pi_cpu_get()->bmi2) tname##_rows_vbmi(n, a, rows, count, y);        \
         else pi_axpy_rows_##tname##_avx2(n, a, rows, count, y);                                             \
     }
 
-#define VBMI_OK pi_cpu_get()->avx512vbmi
-#define VBMI_BMI2_OK (pi_cpu_get()->avx512vbmi && pi_cpu_get()->bmi2)
-INT_ROWS(q4_0, q4i_pass, pi_block_q4_0, PI_QK4_0, Q4I_ATTR, VBMI_OK)
-INT_ROWS(q4_K, Q4K_INT_PASS, pi_block_q4_K, PI_QK_K, Q4I_ATTR, VBMI_OK)
-INT_ROWS(q5_K, Q5K_INT_PASS, pi_block_q5_K, PI_QK_K, Q4I_ATTR, VBMI_OK)
-INT_ROWS(q6_K, q6k_int_pass, pi_block_q6_K, PI_QK_K, Q4I_ATTR, VBMI_OK)
-INT_ROWS(q4_1, Q4_1_PASS, pi_block_q4_1, 32, Q32_ATTR, VBMI_BMI2_OK)
-INT_ROWS(q5_0, Q5_0_PASS, pi_block_q5_0, 32, Q32_ATTR, VBMI_BMI2_OK)
-INT_ROWS(q5_1, Q5_1_PASS, pi_block_q5_1, 32, Q32_ATTR, VBMI_BMI2_OK)
+INT_ROWS(q4_0, Q4_0_PASS, pi_block_q4_0, PI_QK4_0)
+INT_ROWS(q4_1, Q4_1_PASS, pi_block_q4_1, 32)
+INT_ROWS(q5_0, Q5_0_PASS, pi_block_q5_0, 32)
+INT_ROWS(q5_1, Q5_1_PASS, pi_block_q5_1, 32)
+INT_ROWS(q4_K, Q4K_INT_PASS, pi_block_q4_K, PI_QK_K)
+INT_ROWS(q5_K, Q5K_INT_PASS, pi_block_q5_K, PI_QK_K)
+INT_ROWS(q6_K, q6k_int_pass, pi_block_q6_K, PI_QK_K)

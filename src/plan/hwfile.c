@@ -2,10 +2,11 @@
  * hwfile.c — the hwprobe cache file (save, load, a strict parser) and the
  * interpolation helpers the cost model reads it through.
  *
- * Format, version 2 (version 1, read too, is the same without kernels_build): text lines of printable ASCII, fields separated by
+ * Format, version 2 (version 1, read too, is the same without
+ * kernels_build): text lines of printable ASCII, fields separated by
  * spaces or tabs; blank lines and lines starting with '#' are ignored.
  *
- *   pinfer-hwprobe 1                       header, the first record
+ *   pinfer-hwprobe 2                       header, the first record
  *   cpu avx512-2c                          kernel set and core count (cache key)
  *   kernels_build <id>                     optional: pi_kernels_build_id() of the build that
  *                                          measured the kernel rates (one printable word)
