@@ -146,7 +146,11 @@ static void test_cost_and_solver(void) {
     pi_plan kp = p;
     kp.cache_bytes = (uint64_t)(L * F / 4) * (mp->stride + 64) + (uint64_t)(L * F) * 4;
     pi_plan_cost(mp, &hw, &kp, &k0);
-    for (int64_t l = 0; l < L; l++) mp->kappa[l] = 0.5;
+    double *kap = malloc((size_t)(L * F) * sizeof *kap);
+    CHECK(kap != NULL);
+    if (!kap) return;
+    for (int64_t i = 0; i < L * F; i++) kap[i] = 0.5;
+    mp->kappa = kap;
     pi_plan_cost(mp, &hw, &kp, &k1);
     /* (within 0.1%: fewer reads per layer fill a shallower queue, which
        this machine's table makes slower per read) */
@@ -154,7 +158,8 @@ static void test_cost_and_solver(void) {
            "kappa 0.5: hits %.1f -> %.1f, misses %.1f -> %.1f", k0.hits, k1.hits, k0.misses, k1.misses);
     CHECKF(fabs(k1.resident + k1.hits + k1.misses - (k0.resident + k0.hits + k0.misses)) < 1e-6,
            "the selected neurons per token do not depend on kappa");
-    for (int64_t l = 0; l < L; l++) mp->kappa[l] = 0.0;
+    mp->kappa = NULL;
+    free(kap);
     /* a cache smaller than one token's misses keeps nothing until it is asked again */
     kp.cache_bytes = 0;
     pi_plan_cost(mp, &hw, &kp, &k0);
@@ -483,6 +488,47 @@ static void test_selection_counts(void) {
     unlink(path);
 }
 
+/* The reuse share R1 = sum_i P(i active now and the token before) / sum_i
+   a_i of neurons of rates counts[i] / tokens whose latent normal variables
+   correlate by rho between tokens, by simulation (2^18 pairs, each neuron
+   active above its rate's quantile of the simulated values). */
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double simulated_reuse(const int64_t *counts, int64_t n, double tokens, double rho) {
+    enum { N = 1 << 18 };
+    double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *sx = malloc(N * sizeof *sx);
+    if (!x || !y || !sx) {
+        free(x), free(y), free(sx);
+        return 0.0;
+    }
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < N; i++) { /* Box-Muller from a 64-bit LCG's top bits */
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const double u1 = ((double)(r >> 11) + 0.5) / 9007199254740992.0;
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const double u2 = ((double)(r >> 11) + 0.5) / 9007199254740992.0;
+        const double g = sqrt(-2.0 * log(u1)), a = g * cos(2.0 * M_PI * u2), b = g * sin(2.0 * M_PI * u2);
+        x[i] = sx[i] = a;
+        y[i] = rho * a + sqrt(1.0 - rho * rho) * b;
+    }
+    qsort(sx, N, sizeof *sx, cmp_double);
+    double both = 0.0, act = 0.0;
+    for (int64_t k = 0; k < n; k++) {
+        const double a = (double)counts[k] / tokens;
+        if (!(a > 0.0)) continue;
+        act += a;
+        const int q = (int)((1.0 - a) * N);
+        const double z = sx[q < N ? q : N - 1];
+        int64_t c = 0;
+        for (int i = 0; i < N; i++) c += x[i] > z && y[i] > z;
+        both += (double)c / N;
+    }
+    free(x), free(y), free(sx);
+    return both / act;
+}
+
 static void test_real_file(void) {
     char plain[256], bundle[256];
     t_tmp_path(plain, sizeof plain, "plan-model.gguf");
@@ -495,11 +541,16 @@ static void test_real_file(void) {
     if (!st) return;
     st->tokens = 1000;
     for (int64_t i = 0; i < 3 * 768; i++) st->counts[i] = (int64_t)(i % 768) * 7 % 1000;
-    /* measured reuse above what independence gives: the planner reads it as persistence */
+    /* measured reuse above what independence gives: the planner reads it
+       as the latent variables' correlation. The reuse of neurons of these
+       rates at correlation 0.3, by simulation: pairs of normal variables
+       of that correlation, the share of those above a neuron's threshold
+       that are above it in both */
+    const double rho = 0.3, r1 = simulated_reuse(st->counts, 768, 1000.0, rho);
     st->reuse_tokens = 900;
     for (int64_t l = 0; l < 3; l++) {
         st->reuse_base[l] = 1.0;
-        for (int k = 0; k < PI_STATS_REUSE_K; k++) st->reuse[l * PI_STATS_REUSE_K + k] = 0.8 + 0.02 * k;
+        for (int k = 0; k < PI_STATS_REUSE_K; k++) st->reuse[l * PI_STATS_REUSE_K + k] = r1 + 0.02 * k;
     }
     CHECK(pi_bundle_write(plain, st, 4096, bundle) == PI_OK);
     pi_stats_free(st);
@@ -508,7 +559,25 @@ static void test_real_file(void) {
     if (!mp) return;
     CHECK(mp->have_stats && mp->tokens == 1000.0 && strstr(mp->source, "gen-model"));
     CHECK(mp->have_reuse);
-    for (int64_t l = 0; l < 3; l++) CHECKF(mp->kappa[l] > 0.3 && mp->kappa[l] < 0.95, "kappa %.3f", mp->kappa[l]);
+    for (int64_t l = 0; l < 3; l++) CHECKF(fabs(mp->rho[l] - rho) < 0.02, "layer %d: rho %.4f for %.2f (reuse %.4f)",
+                                           (int)l, mp->rho[l], rho, r1);
+    /* a neuron's persistence follows its rate: the rarer, the less of it */
+    for (int64_t l = 0; l < 3 && mp->kappa; l++) {
+        int64_t falls = 0, rare = 0, often = 0;
+        for (int64_t i = 0; i < 768; i++) {
+            const double s = mp->sel[l * 768 + i];
+            if (s > 0.01 && s < 0.5 && (!rare || s < mp->sel[l * 768 + rare])) rare = i;
+            if (s > 0.01 && s < 0.5 && (!often || s > mp->sel[l * 768 + often])) often = i;
+            for (int64_t j = i + 1; j < 768 && j < i + 8; j++) {
+                const double t = mp->sel[l * 768 + j];
+                falls += t > 0.0 && t < s && s < 0.5 && mp->kappa[l * 768 + j] > mp->kappa[l * 768 + i] * 1.002;
+            }
+        }
+        CHECKF(falls == 0 && mp->kappa[l * 768 + rare] < 0.6 * mp->kappa[l * 768 + often],
+               "layer %d: %lld pairs more persistent at the lower rate; kappa %.4f at rate %.3f, %.4f at %.3f", (int)l,
+               (long long)falls, mp->kappa[l * 768 + rare], mp->sel[l * 768 + rare], mp->kappa[l * 768 + often],
+               mp->sel[l * 768 + often]);
+    }
     for (int64_t l = 0; l < 3; l++) {
         CHECK(mp->act[l * 768] >= mp->act[l * 768 + 767]); /* hotness order */
         CHECK(pi_mprofile_coverage(mp, l, 768) == 1.0 && pi_mprofile_coverage(mp, l, 0) == 0.0);

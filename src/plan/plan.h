@@ -130,11 +130,18 @@ typedef struct pi_mprofile {
     double *sel_z;          /* (n_layer * n_ff) Phi^-1 of sel_file, with it */
     double recall[PI_PLAN_MAX_LAYERS], precision[PI_PLAN_MAX_LAYERS];
     char source[96];        /* where recall/precision came from */
-    /* temporal persistence per layer, from the file's measured reuse
-       (pinfer.stats.reuse at k = 1): the share of a neuron's activity that
-       follows its activity in the token before beyond what independence
-       gives, kappa = (R1 - R1_ind) / (1 - R1_ind) in [0, 1); 0 without it */
-    double kappa[PI_PLAN_MAX_LAYERS];
+    /* temporal persistence, from the file's measured reuse (pinfer.stats.reuse
+       at k = 1, the share of a token's active neurons that the token before
+       used too). Each neuron fires when a latent normal variable exceeds its
+       threshold, and the latent variables of consecutive tokens correlate by
+       rho[l] in [0, 0.99], fitted per layer (unit) so that the neurons'
+       activation rates give the measured reuse; 0 without it. A neuron's
+       persistence then depends on its rate: kappa[l * n_ff + i] =
+       (P(selected | selected the token before) - s_i) / (1 - s_i) at its
+       selection rate s_i, in [0, 0.95], rare neurons far less than frequent
+       ones (recomputed with sel; NULL: 0 everywhere). */
+    double rho[PI_PLAN_MAX_LAYERS];
+    double *kappa;
     bool have_reuse;
     /* a mixture of experts: n_layer counts its units (layer x expert), each
        run by the tokens routed to it: visit[l] is that share of the tokens
