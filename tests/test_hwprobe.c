@@ -456,6 +456,18 @@ static void test_run_reads(void) {
     CHECK(pi_hw_run_factor(&hw) == 8.0);
     hw.run_read_rate = 1e-6;
     CHECK(pi_hw_run_factor(&hw) == 0.125);
+    /* a second run averages into the first: the geometric mean of their
+       factors, at the second run's size and depth; a first run is kept as it is */
+    hw = base;
+    pi_hw_note_run(&hw, 8192.0, 128, 2.0 * pi_hw_iops(&base, 8192, 128), 1.8e9);
+    CHECKF(fabs(pi_hw_run_factor(&hw) - 2.0) < 1e-12 && hw.run_time == 1.8e9, "first run: factor %.17g",
+           pi_hw_run_factor(&hw));
+    pi_hw_note_run(&hw, 10000.0, 100, 0.5 * pi_hw_iops(&base, 10000, 100), 1.9e9);
+    CHECKF(fabs(pi_hw_run_factor(&hw) - 1.0) < 1e-12 && hw.run_read_bytes == 10000.0 && hw.run_qd == 100 &&
+               hw.run_time == 1.9e9 && pi_hw_validate(&hw) == PI_OK,
+           "second run: factor %.17g", pi_hw_run_factor(&hw));
+    pi_hw_note_run(&hw, 10000.0, 100, 4.0 * pi_hw_iops(&base, 10000, 100), 2.0e9);
+    CHECKF(fabs(pi_hw_run_factor(&hw) - 2.0) < 1e-12, "third run: factor %.17g", pi_hw_run_factor(&hw));
     /* half a run record is refused */
     hw = base;
     hw.run_read_rate = 5000.0;

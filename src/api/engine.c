@@ -116,10 +116,7 @@ pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int q
     pi_status st = path ? pi_hw_load(path, &hw) : PI_ERR_NOT_FOUND;
     if (st) return st;
     if (stat(path, &sb) != 0) return pi_error(PI_ERR_IO, "%s: %s", path, strerror(errno));
-    hw.run_read_rate = reads_per_s;
-    hw.run_read_bytes = read_bytes;
-    hw.run_qd = queue_depth;
-    hw.run_time = (double)time(NULL);
+    pi_hw_note_run(&hw, read_bytes, queue_depth, reads_per_s, (double)time(NULL));
     if ((st = pi_hw_save(&hw, path))) return st;
     /* the file's time stays the probe's: its age is what says when to measure again */
     const struct timespec ts[2] = {sb.st_atim, sb.st_mtim};

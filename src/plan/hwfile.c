@@ -666,6 +666,17 @@ double pi_hw_run_factor(const pi_hw *hw) {
     return k < 0.125 ? 0.125 : k > 8.0 ? 8.0 : k;
 }
 
+void pi_hw_note_run(pi_hw *hw, double read_bytes, int queue_depth, double reads_per_s, double when) {
+    const double k_old = hw->run_read_rate > 0.0 ? pi_hw_run_factor(hw) : 0.0;
+    hw->run_read_rate = reads_per_s;
+    hw->run_read_bytes = read_bytes;
+    hw->run_qd = queue_depth;
+    hw->run_time = when;
+    const double b = read_bytes < (double)INT_MAX ? read_bytes : (double)INT_MAX;
+    const double probe = pi_hw_iops(hw, (int)b, queue_depth), r = probe * sqrt(k_old * pi_hw_run_factor(hw));
+    if (k_old > 0.0 && figure_ok(r)) hw->run_read_rate = r;
+}
+
 double pi_hw_apply_run(pi_hw *hw) {
     double k = pi_hw_run_factor(hw);
     if (!hw) return k;
