@@ -26,12 +26,15 @@
 #define C_TOKEN_S 300e-6  /* per token: embedding row, sampling, bookkeeping */
 /* Per selected neuron and thread, beyond its rows' bytes at the measured
    row-dot rate: the scattered rows' first cache misses, the selection list
-   and the activation. On 7b-l8 with everything resident, 2 threads, recall
-   0.95, 0.97 and 0.99 selected 15955, 17844 and 21802 neurons per token and
-   ran 49.6, 47.5 and 44.9 tok/s: 0.32 us more per token for each neuron
-   more, where the row bytes alone predicted 0.09 us. With this term the
-   predictions are 47.8, 46.5 and 44.0. */
-#define C_NEURON_S 0.5e-6
+   and the activation. On a planted 7b-l8 with everything resident, 2
+   threads, recall 0.95 and 0.99 selected 15748 and 21570 neurons per token
+   and their FFN took 5.80-5.93 and 6.66-6.82 ms (two rounds each, build of
+   2026-11-27): 0.15 us more per token for each neuron more, of which the
+   gate row's bytes at the row-dot rate are 0.10 us. (Before the integer
+   down path and the gathered row-dots' rework the same runs measured 0.32
+   us per neuron, and this constant was 0.5e-6: it priced a resident 7b-l8
+   token at 19.1 ms where 11.9-14.1 ms were measured.) */
+#define C_NEURON_S 0.1e-6
 /* The share of a unit's misses that the lookahead has read by the time the
    unit runs, when the file has predictors (the engine reads the next unit's
    predicted misses while this one computes): 82-95% of the misses on the
