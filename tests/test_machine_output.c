@@ -15,6 +15,8 @@
 #include "test_hw.h"
 #include "test_util.h"
 
+#include "pinfer.h"
+
 #include <stdarg.h>
 #include <sys/stat.h>
 
@@ -306,6 +308,48 @@ static void bench_json_sparse(const char *model) {
     CHECK(pinfer("bench -m %s -n 8 --vs-dense --mem-budget 1G", model) == 2 && t_file_has(g_err, "--vs-dense"));
 }
 
+/* bench --greedy decodes the model's own greedy continuation of token 1:
+   the tokens it lists are those of a session of the same model here (the
+   argmax of each token's logits, ties to the lower id); llama-bench's
+   sequence does not list tokens; --greedy with --sweep is refused. */
+static void bench_greedy(const char *model) {
+    CHECK(pinfer("bench -m %s -p 0 -n 8 -r 1 -t 2 --greedy", model) == 0);
+    char *text = t_read_file(g_out, NULL);
+    const char *tag = "tg tokens: the model's greedy continuation of token 1 (";
+    const char *q = text ? strstr(text, tag) : NULL;
+    CHECK(q != NULL);
+    pi_model *m = NULL;
+    pi_session *s = NULL;
+    pi_session_params sp = pi_session_default_params();
+    sp.n_threads = 2;
+    CHECK(pi_model_open(model, NULL, &m) == PI_OK && pi_session_create(m, &sp, &s) == PI_OK);
+    if (q && s) {
+        q = strstr(q, "):");
+        if (q) q++;
+        const int64_t V = pi_model_n_vocab(m);
+        int32_t tok = 1;
+        int same = 0;
+        for (int i = 0; i < 8 && q; i++) {
+            char *end;
+            const long listed = strtol(q + 1, &end, 10);
+            same += listed == tok;
+            q = end;
+            CHECK(pi_session_decode(s, tok) == PI_OK);
+            const float *lg = pi_session_logits(s);
+            int32_t best = 0;
+            for (int64_t v = 1; v < V; v++)
+                if (lg[v] > lg[best]) best = (int32_t)v;
+            tok = best;
+        }
+        CHECKF(same == 8, "%d of the 8 listed tokens are the greedy continuation", same);
+    }
+    pi_session_free(s);
+    pi_model_close(m);
+    free(text);
+    CHECK(pinfer("bench -m %s -p 0 -n 8 -r 1 -t 2", model) == 0 && !t_file_has(g_out, "tg tokens:"));
+    CHECK(pinfer("bench -m %s -n 8 --greedy --sweep 1", model) == 2 && t_file_has(g_err, "--greedy"));
+}
+
 /* The offload figures of a tg record against app_print_offload's lines. */
 static void check_offload(const cJSON *r, const char *text) {
     static const char *const k_num[] = {
@@ -576,6 +620,7 @@ int main(void) {
     CHECK(pinfer("convert -m %s --reorder %s --bundle -o %s", gen, stats, bundle) == 0);
 #ifdef PI_HAVE_CJSON
     bench_json_sparse(gen);
+    bench_greedy(gen);
     inspect_json(bundle, true);
 #endif
     /* the smallest budget it runs in, from the message of one too small */

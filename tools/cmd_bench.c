@@ -43,6 +43,9 @@ static void usage(FILE *f) {
                "  --vs-dense           a sparse model in memory: each round also decodes the same tokens with\n"
                "                       the dense FFN (a second session on the same weights), alternated with\n"
                "                       the sparse runs; reports the median of the per-round sparse/dense ratios\n"
+               "  --greedy             the tg test decodes the model's own greedy continuation of token 1\n"
+               "                       instead of llama-bench's fixed pseudo-random tokens: consecutive tokens\n"
+               "                       of text reuse neurons, which a neuron cache under --mem-budget sees\n"
                "  --mem-budget SIZE    decode with the FFN on flash under this budget (a bundle file)\n"
                "  --sweep F,F,...      decode speed across budgets (a bundle file): for each F, a budget of the\n"
                "                       model's minimum plus F times its FFN bytes (1 = all resident), planned,\n"
@@ -148,20 +151,51 @@ typedef struct {
    with the result (reads, hit rates, time per token) are those of the timed
    runs: the warm-up's first reads of a model can be far slower than later
    ones. io (may be NULL) gets each timed run's reads. */
-static bool measure_tg(app *a, long n, long reps, double *out, double *ts, double *ns, rep_reads *io) {
+/* The tg test's tokens, seq[0..n): llama-bench's kind, a fixed pseudo-random
+   walk over the vocabulary (the first token 1), the same for every model. */
+static int32_t *tg_fixed_tokens(int64_t V, long n) {
+    int32_t *seq = malloc((size_t)(n > 0 ? n : 1) * sizeof *seq);
+    if (!seq) return NULL;
+    int32_t tok = 1 % (int32_t)V;
+    for (long i = 0; i < n; i++) {
+        seq[i] = tok;
+        tok = (int32_t)((tok * 31 + 7) % V);
+    }
+    return seq;
+}
+
+/* --greedy: the model's own greedy continuation from token 1 (each token
+   the argmax of the logits before it; ties to the lower id), decoded once
+   on a's session from an empty context. Consecutive tokens of real text
+   share neurons (pinfer.stats.reuse), llama-bench's sequence shares none
+   beyond what the context carries: a neuron cache sees the difference. */
+static bool tg_greedy_tokens(app *a, long n, int32_t *seq) {
     const int64_t V = a->info.n_vocab;
+    pi_session_kv_clear(a->s);
+    int32_t tok = 1 % (int32_t)V;
+    for (long i = 0; i < n; i++) {
+        seq[i] = tok;
+        if (pi_session_decode(a->s, tok)) return false;
+        const float *lg = pi_session_logits(a->s);
+        int32_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (lg[v] > lg[best] || isnan(lg[best])) best = (int32_t)v;
+        tok = best;
+    }
+    return true;
+}
+
+static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *out, double *ts, double *ns,
+                       rep_reads *io) {
     double v[MAX_REPS];
     for (long r = -1; r < reps; r++) {
         if (r == 0) pi_session_reset_stats(a->s);
         pi_token_stats s0 = {0}, s1 = {0};
         if (io && r >= 0) pi_session_stats(a->s, &s0);
         pi_session_kv_clear(a->s);
-        int32_t tok = 1 % (int32_t)V;
         double t0 = app_time_s();
-        for (long i = 0; i < n; i++) {
-            if (pi_session_decode(a->s, tok)) return false;
-            tok = (int32_t)((tok * 31 + 7) % V);
-        }
+        for (long i = 0; i < n; i++)
+            if (pi_session_decode(a->s, seq[i])) return false;
         sample(r, n, app_time_s() - t0, v, ts, ns);
         if (io && r >= 0 && !pi_session_stats(a->s, &s1)) {
             io->reads[r] = (double)(s1.reads - s0.reads);
@@ -367,7 +401,9 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
         oi.mp.n_ctx = n_ctx;
         app a;
         if (!app_load(cmd, &oi, &a)) return 1;
-        bool ok = measure_tg(&a, n_gen, reps, dense_run ? &dense : &sparse, NULL, NULL, NULL);
+        int32_t *seq = tg_fixed_tokens(a.info.n_vocab, n_gen);
+        bool ok = seq && measure_tg(&a, seq, n_gen, reps, dense_run ? &dense : &sparse, NULL, NULL, NULL);
+        free(seq);
         app_free(&a);
         if (!ok) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -393,7 +429,9 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
                 return 1;
             }
             if (!k) pt[i].predicted = a.info.plan_tok_s;
-            bool ok = measure_tg(&a, n_gen, reps, k ? &pt[i].naive : &pt[i].measured, NULL, NULL, NULL);
+            int32_t *seq = tg_fixed_tokens(a.info.n_vocab, n_gen);
+            bool ok = seq && measure_tg(&a, seq, n_gen, reps, k ? &pt[i].naive : &pt[i].measured, NULL, NULL, NULL);
+            free(seq);
             app_free(&a);
             if (!ok) {
                 fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
@@ -422,7 +460,7 @@ static int bench_sweep(const char *cmd, const app_opts *o, const char *fracs, lo
 
 typedef struct {
     const char *peer, *sweep, *sweep_out;
-    bool naive, vs_dense;
+    bool naive, vs_dense, greedy;
     long n_prompt, n_gen, reps, rounds;
     report_fmt fmt;
 } bench_args;
@@ -433,6 +471,7 @@ static int bench_option(void *ctx, const char *cmd, int argc, char **argv, int *
     const char *a = argv[*i], *v;
     if (!strcmp(a, "--naive")) return b->naive = true, 1;
     if (!strcmp(a, "--vs-dense")) return b->vs_dense = true, 1;
+    if (!strcmp(a, "--greedy")) return b->greedy = true, 1;
     /* (--output and --output=FMT reach here as -o FMT: args.c) */
     static const char *const with_value[] = {"--sweep", "--sweep-out", "-p", "-n", "-r", "--peer", "--rounds", "-o"};
     bool mine = false;
@@ -791,11 +830,11 @@ int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench";
     app_opts o;
     app_opts_init(&o);
-    bench_args ba = {NULL, NULL, NULL, false, false, 512, 128, 5, 1, REPORT_TEXT};
+    bench_args ba = {NULL, NULL, NULL, false, false, false, 512, 128, 5, 1, REPORT_TEXT};
     int pr = app_parse_args(cmd, argc, argv, &o, NULL, bench_option, &ba, usage);
     if (pr <= 0) return pr ? 2 : 0;
     const char *peer = ba.peer, *sweep = ba.sweep, *sweep_out = ba.sweep_out;
-    const bool naive = ba.naive, vs_dense = ba.vs_dense;
+    const bool naive = ba.naive, vs_dense = ba.vs_dense, greedy = ba.greedy;
     const long n_prompt = ba.n_prompt, n_gen = ba.n_gen, reps = ba.reps, rounds = ba.rounds;
     const report_fmt fmt = ba.fmt;
     /* the human report: on stdout, or on stderr when stdout carries records */
@@ -810,6 +849,11 @@ int cmd_bench(int argc, char **argv) {
                             "PREFIX.json and PREFIX.csv\n", cmd);
             return 2;
         }
+        if (greedy) {
+            fprintf(stderr, "pinfer: %s: --greedy applies to the tg test, not to --sweep (whose budgets each "
+                            "decode llama-bench's token sequence)\n", cmd);
+            return 2;
+        }
         return bench_sweep(cmd, &o, sweep, n_gen, reps, naive, sweep_out);
     }
     if (vs_dense && (n_gen <= 0 || peer || o.mp.mem_budget)) {
@@ -821,7 +865,7 @@ int cmd_bench(int argc, char **argv) {
     app a;
     memset(&a, 0, sizeof a);
     pi_session *dense = NULL; /* with --vs-dense */
-    int32_t *toks = NULL;
+    int32_t *toks = NULL, *seq = NULL; /* the pp test's prompt, the tg test's tokens */
     double *samples = NULL;
     sparse_figs sf;
     offload_figs of;
@@ -864,6 +908,17 @@ int cmd_bench(int argc, char **argv) {
         goto out;
     }
     for (long i = 0; i < n_prompt; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
+    if (n_gen > 0) {
+        seq = greedy ? malloc((size_t)n_gen * sizeof *seq) : tg_fixed_tokens(V, n_gen);
+        if (!seq) {
+            fprintf(stderr, "pinfer: %s: out of memory\n", cmd);
+            goto out;
+        }
+        if (greedy && !tg_greedy_tokens(&a, n_gen, seq)) {
+            fprintf(stderr, "pinfer: %s: the greedy continuation: %s\n", cmd, pi_last_error());
+            goto out;
+        }
+    }
     bench_test tpp = {.n_prompt = n_prompt, .ts = samples, .ns = samples + n_samples, .n = (int)n_samples};
     bench_test ttg = {.n_gen = n_gen, .ts = samples + 2 * n_samples, .ns = samples + 3 * n_samples,
                       .n = (int)n_samples};
@@ -874,6 +929,17 @@ int cmd_bench(int argc, char **argv) {
             (double)a.info.weight_bytes * 1e-9, bytes * 1e-6);
     fprintf(out, "memory read bandwidth, %d thread%s: %.1f GB/s -> decode bound %.1f tok/s\n", T, T > 1 ? "s" : "",
             bw, bound);
+    if (greedy && n_gen > 0) {
+        long distinct = 0;
+        for (long i = 0; i < n_gen; i++) {
+            long j = 0;
+            while (j < i && seq[j] != seq[i]) j++;
+            distinct += j == i;
+        }
+        fprintf(out, "tg tokens: the model's greedy continuation of token 1 (%ld distinct of %ld):", distinct, n_gen);
+        for (long i = 0; i < n_gen && i < 16; i++) fprintf(out, " %d", (int)seq[i]);
+        fprintf(out, "%s\n", n_gen > 16 ? " ..." : "");
+    }
     fprintf(out, "%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
 
     double pp[MAX_REPS], tg[MAX_REPS], ppp[MAX_REPS], ptg[MAX_REPS], rpp[MAX_REPS], rtg[MAX_REPS];
@@ -887,7 +953,7 @@ int cmd_bench(int argc, char **argv) {
             goto out;
         }
         if (k == 0) now_rfc3339(ttg.time, sizeof ttg.time);
-        if (n_gen > 0 && !measure_tg(&a, n_gen, reps, &tg[k], ttg.ts + k * reps, ttg.ns + k * reps, &tg_io)) {
+        if (n_gen > 0 && !measure_tg(&a, seq, n_gen, reps, &tg[k], ttg.ts + k * reps, ttg.ns + k * reps, &tg_io)) {
             fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
             goto out;
         }
@@ -896,7 +962,7 @@ int cmd_bench(int argc, char **argv) {
         if (dense) { /* the same tokens through the dense session; a.s is back before any error path */
             pi_session *sparse = a.s;
             a.s = dense;
-            const bool ok = measure_tg(&a, n_gen, reps, &dtg[k], NULL, NULL, NULL);
+            const bool ok = measure_tg(&a, seq, n_gen, reps, &dtg[k], NULL, NULL, NULL);
             a.s = sparse;
             if (!ok) {
                 fprintf(stderr, "pinfer: %s: dense decode: %s\n", cmd, pi_last_error());
@@ -928,7 +994,7 @@ int cmd_bench(int argc, char **argv) {
         pi_session_reset_stats(a.s);
         const bool check = pi_session_set_recall_check(a.s, true) == PI_OK;
         double once;
-        if (!measure_tg(&a, n_gen, 1, &once, NULL, NULL, NULL)) goto out;
+        if (!measure_tg(&a, seq, n_gen, 1, &once, NULL, NULL, NULL)) goto out;
         print_sparse_stats(&a, check, bw, ttg.median, out, &sf);
         if (check) pi_session_set_recall_check(a.s, false);
     }
@@ -970,6 +1036,7 @@ out:
     sparse_figs_free(&sf);
     free(samples);
     free(toks);
+    free(seq);
     app_free(&a);
     return rc;
 }
