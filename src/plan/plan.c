@@ -405,24 +405,25 @@ double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k) {
 
 /* ---- cost model ---- */
 
-/* A cold neuron of rate s in a layer of persistence kappa, modelled as a
-   two-state Markov chain that keeps its rate: after an active token it is
-   active again with probability s + kappa (1 - s), after an inactive one
-   with s (1 - kappa). With the cache's characteristic time t >= 1 (it keeps
-   what the last t tokens used), continuous in t:
-     in_cache(s, t) = P(active at least once)              = 1 - exp(-s - s (1 - kappa) (t - 1))
-     hit(s, t)      = P(active at least once | active now) = 1 - (1 - kappa) exp(-s - s (1 - kappa) (t - 1))
-   Below one token the cache does not keep a token's neurons until the next
-   token asks for them again: the engine visits the layers in order, so
-   between two uses of a layer's neuron come all of one token's other misses,
-   more than the cache holds (measured: 0.0% hits at such sizes on 7b-l8, where
-   Che's 1 - exp(-s t) for random order predicted a few percent). Above one
-   token, kappa 0 is Che's approximation 1 - exp(-s t). Between one and two
-   tokens hits ramp up linearly from 0: tokens' misses vary, and the slots
-   pinned by the layer computing and by the lookahead are not there for the
-   previous token's neurons, so a cache that holds just over one token's
-   misses keeps few of them (7b-l8 at 50%: t = 1.14, 47-58 hits per token
-   measured, 385 predicted without the ramp). */
+/* A cold neuron of rate s and persistence kappa (its own: see
+   persist_rates), modelled as a two-state Markov chain that keeps its rate:
+   after an active token it is active again with probability s + kappa (1 -
+   s), after an inactive one with s (1 - kappa). With the cache's
+   characteristic time t (it keeps what the last t tokens used), continuous
+   in t:
+     in_cache(s, t) = P(active at least once) = 1 - exp(-s - s (1 - kappa) (t - 1))
+   (Che's 1 - exp(-s t) at kappa 0), and a use hits when the neuron was used
+   within the last t - 1 tokens, linear between whole tokens:
+     hit(s, t) = H(t - 1), H(k) = 1 - (1 - s)(1 - kappa)(1 - s (1 - kappa))^(k - 1), H(0) = 0
+   One token is lost because the engine visits the layers in order: between
+   two uses of a layer's neuron come a whole token's other misses, and the
+   slots pinned by the layer computing and by the lookahead are not there
+   for the previous token's neurons. So a cache below one token hits nothing
+   (measured: 0.0% on 7b-l8 at such sizes, where Che for random order
+   predicted a few percent), one of 1.14 tokens few (47-58 hits per token
+   measured at 50% on 7b-l8, 385 predicted without the lost token), and
+   counting hits from the whole t, as an earlier model did, predicted 495 for
+   a 43 MiB cache on a calibrated 7b-l8 that hit 228-259. */
 static double kappa_of(const pi_mprofile *mp, int64_t i) { return mp->kappa ? mp->kappa[i] : 0.0; }
 static double in_cache(double s, double kappa, double t) {
     return t < 1.0 ? 1.0 - exp(-s * t) : 1.0 - exp(-s - s * (1.0 - kappa) * (t - 1.0));

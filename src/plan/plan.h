@@ -38,8 +38,13 @@
  *   S_l = sum_i s_i,  A_l = sum_i a_i
  *   h_i = 1 for i < H_l (resident); else the LRU hit probability of the
  *         neuron cache of C slots shared by all layers, by Che's
- *         approximation: h_i = 1 - exp(-s_i t_c), where t_c solves
- *         sum over cached candidates of (1 - exp(-s_i t_c)) = C
+ *         approximation extended to temporal persistence: each neuron a
+ *         two-state chain of rate s_i and persistence kappa_i (from the
+ *         file's measured reuse: a latent correlation rho_l per layer, see
+ *         pi_mprofile), t_c solves sum over cached candidates of
+ *         P(active within t_c tokens) = C, and a use hits when the neuron
+ *         was used within the last t_c - 1 tokens (linear between whole
+ *         tokens; at kappa 0, h_i = 1 - (1 - s_i)^(t_c - 1) at whole t_c)
  *   M_l = sum_i s_i (1 - h_i)                              misses
  *   R_l = M_l - sum_i m_i m_{i-1},  m_i = s_i (1 - h_i)    reads: neighbours merge
  *
