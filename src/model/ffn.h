@@ -56,6 +56,11 @@ typedef struct pi_ffn_ops {
     /* A one-token step went through every layer; may be NULL. */
     void (*token_done)(void *impl);
     void (*free)(void *impl); /* may be NULL */
+    /* The output head: Y[b] = output . X[b] for nb rows of X (x_stride
+       floats apart) into rows of Y (y_stride apart); NULL: from the weights
+       in memory. */
+    pi_status (*head)(void *impl, struct pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
+                      int64_t y_stride);
 } pi_ffn_ops;
 
 #define PI_DOWN_T_CHUNKS 64 /* the down projection sums its rows in this many fixed chunks, so the

@@ -474,6 +474,15 @@ static pi_status ffn(pi_state *s, int64_t il, int64_t nb) {
     return PI_OK;
 }
 
+/* The output head over nb rows of X (xb_dim apart) into nb rows of n_vocab
+   logits: the installed FFN's (the head on flash), else from memory. */
+static pi_status head_logits(pi_state *s, const float *X, int64_t nb, float *Y) {
+    const int64_t V = s->m->hp.n_vocab;
+    if (s->ffn_ops && s->ffn_ops->head) return s->ffn_ops->head(s->ffn_impl, s, X, s->xb_dim, nb, Y, V);
+    pi_state_matmul(s, &s->m->output, 0, V, X, s->xb_dim, nb, Y, V);
+    return PI_OK;
+}
+
 /* nb tokens at positions pos0..; logits of the last token into s->logits,
    and of every token into all_logits when it is not NULL. Fails only when
    the installed FFN fails (a read from flash). */
@@ -495,10 +504,10 @@ static pi_status forward(pi_state *s, const int32_t *tokens, int64_t nb, int64_t
         pi_rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, m->output_norm.data, E, hp->rms_eps);
     pi_state_input_changed(s);
     if (all_logits) {
-        pi_state_matmul(s, &m->output, 0, hp->n_vocab, s->xb, s->xb_dim, nb, all_logits, hp->n_vocab);
+        if ((st = head_logits(s, s->xb, nb, all_logits))) return st;
         memcpy(s->logits, all_logits + (nb - 1) * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
-    } else {
-        pi_state_matmul(s, &m->output, 0, hp->n_vocab, s->xb + first * s->xb_dim, s->xb_dim, 1, s->logits, hp->n_vocab);
+    } else if ((st = head_logits(s, s->xb + first * s->xb_dim, 1, s->logits))) {
+        return st;
     }
     if (nb == 1 && s->ffn_ops && s->ffn_ops->token_done) s->ffn_ops->token_done(s->ffn_impl);
     return PI_OK;

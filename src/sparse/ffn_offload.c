@@ -570,7 +570,7 @@ static void offload_free(void *impl) {
 }
 
 const pi_ffn_ops pi_offload_ffn_ops = {"offload", offload_token, offload_batch, offload_embed, offload_token_done,
-                                       offload_free};
+                                       offload_free, NULL};
 
 pi_sparse_ffn *pi_offload_ffn_sparse(void *impl) { return ((offload_ffn *)impl)->sp; }
 
