@@ -259,6 +259,8 @@ typedef struct pi_budget_info {
     uint64_t fixed, kv, scratch, io, min_cache; /* its parts */
     uint64_t ffn_bytes;         /* every FFN neuron resident */
     int64_t n_ctx;
+    uint64_t head_flash;        /* below minimum + head_flash the output head stays on flash and is read
+                                   whole every token (not in fixed); 0: it cannot (tied to the embedding) */
 } pi_budget_info;
 
 PI_API pi_status pi_budget_query(const char *path, int64_t n_ctx, pi_budget_info *out);
@@ -425,6 +427,11 @@ typedef struct pi_token_stats {
     uint64_t router_guesses;    /* a mixture of experts with the lookahead: next layers' first experts
                                    guessed from the current residual */
     uint64_t router_hits;       /* of them, experts that layer's router then chose */
+    /* the output head on flash (a budget below the minimum with it resident): read whole for every
+       token's logits, prompts' included; not in reads or bytes_read */
+    uint64_t head_uses;         /* its products: one per decoded token, one per prompt batch */
+    uint64_t head_bytes_read;
+    double head_read_s;         /* reading and multiplying it */
 } pi_token_stats;
 
 PI_API pi_status pi_session_stats(const pi_session *s, pi_token_stats *out);

@@ -213,6 +213,59 @@ static void check_api(const char *bundle, const char *what) {
     free(got);
 }
 
+/* Between the minimum with the output head resident and that minimum less
+   the head, the head stays on flash and is read every token: the logits
+   are the in-memory sparse session's (ref, from the last split run), the
+   budget holds, the head was read; at the resident minimum it stays in
+   memory; below the lower minimum the refusal says the head was on flash. */
+static void check_head_on_flash(const char *bundle, pi_lm *m, const int32_t *toks, const float *ref, float *got,
+                                size_t rows, const char *what) {
+    pi_budget_needs z;
+    CHECK(pi_offload_measure(m, 64, 0, 4096, &z) == PI_OK);
+    const bool tied = m->tied_output || m->output.data == m->tok_embd.data;
+    CHECKF(tied ? z.head_flash == 0 : z.head_flash > 0 && z.head_flash <= z.fixed, "%s: head_flash %llu", what,
+           (unsigned long long)z.head_flash);
+    if (getenv("PI_TEST_VERBOSE"))
+        fprintf(stderr, "%s: output head %s, %llu bytes on flash at budgets below %llu\n", what, tied ? "tied" : "own",
+                (unsigned long long)z.head_flash, (unsigned long long)z.minimum);
+    if (!z.head_flash) return;
+    const uint64_t budgets[2] = {z.minimum - z.head_flash / 2, z.minimum};
+    for (int k = 0; k < 2; k++) {
+        /* pieces of about 5 rows: the head takes several reads */
+        pi_offload_opts oo = {.mem_budget = budgets[k], .n_ctx = 64, .lookahead = k == 0,
+                              .head_piece = 4096 + 5 * m->output.row_bytes};
+        pi_lm *om = NULL;
+        pi_offload *off = NULL;
+        CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s, budget %llu: %s", what,
+               (unsigned long long)budgets[k], pi_last_error());
+        if (!off) continue;
+        CHECK(off->head_on_flash == (k == 0) && (k == 0) == (om->output.data == NULL));
+        pi_state *s;
+        CHECK(pi_state_create(om, 64, 2, &s) == PI_OK && pi_offload_ffn_install(s, off, PI_FFN_SPARSE, 0) == PI_OK);
+        CHECKF(run(s, toks, got) == PI_OK, "%s", pi_last_error());
+        const int64_t d = count_diff(got, ref, rows);
+        CHECKF(d == 0, "%s, output head %s: %lld of %zu logits differ from the in-memory sparse session", what,
+               k ? "resident" : "on flash", (long long)d, rows);
+        CHECK(pi_budget_used(&off->budget) <= budgets[k]);
+        /* every token's head was read whole (the prompt's once) */
+        if (k == 0)
+            CHECKF(off->st.head_reads >= (uint64_t)(N_DECODE + 1) &&
+                       off->st.head_bytes >= (uint64_t)(N_DECODE + 1) * (uint64_t)(z.head_flash - 4096),
+                   "%s: %llu head reads, %llu bytes", what, (unsigned long long)off->st.head_reads,
+                   (unsigned long long)off->st.head_bytes);
+        else CHECK(off->st.head_reads == 0 && off->st.head_bytes == 0 && off->st.head_uses == 0);
+        if (k == 0) CHECK(off->st.head_uses == (uint64_t)(N_DECODE + 1));
+        pi_state_free(s);
+        pi_offload_free(off);
+        pi_lm_free(om);
+    }
+    pi_offload_opts lo = {.mem_budget = z.minimum - z.head_flash - 1, .n_ctx = 64};
+    pi_lm *om = NULL;
+    pi_offload *off = NULL;
+    CHECK(pi_offload_load(bundle, &lo, &om, &off) == PI_ERR_NOMEM && !off);
+    CHECKF(strstr(pi_last_error(), "output head read from flash") != NULL, "%s", pi_last_error());
+}
+
 static void check_file(const char *bundle, const char *what) {
     pi_lm *m;
     CHECK(pi_lm_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
@@ -312,6 +365,7 @@ static void check_file(const char *bundle, const char *what) {
         pi_offload_free(off);
         pi_lm_free(om);
     }
+    check_head_on_flash(bundle, m, toks, ref, got, rows, what);
     free(ref);
     free(got);
     pi_lm_free(m);

@@ -588,6 +588,21 @@ static void test_real_file(void) {
     pi_plan plan;
     pi_plan_limits lim = {mp->fixed + mp->session + mp->io + mp->min_cold + (2u << 20), 2, 0.0, 0.0};
     CHECK(pi_plan_solve(mp, &hw, &lim, &plan) == PI_OK);
+    CHECK(plan.cost.ms_head_read == 0.0);
+    /* below the minimum with the output head resident, as the loader does:
+       the head stays on flash, priced at the sequential read rate; below
+       the minimum without it, refused naming it */
+    const uint64_t min_res = mp->fixed + mp->session + mp->io + mp->min_cold;
+    CHECK(mp->head_flash > 0 && mp->head_flash < mp->fixed);
+    pi_plan hp;
+    pi_plan_limits hl = {min_res - mp->head_flash / 2, 2, 0.0, 0.0};
+    CHECKF(pi_mprofile_check_budget(mp, hl.mem_budget) == PI_OK && pi_plan_solve(mp, &hw, &hl, &hp) == PI_OK,
+           "%s", pi_last_error());
+    CHECKF(fabs(hp.cost.ms_head_read - (double)mp->head_flash / (hw.seq_read_gbs * 1e6)) < 1e-9 &&
+               hp.cost.ms_fixed > hp.cost.ms_head_read,
+           "head read %.6f ms of fixed %.6f", hp.cost.ms_head_read, hp.cost.ms_fixed);
+    CHECK(pi_mprofile_check_budget(mp, min_res - mp->head_flash - 1) == PI_ERR_NOMEM &&
+          strstr(pi_last_error(), "output head read from flash"));
     pi_mprofile_free(mp);
 
     pi_lm *m, *om;
@@ -605,6 +620,14 @@ static void test_real_file(void) {
         same += !memcmp(pi_state_logits(a), pi_state_logits(b), 300 * sizeof(float));
     }
     CHECKF(same == 20, "%d of 20 steps identical", same);
+    {   /* the plan with the head on flash loads as planned */
+        pi_lm *hm = NULL;
+        pi_offload *hoff = NULL;
+        pi_offload_opts ho = {.mem_budget = hp.mem_budget, .n_ctx = 64, .hot = hp.hot, .cold_cache_bytes = hp.cache_bytes};
+        CHECKF(pi_offload_load(bundle, &ho, &hm, &hoff) == PI_OK && hoff && hoff->head_on_flash, "%s", pi_last_error());
+        pi_offload_free(hoff);
+        pi_lm_free(hm);
+    }
     pi_state_free(a);
     pi_state_free(b);
     pi_offload_free(off);

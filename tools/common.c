@@ -465,6 +465,13 @@ void app_print_offload(const app *a, FILE *f) {
                 (double)st.neurons_ahead / t, (double)st.reads_ahead / t, (double)st.ahead_used / t,
                 100.0 * (double)st.ahead_used / (double)st.neurons_ahead,
                 st.neurons_read ? 100.0 * (double)st.ahead_used / (double)st.neurons_read : 0.0);
+    if (st.head_uses) {
+        const double n = (double)st.head_uses;
+        fprintf(f, "output head on flash (the budget is below the minimum with it resident): %.2f MB read for each "
+                   "product, %.2f ms with it (%.2f GB/s)\n",
+                (double)st.head_bytes_read / n * 1e-6, st.head_read_s / n * 1e3,
+                st.head_read_s > 0.0 ? (double)st.head_bytes_read / st.head_read_s * 1e-9 : 0.0);
+    }
     if (st.router_guesses)
         fprintf(f, "experts: the next layer's first expert, guessed from this layer's residual, was chosen in %.1f%% "
                    "of %llu guesses\n",

@@ -425,6 +425,8 @@ pi_status pi_budget_query(const char *path, int64_t n_ctx, pi_budget_info *out) 
     if (!n_ctx) n_ctx = default_ctx(lm->hp.n_ctx_train);
     pi_budget_needs z;
     if (!(st = pi_offload_measure(lm, n_ctx, 0, 4096, &z))) {
+        out->head_flash = z.head_flash;
+        pi_budget_head_on_flash(&z, 1); /* the smallest budget: with the head on flash where it can be */
         out->minimum = z.minimum;
         out->fixed = z.fixed;
         out->kv = z.kv;

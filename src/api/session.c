@@ -205,6 +205,9 @@ pi_status pi_session_stats(const pi_session *s, pi_token_stats *out) {
         out->reads_ahead = o->ahead_reads;
         out->router_guesses = o->router_guesses;
         out->router_hits = o->router_hits;
+        out->head_uses = o->head_uses;
+        out->head_bytes_read = o->head_bytes;
+        out->head_read_s = (double)o->head_ns * 1e-9;
     }
     return PI_OK;
 }

@@ -279,6 +279,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     p->n_ctx = z->n_ctx;
     p->kv = z->kv;
     p->fixed = z->fixed;
+    p->head_flash = z->head_on_flash ? 0 : z->head_flash;
     p->session = z->session;
     p->io = z->io;
     p->min_cold = z->min_cold;
@@ -401,6 +402,16 @@ double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k) {
         if (i < k) a += p->act[l * p->n_ff + i];
     }
     return all > 0.0 ? a / all : 1.0;
+}
+
+/* The loader's needs as the profile has them, with the output head on
+   flash where the budget needs that (pi_budget_head_on_flash). */
+static pi_budget_needs needs_at(const pi_mprofile *mp, uint64_t mem_budget) {
+    pi_budget_needs z = {.fixed = mp->fixed, .session = mp->session, .kv = mp->kv, .io = mp->io,
+                         .min_cold = mp->min_cold, .minimum = mp->fixed + mp->session + mp->io + mp->min_cold,
+                         .head_flash = mp->head_flash, .head_type = mp->head_type};
+    pi_budget_head_on_flash(&z, mem_budget);
+    return z;
 }
 
 /* ---- cost model ---- */
@@ -561,6 +572,13 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
     const double d = (double)mp->part_bytes[2];
+    /* the output head on flash: read whole, in pieces one after the other,
+       with nothing to overlap (it follows the last layer) */
+    if (needs_at(mp, p->mem_budget).head_on_flash && hw->seq_read_gbs > 0.0) {
+        const double t_read = (double)mp->head_flash / (hw->seq_read_gbs * 1e9);
+        t_fixed += t_read;
+        c->ms_head_read = t_read * 1e3;
+    }
     double total = t_fixed + C_TOKEN_S;
     c->ms_fixed = t_fixed * 1e3;
     const double c_visit = visit_overhead(mp);
@@ -784,10 +802,8 @@ static void fill_hot(const pi_mprofile *mp, const cand *order, uint64_t bytes, i
 }
 
 pi_status pi_mprofile_check_budget(const pi_mprofile *mp, uint64_t mem_budget) {
-    const uint64_t minimum = mp->fixed + mp->session + mp->io + mp->min_cold;
-    if (!mem_budget || mem_budget >= minimum) return PI_OK;
-    const pi_budget_needs z = {.fixed = mp->fixed, .session = mp->session, .kv = mp->kv, .io = mp->io,
-                               .min_cold = mp->min_cold, .minimum = minimum};
+    const pi_budget_needs z = needs_at(mp, mem_budget);
+    if (!mem_budget || mem_budget >= z.minimum) return PI_OK;
     return pi_budget_below_minimum(&z, mem_budget, mp->n_ctx);
 }
 
@@ -800,7 +816,8 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
     out->mem_budget = lim->mem_budget;
     pi_status st = pi_mprofile_check_budget(mp, lim->mem_budget);
     if (st) return st;
-    const uint64_t base = mp->fixed + mp->session + mp->io;
+    const pi_budget_needs zb = needs_at(mp, lim->mem_budget);
+    const uint64_t base = zb.fixed + mp->session + mp->io;
     cand *order = malloc((size_t)(L * F) * sizeof *order);
     if (!order) return pi_error(PI_ERR_NOMEM, "out of memory");
     /* within a layer s_i need not be sorted if the counts were not: rank by s, then keep prefixes */

@@ -124,6 +124,9 @@ typedef struct pi_mprofile {
     bool lookahead;         /* the file has predictors: the engine reads each unit's predicted misses
                                while the step before computes (run's default) */
     uint64_t head_bytes;    /* the output head's (of fixed): it runs after the last layer, no read in flight */
+    uint64_t head_flash;    /* what the head on flash saves of fixed (pi_budget_needs.head_flash): a budget
+                               below the minimum with it resident reads it whole every token, at the
+                               disk's sequential rate and with no other read in flight */
     pi_type head_type;
     uint64_t file_size;
     bool have_stats;        /* activation counts were in the file (else uniform) */
@@ -189,6 +192,7 @@ double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k);
 typedef struct pi_cost {
     double tok_s;
     double ms_fixed, ms_pred, ms_gu, ms_down, ms_io, ms_io_hidden, ms_overhead; /* per token */
+    double ms_head_read;    /* of ms_fixed: the output head read from flash (0: resident) */
     double resident, hits, misses, reads; /* neurons / reads per token, all layers */
 } pi_cost;
 

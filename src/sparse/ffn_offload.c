@@ -6,6 +6,7 @@
 #include "ffn_offload.h"
 
 #include "base/timer.h"
+#include "kernels/validate.h"
 #include "model/session.h"
 
 #include <stdlib.h>
@@ -470,6 +471,52 @@ static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *o
     return PI_OK;
 }
 
+/* The output head over nb rows of X into rows of Y: from memory, or with
+   the head on flash a piece at a time through the first streaming buffer
+   (each piece's covering aligned range in one read by the head's own
+   handle, its scales checked as a bundle's are, then multiplied as the
+   resident head is: the same rows by the same kernel give the same logits). */
+static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
+                           int64_t y_stride) {
+    const pi_weight *w = &s->m->output;
+    if (!o->head_on_flash) {
+        pi_state_matmul(s, w, 0, w->ne[1], X, x_stride, nb, Y, y_stride);
+        return PI_OK;
+    }
+    pi_status st = la_finish_all(o);
+    if (st) return st;
+    const uint64_t t0 = pi_time_ns();
+    const int64_t a = (int64_t)pi_io_align(o->head_io), rb = (int64_t)w->row_bytes, R = w->ne[1];
+    int64_t cap = o->stream_rows * (int64_t)o->stride;
+    if (o->head_piece > 0 && (int64_t)o->head_piece < cap) cap = (int64_t)o->head_piece;
+    const int64_t per = cap > a + rb ? (cap - a) / rb : 1; /* a row always fits: the buffer holds bundles */
+    uint8_t *buf = o->stream_buf[0];
+    for (int64_t r0 = 0; r0 < R; r0 += per) {
+        const int64_t rows = R - r0 < per ? R - r0 : per, off = o->head_off + r0 * rb;
+        const int64_t at = off / a * a, skip = off - at;
+        int64_t want = (skip + rows * rb + a - 1) / a * a;
+        if (at + want > pi_io_file_size(o->head_io)) want = pi_io_file_size(o->head_io) - at;
+        if ((st = pi_io_read(o->head_io, at, buf, (size_t)want))) return st;
+        o->st.head_reads++;
+        o->st.head_bytes += (uint64_t)want;
+        float v = 0.0f;
+        const int64_t bad = pi_rows_bad_scale(w->type, buf + skip, w->ne[0], rows, (size_t)rb, &v);
+        if (bad >= 0) {
+            snprintf(o->refusal, sizeof o->refusal, "%s: the output head (%s) read from flash has a non-finite "
+                     "scale (%g) in row %lld", o->path, pi_type_name(w->type), (double)v,
+                     (long long)(r0 + bad / (w->ne[0] / pi_type_get(w->type)->blck)));
+            return pi_error(PI_ERR_FORMAT, "%s", o->refusal);
+        }
+        pi_weight piece = *w;
+        piece.data = buf + skip;
+        piece.ne[1] = rows;
+        pi_state_matmul(s, &piece, 0, rows, X, x_stride, nb, Y + r0, y_stride);
+    }
+    o->st.head_ns += pi_time_ns() - t0;
+    o->st.head_uses++;
+    return PI_OK;
+}
+
 /* Layer il + 1's lookahead target, guessed from this layer's residual
    normed with il + 1's FFN norm: a dense layer, or the expert its router
    ranks first there (Deja Vu's observation: consecutive layers' inputs are
@@ -560,6 +607,12 @@ static pi_status offload_embed(void *impl, pi_state *s, int32_t tok, float *out)
     return embedding_row(((offload_ffn *)impl)->off, s, tok, out);
 }
 
+static pi_status offload_head(void *impl, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
+                              int64_t y_stride) {
+    pi_status st = refused(((offload_ffn *)impl)->off);
+    return st ? st : head_rows(((offload_ffn *)impl)->off, s, X, x_stride, nb, Y, y_stride);
+}
+
 static void offload_token_done(void *impl) { ((offload_ffn *)impl)->off->st.tokens++; }
 
 static void offload_free(void *impl) {
@@ -570,7 +623,7 @@ static void offload_free(void *impl) {
 }
 
 const pi_ffn_ops pi_offload_ffn_ops = {"offload", offload_token, offload_batch, offload_embed, offload_token_done,
-                                       offload_free, NULL};
+                                       offload_free, offload_head};
 
 pi_sparse_ffn *pi_offload_ffn_sparse(void *impl) { return ((offload_ffn *)impl)->sp; }
 

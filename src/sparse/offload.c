@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/mapfile.h"
+#include "base/units.h"
 #include "ffn_sparse.h"
 #include "gguf/names.h"
 #include "kernels/validate.h"
@@ -29,15 +30,16 @@ static size_t weight_bytes(const pi_weight *w) {
     return w->row_bytes * (size_t)(w->ne[1] * w->ne[2] * w->ne[3]);
 }
 
-/* The weights that stay resident, in a fixed order. */
-static int fixed_weights(pi_lm *m, pi_weight **ws, int max) {
+/* The weights that stay resident, in a fixed order; the output head only
+   with `head` (else it stays on flash). */
+static int fixed_weights(pi_lm *m, pi_weight **ws, int max, bool head) {
     int n = 0;
 #define ADD(w) \
     do { \
         if ((w)->data && in_mapping(m, (w)->data) && n < max) ws[n++] = (w); \
     } while (0)
     ADD(&m->output_norm);
-    ADD(&m->output);
+    if (head) ADD(&m->output);
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         pi_layer *l = &m->layers[il];
         ADD(&l->attn_norm);
@@ -113,10 +115,12 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     if (max_merge <= 0) max_merge = 16;
     if (align < 4096) align = 4096;
     pi_weight *ws[1024];
-    int nw = fixed_weights(m, ws, 1024);
+    int nw = fixed_weights(m, ws, 1024, true);
     for (int i = 0; i < nw; i++) {
         z->fixed += ALIGN_UP(weight_bytes(ws[i]), 64);
         if (ws[i]->ne[1] > 1) z->fixed_by_type[ws[i]->type] += weight_bytes(ws[i]);
+        if (ws[i] == &m->output && !m->tied_output && m->output.data != m->tok_embd.data)
+            z->head_flash = ALIGN_UP(weight_bytes(ws[i]), 64), z->head_type = ws[i]->type;
     }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const pi_layer *l = &m->layers[il];
@@ -161,6 +165,7 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
 void pi_offload_free(pi_offload *o) {
     if (!o) return;
     pi_io_close(o->io);
+    pi_io_close(o->head_io);
     pi_ncache_free(o->cache);
     pi_huge_free(o->hot_arena, o->hot_bytes);
     pi_huge_free(o->fixed_arena, o->fixed_bytes);
@@ -333,8 +338,9 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     /* 1. fixed region, KV cache, scratch, I/O buffers and tables */
     pi_budget_needs z;
     if ((st = pi_offload_measure(m, opt->n_ctx, o->max_merge, align, &z))) goto fail;
+    o->head_on_flash = pi_budget_head_on_flash(&z, o->budget.limit);
     pi_weight *ws[1024];
-    int nw = fixed_weights(m, ws, 1024);
+    int nw = fixed_weights(m, ws, 1024, !o->head_on_flash);
     const size_t fixed = z.fixed;
     o->embd_on_flash = z.embd_on_flash;
     o->embd_buf_bytes = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
@@ -455,6 +461,14 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     }
     if (m->tied_output) m->tok_embd.data = m->output.data;
     if (o->embd_on_flash) o->embd_off = (int64_t)((const uint8_t *)m->tok_embd.data - base);
+    if (o->head_on_flash) { /* read a piece at a time by its own handle (offload.h) */
+        o->head_off = (int64_t)((const uint8_t *)m->output.data - base);
+        m->output.data = NULL;
+        o->head_piece = opt->head_piece;
+        if ((st = pi_io_open(path, &opt->io, &o->head_io))) goto fail;
+        PI_LOGI("%s: the output head (%s) stays on flash and is read every token: the budget is below the "
+                "minimum with it resident", path, PI_BYTES(z.head_flash));
+    }
     if ((st = read_hot(o, o->stream_buf[0], stream_bytes))) goto fail;
     pi_io_reset_stats(o->io);
     pi_ncache_reset_stats(o->cache);

@@ -49,6 +49,8 @@ typedef struct pi_offload_opts {
     int max_merge;           /* bundles per read at most (0: 16) */
     pi_ncache_policy policy; /* the neuron cache's replacement policy */
     bool lookahead;          /* while a layer computes, read the next layer's likely misses */
+    size_t head_piece;       /* with the output head on flash: bytes per read at most (0: a streaming
+                                buffer's) */
 } pi_offload_opts;
 
 /* Counters, summed over decoded tokens (all layers). */
@@ -60,6 +62,8 @@ typedef struct pi_offload_stats {
     uint64_t merged;         /* of them, reads covering more than one bundle */
     uint64_t bytes;          /* bytes read from flash (FFN bundles and embedding rows) */
     uint64_t waves;          /* layer steps that had to be split because the cache was too small */
+    uint64_t head_uses, head_reads, head_bytes, head_ns; /* the output head on flash: its products, reads,
+                                                 bytes and time (prompts' included; not in reads or bytes) */
     uint64_t io_wait_ns;     /* the decoding thread blocked on reads */
     uint64_t io_busy_ns;     /* from issuing a layer's reads to computing the last of them: the
                                 part of it not spent waiting (busy - wait) is I/O hidden by compute */
@@ -109,6 +113,14 @@ typedef struct pi_offload {
     /* the token embedding, read from flash */
     bool embd_on_flash;
     int64_t embd_off;
+    /* the output head on flash (pi_budget_head_on_flash): read every token
+       through stream_buf[0] by its own I/O handle (its reads are not the
+       FFN's: the I/O floor and the achieved read rate stay the bundles');
+       m->output.data is NULL then */
+    bool head_on_flash;
+    int64_t head_off;
+    pi_io *head_io;
+    size_t head_piece;       /* pi_offload_opts.head_piece */
     uint8_t *embd_buf;       /* aligned bounce buffer for one row */
     size_t embd_buf_bytes;
     /* prompt batches: the FFN streamed through two aligned buffers */

@@ -48,8 +48,20 @@ pi_status pi_budget_below_minimum(const pi_budget_needs *z, uint64_t limit, int6
                  PI_BYTES(rest + (uint64_t)(per_pos * 256.0)));
     return pi_error(PI_ERR_NOMEM,
                     "--mem-budget %s is below this model's minimum of %s at context %lld (-c): fixed region %s "
-                    "(attention, norms, predictors, output head), KV cache %s, scratch %s, I/O buffers %s, smallest "
-                    "neuron cache %s%s",
-                    PI_BYTES(limit), PI_BYTES(z->minimum), (long long)n_ctx, PI_BYTES(z->fixed), PI_BYTES(z->kv),
-                    PI_BYTES(z->session - z->kv), PI_BYTES(z->io), PI_BYTES(z->min_cold), lever);
+                    "(%s), KV cache %s, scratch %s, I/O buffers %s, smallest neuron cache %s%s",
+                    PI_BYTES(limit), PI_BYTES(z->minimum), (long long)n_ctx, PI_BYTES(z->fixed),
+                    z->head_on_flash ? "attention, norms, predictors; the output head read from flash every token"
+                                     : "attention, norms, predictors, output head",
+                    PI_BYTES(z->kv), PI_BYTES(z->session - z->kv), PI_BYTES(z->io), PI_BYTES(z->min_cold), lever);
+}
+
+bool pi_budget_head_on_flash(pi_budget_needs *z, uint64_t limit) {
+    if (z->head_on_flash) return true;
+    if (!limit || limit >= z->minimum || !z->head_flash || z->head_flash > z->fixed) return false;
+    z->fixed -= z->head_flash;
+    z->minimum -= z->head_flash;
+    uint64_t *t = &z->fixed_by_type[z->head_type];
+    *t = *t > z->head_flash ? *t - z->head_flash : 0;
+    z->head_on_flash = true;
+    return true;
 }

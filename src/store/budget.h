@@ -54,6 +54,15 @@ typedef struct pi_budget_needs {
     pi_type part_type[3];    /* the type most layers have */
     bool embd_on_flash;
     int64_t n_expert, n_expert_used; /* a mixture (n_layer counts its units, layer x expert); 0: dense */
+    /* The output head can stay on flash and be read whole every token (in
+       the I/O buffers, a piece at a time), where a budget is below the
+       minimum with it resident: head_flash is what that saves, its bytes
+       in the fixed region (0 where it cannot: a head tied to the
+       embedding); head_type its type. head_on_flash: these needs are with
+       it on flash (pi_budget_head_on_flash). */
+    uint64_t head_flash;
+    pi_type head_type;
+    bool head_on_flash;
 } pi_budget_needs;
 
 /* Charge bytes to region r; PI_ERR_NOMEM naming `what` when the total would
@@ -63,6 +72,12 @@ pi_status pi_budget_charge(pi_budget *b, pi_mem_region r, uint64_t bytes, const 
    the minimum, and -c as the lever (the KV cache grows with the context: the
    largest context that fits in `limit`, or the minimum at a small one). */
 pi_status pi_budget_below_minimum(const pi_budget_needs *z, uint64_t limit, int64_t n_ctx);
+
+/* Whether a budget of `limit` (0: none) needs the output head on flash:
+   below z's minimum with the head resident, and the head can stay on
+   flash. The needs then become those with it on flash (fixed, minimum and
+   the head's type's bytes read from memory less head_flash). */
+bool pi_budget_head_on_flash(pi_budget_needs *z, uint64_t limit);
 
 uint64_t pi_budget_used(const pi_budget *b);
 uint64_t pi_budget_left(const pi_budget *b); /* UINT64_MAX when unlimited */
