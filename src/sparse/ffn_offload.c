@@ -489,7 +489,8 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     const int64_t a = (int64_t)pi_io_align(o->head_io), rb = (int64_t)w->row_bytes, R = w->ne[1];
     int64_t cap = o->stream_rows * (int64_t)o->stride;
     if (o->head_piece > 0 && (int64_t)o->head_piece < cap) cap = (int64_t)o->head_piece;
-    const int64_t per = cap > a + rb ? (cap - a) / rb : 1; /* a row always fits: the buffer holds bundles */
+    cap = cap / a * a; /* a piece's covering aligned range then stays within cap */
+    const int64_t per = cap > a + rb ? (cap - a) / rb : 1; /* one row with its alignment always fits the buffer */
     uint8_t *buf = o->stream_buf[0];
     for (int64_t r0 = 0; r0 < R; r0 += per) {
         const int64_t rows = R - r0 < per ? R - r0 : per, off = o->head_off + r0 * rb;
