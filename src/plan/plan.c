@@ -915,10 +915,15 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
             for (int k = 1; k <= 99 && n < 8; k++) /* in steps of 0.01 */
                 if (k / 100.0 > lo + 1e-9 && k / 100.0 <= PI_PLAN_MAX_RECALL + 1e-9) cands[n++] = k / 100.0;
         }
-        pi_mprofile c = *mp;
-        pi_plan *plans = malloc((size_t)n * sizeof *plans);
-        if (!plans || !(c.sel = malloc((size_t)(mp->n_layer * mp->n_ff) * sizeof *c.sel))) {
+        pi_mprofile c = *mp; /* its own selection rates and persistence: mp stays as it is */
+        const size_t nf = (size_t)(mp->n_layer * mp->n_ff);
+        pi_plan *plans = calloc((size_t)n, sizeof *plans);
+        c.sel = malloc(nf * sizeof *c.sel);
+        c.kappa = mp->kappa ? malloc(nf * sizeof *c.kappa) : NULL;
+        if (!plans || !c.sel || (mp->kappa && !c.kappa)) {
             free(plans);
+            free(c.sel);
+            free(c.kappa);
             return pi_error(PI_ERR_NOMEM, "out of memory");
         }
         int pick = 0;
@@ -941,6 +946,7 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
             *out = plans[pick];
         }
         free(c.sel);
+        free(c.kappa);
         free(plans);
     }
     if (st) return st;
