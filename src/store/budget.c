@@ -46,13 +46,18 @@ pi_status pi_budget_below_minimum(const pi_budget_needs *z, uint64_t limit, int6
     if (!lever[0] && per_pos > 0.0 && n_ctx > 256)
         snprintf(lever, sizeof lever, "; a smaller context lowers it (-c 256 needs %s), the rest is fixed",
                  PI_BYTES(rest + (uint64_t)(per_pos * 256.0)));
+    char resident[96] = "";
+    if (z->head_on_flash)
+        snprintf(resident, sizeof resident, "; with the output head resident the minimum is %s",
+                 PI_BYTES(z->minimum + z->head_flash));
     return pi_error(PI_ERR_NOMEM,
                     "--mem-budget %s is below this model's minimum of %s at context %lld (-c): fixed region %s "
-                    "(%s), KV cache %s, scratch %s, I/O buffers %s, smallest neuron cache %s%s",
+                    "(%s), KV cache %s, scratch %s, I/O buffers %s, smallest neuron cache %s%s%s",
                     PI_BYTES(limit), PI_BYTES(z->minimum), (long long)n_ctx, PI_BYTES(z->fixed),
                     z->head_on_flash ? "attention, norms, predictors; the output head read from flash every token"
                                      : "attention, norms, predictors, output head",
-                    PI_BYTES(z->kv), PI_BYTES(z->session - z->kv), PI_BYTES(z->io), PI_BYTES(z->min_cold), lever);
+                    PI_BYTES(z->kv), PI_BYTES(z->session - z->kv), PI_BYTES(z->io), PI_BYTES(z->min_cold), lever,
+                    resident);
 }
 
 bool pi_budget_head_on_flash(pi_budget_needs *z, uint64_t limit) {
