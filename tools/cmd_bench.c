@@ -164,25 +164,27 @@ static int32_t *tg_fixed_tokens(int64_t V, long n) {
     return seq;
 }
 
-/* --greedy: the model's own greedy continuation from token 1 (each token
-   the argmax of the logits before it; ties to the lower id), decoded once
-   on a's session from an empty context. Consecutive tokens of real text
-   share neurons (pinfer.stats.reuse), llama-bench's sequence shares none
-   beyond what the context carries: a neuron cache sees the difference. */
+/* --greedy: the model's own greedy continuation from token 1, chosen by the
+   sampler at temperature 0 as `run --temp 0` chooses (no penalty), decoded
+   once on a's session from an empty context. Consecutive tokens of real
+   text share neurons (pinfer.stats.reuse), llama-bench's sequence shares
+   none beyond what the context carries: a neuron cache sees the difference. */
 static bool tg_greedy_tokens(app *a, long n, int32_t *seq) {
-    const int64_t V = a->info.n_vocab;
+    pi_sampler_params sp = pi_sampler_default_params();
+    sp.temp = 0.0f;
+    sp.repeat_penalty = 1.0f;
+    pi_sampler *smp;
+    if (pi_sampler_create(&sp, a->info.n_vocab, &smp)) return false;
     pi_session_kv_clear(a->s);
-    int32_t tok = 1 % (int32_t)V;
-    for (long i = 0; i < n; i++) {
+    int32_t tok = 1 % (int32_t)a->info.n_vocab;
+    bool ok = true;
+    for (long i = 0; i < n && ok; i++) {
         seq[i] = tok;
-        if (pi_session_decode(a->s, tok)) return false;
-        const float *lg = pi_session_logits(a->s);
-        int32_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (lg[v] > lg[best] || isnan(lg[best])) best = (int32_t)v;
-        tok = best;
+        ok = !pi_session_decode(a->s, tok);
+        if (ok) tok = pi_sampler_sample(smp, pi_session_logits(a->s));
     }
-    return true;
+    pi_sampler_free(smp);
+    return ok;
 }
 
 static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *out, double *ts, double *ns,

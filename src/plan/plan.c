@@ -165,12 +165,16 @@ static void persist_rates(pi_mprofile *p) {
     if (!p->kappa) return;
     const int64_t L = p->n_layer, F = p->n_ff;
     for (int64_t l = 0; l < L; l++) {
+        if (!(p->rho[l] > 0.0)) {
+            memset(p->kappa + l * F, 0, (size_t)F * sizeof *p->kappa);
+            continue;
+        }
         double lc[KZ_N];
-        for (int j = 0; j < KZ_N; j++) lc[j] = p->rho[l] > 0.0 ? log(excess_both(KZ_LO + KZ_STEP * j, p->rho[l])) : -INFINITY;
+        for (int j = 0; j < KZ_N; j++) lc[j] = log(excess_both(KZ_LO + KZ_STEP * j, p->rho[l]));
         for (int64_t i = 0; i < F; i++) {
             const double s = p->sel[l * F + i];
             double k = 0.0;
-            if (s > 0.0 && s < 1.0 && p->rho[l] > 0.0) {
+            if (s > 0.0 && s < 1.0) {
                 double x = (-norm_quantile(s) - KZ_LO) / KZ_STEP;
                 x = x < 0.0 ? 0.0 : x > KZ_N - 1 ? KZ_N - 1 : x;
                 const int j = x < KZ_N - 1 ? (int)x : KZ_N - 2;
@@ -279,7 +283,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     p->n_ctx = z->n_ctx;
     p->kv = z->kv;
     p->fixed = z->fixed;
-    p->head_flash = z->head_on_flash ? 0 : z->head_flash;
+    p->head_flash = z->head_flash;
     p->session = z->session;
     p->io = z->io;
     p->min_cold = z->min_cold;
@@ -409,7 +413,7 @@ double pi_mprofile_coverage(const pi_mprofile *p, int64_t l, int64_t k) {
 static pi_budget_needs needs_at(const pi_mprofile *mp, uint64_t mem_budget) {
     pi_budget_needs z = {.fixed = mp->fixed, .session = mp->session, .kv = mp->kv, .io = mp->io,
                          .min_cold = mp->min_cold, .minimum = mp->fixed + mp->session + mp->io + mp->min_cold,
-                         .head_flash = mp->head_flash, .head_type = mp->head_type};
+                         .head_flash = mp->head_flash};
     pi_budget_head_on_flash(&z, mem_budget);
     return z;
 }

@@ -448,6 +448,16 @@ static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) 
     return PI_OK;
 }
 
+/* The aligned range covering the file's bytes [off, off + len): its start
+   *at, off's place in it *skip, and its length, returned (it may pass the
+   end of the file). */
+static int64_t covering(const pi_io *io, int64_t off, int64_t len, int64_t *at, int64_t *skip) {
+    const int64_t a = (int64_t)pi_io_align(io);
+    *at = off / a * a;
+    *skip = off - *at;
+    return (*skip + len + a - 1) / a * a;
+}
+
 /* Row `tok` of the token embedding, from flash when it is not resident. */
 static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *out) {
     const pi_weight *w = &s->m->tok_embd;
@@ -459,9 +469,8 @@ static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *o
     if (st) return st;
     /* the row's covering aligned range straight into the aligned buffer
        (pi_io_read would otherwise bounce through a buffer of its own) */
-    const int64_t a = (int64_t)pi_io_align(o->io), off = o->embd_off + (int64_t)tok * (int64_t)w->row_bytes;
-    const int64_t at = off / a * a, skip = off - at;
-    int64_t want = (skip + (int64_t)w->row_bytes + a - 1) / a * a;
+    int64_t at, skip;
+    int64_t want = covering(o->io, o->embd_off + (int64_t)tok * (int64_t)w->row_bytes, (int64_t)w->row_bytes, &at, &skip);
     if (at + want > pi_io_file_size(o->io)) want = pi_io_file_size(o->io) - at; /* a row at the end of the file */
     if ((st = pi_io_read(o->io, at, o->embd_buf, (size_t)want))) return st;
     o->st.bytes += (uint64_t)want;
@@ -533,16 +542,7 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     cap = cap / a * a; /* a piece's covering aligned range then stays within cap */
     const int64_t per = cap > a + rb ? (cap - a) / rb : 1; /* one row with its alignment always fits the buffer */
     head_batch bs[2];
-    /* piece k: rows [k per, ...), its aligned range [at, at + want) and skip */
-#define HEAD_PIECE(r0, at, want, skip) \
-    do { \
-        const int64_t off_ = o->head_off + (r0) * rb, rows_ = R - (r0) < per ? R - (r0) : per; \
-        (at) = off_ / a * a; \
-        (skip) = off_ - (at); \
-        (want) = ((skip) + rows_ * rb + a - 1) / a * a; \
-    } while (0)
-    int64_t at, want, skip;
-    HEAD_PIECE(0, at, want, skip);
+    int64_t at, skip, want = covering(o->head_io, o->head_off, (R < per ? R : per) * rb, &at, &skip);
     bool sync = at + want > size; /* the file's last block: read it whole, synchronously */
     if (!sync && (st = head_issue(o, bs, at, want, o->stream_buf[0], 0))) return st;
     for (int64_t r0 = 0, p = 0; r0 < R; r0 += per, p ^= 1) {
@@ -558,7 +558,8 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
         }
         o->st.head_reads++;
         if (r0 + per < R) { /* the next piece's reads, while this one is multiplied */
-            HEAD_PIECE(r0 + per, at, want, skip);
+            const int64_t next = R - r0 - per < per ? R - r0 - per : per;
+            want = covering(o->head_io, o->head_off + (r0 + per) * rb, next * rb, &at, &skip);
             sync = at + want > size;
             if (!sync && (st = head_issue(o, bs + (p ^ 1), at, want, o->stream_buf[p ^ 1], (uint64_t)(p ^ 1)))) break;
         }
@@ -576,7 +577,6 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
         piece.ne[1] = rows;
         pi_state_matmul(s, &piece, 0, rows, X, x_stride, nb, Y + r0, y_stride);
     }
-#undef HEAD_PIECE
     if (st) { /* nothing may land in the buffers after this */
         uint64_t tags[2 * HEAD_MAX_SUB];
         while (pi_io_in_flight(o->head_io) > 0 && pi_io_reap(o->head_io, tags, 2 * HEAD_MAX_SUB, true) != 0) {}

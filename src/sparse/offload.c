@@ -120,7 +120,7 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
         z->fixed += ALIGN_UP(weight_bytes(ws[i]), 64);
         if (ws[i]->ne[1] > 1) z->fixed_by_type[ws[i]->type] += weight_bytes(ws[i]);
         if (ws[i] == &m->output && !m->tied_output && m->output.data != m->tok_embd.data)
-            z->head_flash = ALIGN_UP(weight_bytes(ws[i]), 64), z->head_type = ws[i]->type;
+            z->head_flash = ALIGN_UP(weight_bytes(ws[i]), 64);
     }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const pi_layer *l = &m->layers[il];

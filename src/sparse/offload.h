@@ -114,9 +114,9 @@ typedef struct pi_offload {
     bool embd_on_flash;
     int64_t embd_off;
     /* the output head on flash (pi_budget_head_on_flash): read every token
-       through stream_buf[0] by its own I/O handle (its reads are not the
-       FFN's: the I/O floor and the achieved read rate stay the bundles');
-       m->output.data is NULL then */
+       through the two streaming buffers by its own I/O handle (its reads
+       are not the FFN's: the I/O floor and the achieved read rate stay the
+       bundles'); m->output.data is NULL then */
     bool head_on_flash;
     int64_t head_off;
     pi_io *head_io;

@@ -65,8 +65,6 @@ bool pi_budget_head_on_flash(pi_budget_needs *z, uint64_t limit) {
     if (!limit || limit >= z->minimum || !z->head_flash || z->head_flash > z->fixed) return false;
     z->fixed -= z->head_flash;
     z->minimum -= z->head_flash;
-    uint64_t *t = &z->fixed_by_type[z->head_type];
-    *t = *t > z->head_flash ? *t - z->head_flash : 0;
     z->head_on_flash = true;
     return true;
 }

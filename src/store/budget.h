@@ -58,10 +58,9 @@ typedef struct pi_budget_needs {
        the I/O buffers, a piece at a time), where a budget is below the
        minimum with it resident: head_flash is what that saves, its bytes
        in the fixed region (0 where it cannot: a head tied to the
-       embedding); head_type its type. head_on_flash: these needs are with
-       it on flash (pi_budget_head_on_flash). */
+       embedding). head_on_flash: these needs are with it on flash
+       (pi_budget_head_on_flash). */
     uint64_t head_flash;
-    pi_type head_type;
     bool head_on_flash;
 } pi_budget_needs;
 
@@ -75,8 +74,8 @@ pi_status pi_budget_below_minimum(const pi_budget_needs *z, uint64_t limit, int6
 
 /* Whether a budget of `limit` (0: none) needs the output head on flash:
    below z's minimum with the head resident, and the head can stay on
-   flash. The needs then become those with it on flash (fixed, minimum and
-   the head's type's bytes read from memory less head_flash). */
+   flash. The needs then become those with it on flash (fixed and minimum
+   less head_flash). */
 bool pi_budget_head_on_flash(pi_budget_needs *z, uint64_t limit);
 
 uint64_t pi_budget_used(const pi_budget *b);
