@@ -154,6 +154,7 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, co
     const int set = o->la_turn ^ 1;
     pi_read_batch *a = &o->la[set];
     if (a->layer >= 0) return PI_OK; /* still in use (cannot happen: the step finished it) */
+    if (H >= F) return PI_OK; /* all of it resident: nothing to read, no predictor pass to spend */
     pi_state_input_changed(s);
     pi_sparse_logits(s, nx->il, nx->x, nx->in, o->la_u, o->la_z);
     pi_state_input_changed(s);
