@@ -536,6 +536,10 @@ static void bench_json_offload(const char *bundle, const char *budget, const cha
         CHECK(has(text, "bench: plan: predicted %.2f tok/s; %.0f threads, queue depth %.0f, neuron cache %.1f MiB\n",
                   num(r, "plan_ts"), num(r, "plan_threads"), num(r, "plan_queue_depth"),
                   num(r, "plan_cache_bytes") / (1 << 20)));
+        /* the run is the plan's: its context's KV cache, so the neuron cache
+           the plan chose (a context of n + 1 handed the rest to the cache) */
+        CHECKF(fabs(num(r, "mem_cache") - num(r, "plan_cache_bytes")) <= 2.0 * num(r, "cache_slot_bytes"),
+               "neuron cache %.0f bytes, the plan's %.0f", num(r, "mem_cache"), num(r, "plan_cache_bytes"));
     }
     cJSON_Delete(doc);
     free(text);
@@ -635,7 +639,8 @@ int main(void) {
         bench_tables(bundle, budget);
         bool planned = t_write_hw(hwf);
         CHECK(planned);
-        if (planned) planned = pinfer("plan -m %s -c 9 --mem-budget %s --hw %s -o %s", bundle, budget, hwf, plan) == 0;
+        /* for a longer context than bench's n + 1: the plan's KV cache holds */
+        if (planned) planned = pinfer("plan -m %s -c 64 --mem-budget %s --hw %s -o %s", bundle, budget, hwf, plan) == 0;
         CHECK(planned);
 #ifdef PI_HAVE_CJSON
         bench_json_offload(bundle, budget, planned ? plan : NULL);

@@ -261,7 +261,10 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
     if (m->planned) {
         if ((st = take_sessions(&p, extra, &m->plan.cache_bytes))) goto fail;
         p.mem_budget = m->plan.mem_budget - extra;
-        if (!p.n_ctx) p.n_ctx = m->plan.n_ctx;
+        /* the plan's memory holds a KV cache for its context: a smaller one
+           asked for would hand the difference to the neuron cache, and the
+           run would not be the one planned (bench's context of n + 1) */
+        if (!p.n_ctx || p.n_ctx < m->plan.n_ctx) p.n_ctx = m->plan.n_ctx;
         if (!p.n_threads) p.n_threads = m->plan.threads;
         if (!p.queue_depth) p.queue_depth = m->plan.queue_depth;
     }
