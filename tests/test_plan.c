@@ -270,6 +270,29 @@ static void test_lookahead(void) {
            "head half the fixed region: %.3f ms hidden (%.3f without a head, %.3f without the lookahead)",
            headed.ms_io_hidden, on.ms_io_hidden, off.ms_io_hidden);
     mp->head_bytes = 0;
+    /* a step that reads ahead first computes the next unit's predictor: one
+       pass more for each layer before one with neurons off its prefix, none
+       before an all-resident layer (the engine skips it there) */
+    pi_cost pass, none, all_hot;
+    pi_plan_cost(mp, &hw, &p, &pass);
+    mp->lookahead = false;
+    pi_plan_cost(mp, &hw, &p, &none);
+    mp->lookahead = true;
+    const double one = none.ms_pred / (double)L;
+    int64_t cold_after = 0;
+    for (int64_t l = 1; l < L; l++) cold_after += p.hot[l] < F;
+    CHECKF(fabs(pass.ms_pred - none.ms_pred - (double)cold_after * one) < 1e-9 && cold_after > 0,
+           "predictor %.4f ms with the lookahead, %.4f without, %lld passes more of %.4f", pass.ms_pred, none.ms_pred,
+           (long long)cold_after, one);
+    pi_plan q = p;
+    for (int64_t l = 0; l < L; l++) q.hot[l] = F;
+    q.hot[0] = p.hot[0]; /* only layer 0 reads: no step looks ahead to it */
+    pi_plan_cost(mp, &hw, &q, &all_hot);
+    mp->lookahead = false;
+    pi_plan_cost(mp, &hw, &q, &none);
+    mp->lookahead = true;
+    CHECKF(fabs(all_hot.ms_pred - none.ms_pred) < 1e-12, "all-resident later layers: predictor %.4f ms, %.4f without",
+           all_hot.ms_pred, none.ms_pred);
     pi_mprofile_free(mp);
 }
 

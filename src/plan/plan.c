@@ -534,6 +534,17 @@ static double ahead_window(const pi_mprofile *mp, int64_t l, double t_body, doub
     return t_body + t_att / visits;
 }
 
+/* Whether unit l's step reads ahead, and so first computes the next unit's
+   predictor on its own input (a second predictor pass beside the next
+   step's own): a dense layer's step when a later layer has neurons off
+   the hot prefix, a mixture's for every visit but the last layer's last
+   expert (taken as all of them: its next expert is a guess). */
+static bool looks_ahead(const pi_mprofile *mp, const int64_t *hot, int64_t l) {
+    if (!mp->lookahead) return false;
+    if (mp->n_expert) return true;
+    return l + 1 < mp->n_layer && hot[l + 1] < mp->n_ff;
+}
+
 /* A visit's wait for its reads: t_io less what the lookahead read during
    the window before it (at most C_AHEAD of the reads). */
 static double io_left(double t_io, double window) {
@@ -615,10 +626,12 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         double qd = (double)p->queue_depth < R / w ? (double)p->queue_depth : R / w;
         double t_io = io_time(hw, mp->stride, M / w, R / w, qd);
         const double t_body = t_pred + t_down + c_visit, t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_att, visits));
-        double t_l = t_body + (t_wait > t_gu ? t_wait : t_gu);
+        /* the lookahead's pass runs before its reads go out: outside their window */
+        const double t_la = looks_ahead(mp, p->hot, l) ? t_pred : 0.0;
+        double t_l = t_body + t_la + (t_wait > t_gu ? t_wait : t_gu);
         total += w * t_l;
         c->ms_overhead += w * c_visit * 1e3;
-        c->ms_pred += w * t_pred * 1e3;
+        c->ms_pred += w * (t_pred + t_la) * 1e3;
         c->ms_gu += w * t_gu * 1e3;
         c->ms_down += w * t_down * 1e3;
         c->ms_io += w * t_io * 1e3;
