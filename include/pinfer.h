@@ -251,6 +251,13 @@ PI_API pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int 
 PI_API pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int queue_depth, double reads_per_s,
                                      char *path_out, size_t path_n);
 
+/* The same for the output head read from flash (pi_token_stats's
+   head_bytes_read over head_read_s, in GB/s): later plans price the head's
+   read at it instead of the probe's sequential rate. A later run averages
+   into the figure kept. PI_ERR_INVALID for a rate not > 0 or a model opened
+   with params.hw_path. */
+PI_API pi_status pi_model_note_head_reads(const pi_model *m, double gbs, char *path_out, size_t path_n);
+
 /* What a budget must hold to run the bundle file at path with a context of
    n_ctx (0: the default), before any hot neuron, and what would make every
    neuron resident. Reads metadata only. */

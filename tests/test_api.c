@@ -456,6 +456,12 @@ static void test_note_reads(const char *bundle, pi_model_params *mp) {
     CHECKF(pi_hw_load(cpath, &h) == PI_OK && h.run_read_rate == 3e5 && h.run_read_bytes == 8192.0 && h.run_qd == 128 &&
                h.run_time > 1.7e9,
            "%s", pi_last_error());
+    /* the output head's reads: beside the random reads' figure, not instead */
+    CHECK(pi_model_note_head_reads(m, 0.0, NULL, 0) == PI_ERR_INVALID &&
+          pi_model_note_head_reads(m, NAN, NULL, 0) == PI_ERR_INVALID &&
+          pi_model_note_head_reads(NULL, 1.0, NULL, 0) == PI_ERR_INVALID);
+    CHECKF(pi_model_note_head_reads(m, 0.6, got, sizeof got) == PI_OK && !strcmp(got, cpath), "%s", pi_last_error());
+    CHECKF(pi_hw_load(cpath, &h) == PI_OK && h.run_seq_gbs == 0.6 && h.run_read_rate == 3e5, "%s", pi_last_error());
     struct stat cs;
     CHECK(stat(cpath, &cs) == 0 && cs.st_mtime == 1000000000);
     double r128 = 0.0;
@@ -464,8 +470,8 @@ static void test_note_reads(const char *bundle, pi_model_params *mp) {
     pi_hw planned;
     CHECKF(pi_engine_hw(bundle, NULL, &planned) == PI_OK, "%s", pi_last_error());
     CHECKF(fabs(pi_hw_iops(&planned, 8192, 128) - 3e5) < 1.0 && fabs(pi_hw_iops(&planned, 4096, 8) - 1.2e5) < 1.0 &&
-               planned.run_read_rate == 0.0,
-           "planned at %.1f", pi_hw_iops(&planned, 8192, 128));
+               planned.run_read_rate == 0.0 && fabs(planned.seq_read_gbs - 0.6) < 1e-12 && planned.run_seq_gbs == 0.0,
+           "planned at %.1f, sequential %.3f GB/s", pi_hw_iops(&planned, 8192, 128), planned.seq_read_gbs);
     /* a new probe (a save without the run's figure) drops it */
     CHECK(t_write_hw(cpath) && pi_engine_hw(bundle, NULL, &planned) == PI_OK &&
           fabs(pi_hw_iops(&planned, 8192, 128) - 1e5) < 1.0);

@@ -436,7 +436,7 @@ static void test_run_reads(void) {
     hw.run_read_rate = 1.5 * pi_hw_iops(&base, 8192, 128);
     CHECKF(pi_hw_validate(&hw) == PI_OK, "%s", pi_last_error());
     CHECKF(fabs(pi_hw_run_factor(&hw) - 1.5) < 1e-12, "factor %.17g", pi_hw_run_factor(&hw));
-    CHECK(fabs(pi_hw_apply_run(&hw) - 1.5) < 1e-12);
+    CHECK(fabs(pi_hw_apply_run(&hw, NULL) - 1.5) < 1e-12);
     bool scaled = true;
     for (int b = 0; b < PI_HW_N_BLOCKS; b++)
         for (int q = 0; q < PI_HW_N_QD; q++)
@@ -444,7 +444,7 @@ static void test_run_reads(void) {
                      fabs(base.read_lat_us[b][q] / hw.read_lat_us[b][q] - 1.5) < 1e-12;
     CHECK(scaled);
     CHECK(hw.run_read_rate == 0.0 && hw.run_qd == 0 && pi_hw_validate(&hw) == PI_OK);
-    CHECK(pi_hw_apply_run(&hw) == 1.0 && fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 1.5) < 1e-12);
+    CHECK(pi_hw_apply_run(&hw, NULL) == 1.0 && fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 1.5) < 1e-12);
     /* between grid points: the interpolated probe figure is the reference */
     hw = base;
     hw.run_read_bytes = 10000.0;
@@ -473,6 +473,53 @@ static void test_run_reads(void) {
     hw.run_read_rate = 5000.0;
     CHECK(pi_hw_validate(&hw) == PI_ERR_INVALID && strstr(pi_last_error(), "run_reads"));
     CHECK(pi_hw_format(&hw, NULL, 0) < 0);
+
+    /* the output head's sequential reads: noted, averaged, written and read
+       back, applied once to the sequential rate alone, clamped */
+    hw = base;
+    CHECK(pi_hw_seq_factor(&hw) == 1.0);
+    pi_hw_note_seq(&hw, 0.5 * base.seq_read_gbs, 1.8e9);
+    CHECKF(fabs(pi_hw_seq_factor(&hw) - 0.5) < 1e-12 && hw.run_seq_time == 1.8e9, "first: %.17g", pi_hw_seq_factor(&hw));
+    pi_hw_note_seq(&hw, 2.0 * base.seq_read_gbs, 1.9e9);
+    CHECKF(fabs(pi_hw_seq_factor(&hw) - 1.0) < 1e-12 && hw.run_seq_time == 1.9e9, "second: %.17g", pi_hw_seq_factor(&hw));
+    pi_hw_note_seq(&hw, 0.25 * base.seq_read_gbs, 2.0e9);
+    CHECKF(fabs(pi_hw_seq_factor(&hw) - 0.5) < 1e-12, "third: %.17g", pi_hw_seq_factor(&hw));
+    pi_hw_note_run(&hw, 8192.0, 128, 3.0 * pi_hw_iops(&base, 8192, 128), 2.0e9);
+    char text[16384];
+    const long len = pi_hw_format(&hw, text, sizeof text);
+    pi_hw back;
+    CHECKF(len > 0 && (size_t)len < sizeof text && strstr(text, "\nrun_seq ") && pi_hw_parse(text, (size_t)len, &back) == PI_OK &&
+               back.run_seq_gbs == hw.run_seq_gbs && back.run_seq_time == hw.run_seq_time,
+           "round trip: %s", pi_last_error());
+    double ks = 0.0;
+    CHECK(fabs(pi_hw_apply_run(&back, &ks) - 3.0) < 1e-12 && fabs(ks - 0.5) < 1e-12);
+    CHECK(fabs(back.seq_read_gbs / base.seq_read_gbs - 0.5) < 1e-12 && back.run_seq_gbs == 0.0 &&
+          back.run_seq_time == 0.0 && back.read_iops[0][0] == 3.0 * base.read_iops[0][0]);
+    CHECK(pi_hw_apply_run(&back, &ks) == 1.0 && ks == 1.0 && fabs(back.seq_read_gbs / base.seq_read_gbs - 0.5) < 1e-12);
+    hw = base;
+    hw.run_seq_gbs = 1000.0 * base.seq_read_gbs;
+    hw.run_seq_time = 1.8e9;
+    CHECK(pi_hw_seq_factor(&hw) == 8.0);
+    /* half a record, a repeated line, a bad figure: refused */
+    hw = base;
+    hw.run_seq_gbs = 1.0;
+    CHECK(pi_hw_validate(&hw) == PI_ERR_INVALID && strstr(pi_last_error(), "run_seq"));
+    const long blen = pi_hw_format(&base, text, sizeof text);
+    CHECK(blen > 0);
+    char *end = blen > 0 ? strstr(text, "\nend\n") : NULL;
+    if (end) {
+        static const char *bad[] = {"run_seq 1.5 1.8e9\nrun_seq 1.5 1.8e9", "run_seq 0 1.8e9", "run_seq 1.5",
+                                    "run_seq nan 1.8e9", "run_seq 1.5 1.8e9 7"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char doc[16384];
+            snprintf(doc, sizeof doc, "%.*s\n%s\nend\n", (int)(end - text), text, bad[i]);
+            CHECKF(pi_hw_parse(doc, strlen(doc), &hw) == PI_ERR_FORMAT && strstr(pi_last_error(), "run_seq"),
+                   "'%s': %s", bad[i], pi_last_error());
+        }
+        char doc[16384];
+        snprintf(doc, sizeof doc, "%.*s\nrun_seq 1.5 1.8e9\nend\n", (int)(end - text), text);
+        CHECKF(pi_hw_parse(doc, strlen(doc), &hw) == PI_OK && hw.run_seq_gbs == 1.5, "%s", pi_last_error());
+    }
 }
 
 static void test_interp(void) {

@@ -144,6 +144,7 @@ static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *o
    in flight. */
 typedef struct {
     double reads[MAX_REPS], bytes[MAX_REPS], busy_s[MAX_REPS];
+    double head_bytes[MAX_REPS], head_s[MAX_REPS]; /* the output head read from flash */
 } rep_reads;
 
 /* Median tok/s of `reps` runs generating n tokens one at a time. The
@@ -203,6 +204,8 @@ static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *ou
             io->reads[r] = (double)(s1.reads - s0.reads);
             io->bytes[r] = (double)(s1.bytes_read - s0.bytes_read);
             io->busy_s[r] = s1.io_busy_s - s0.io_busy_s;
+            io->head_bytes[r] = (double)(s1.head_bytes_read - s0.head_bytes_read);
+            io->head_s[r] = s1.head_read_s - s0.head_read_s;
         }
     }
     *out = app_median(v, (int)reps);
@@ -575,9 +578,13 @@ static void print_floor(const offload_figs *f, FILE *out) {
    the one reported: on a disk whose first reads of a block are slow, a
    model just written read at 35.1K/s over all three runs of a 47B
    benchmark and at about 64K/s in the two later ones. Only from enough
-   reads to measure. io: each run's reads, ts: each run's tok/s. */
+   reads to measure. The output head read from flash likewise: its bytes
+   over its time (the product's included, a few percent of it), which
+   prices the head's read in later plans. io: each run's reads, ts: each
+   run's tok/s. */
 #define NOTE_MIN_READS 4096
 #define NOTE_MIN_BUSY_S 0.25
+#define NOTE_MIN_HEAD_BYTES (256.0 * 1024 * 1024)
 static void note_reads(const app *a, const offload_figs *f, const rep_reads *io, const double *ts, long reps,
                        const char *cmd) {
     long m = 0; /* the median run: as many runs faster as slower (the slower middle one of an even count) */
@@ -586,10 +593,18 @@ static void note_reads(const app *a, const offload_figs *f, const rep_reads *io,
         for (long q = 0; q < reps; q++) below += ts[q] < ts[r], equal_before += q < r && ts[q] == ts[r];
         if (below + equal_before == (reps - 1) / 2) m = r;
     }
-    if (!f->valid || io->reads[m] < NOTE_MIN_READS || io->busy_s[m] < NOTE_MIN_BUSY_S || f->mem.queue_depth < 1)
-        return;
-    const double rate = io->reads[m] / io->busy_s[m], bytes = io->bytes[m] / io->reads[m];
+    if (!f->valid) return;
     char path[1024];
+    if (io->head_bytes[m] >= NOTE_MIN_HEAD_BYTES && io->head_s[m] >= NOTE_MIN_BUSY_S) {
+        const double gbs = io->head_bytes[m] / io->head_s[m] * 1e-9;
+        if (pi_model_note_head_reads(a->m, gbs, path, sizeof path))
+            fprintf(stderr, "%s: the output head's read rate was not kept: %s\n", cmd, pi_last_error());
+        else
+            fprintf(stderr, "%s: output head read from flash at %.2f GB/s; kept in %s for the planner\n", cmd, gbs,
+                    path);
+    }
+    if (io->reads[m] < NOTE_MIN_READS || io->busy_s[m] < NOTE_MIN_BUSY_S || f->mem.queue_depth < 1) return;
+    const double rate = io->reads[m] / io->busy_s[m], bytes = io->bytes[m] / io->reads[m];
     if (pi_model_note_reads(a->m, bytes, f->mem.queue_depth, rate, path, sizeof path)) {
         fprintf(stderr, "%s: the reads achieved were not kept: %s\n", cmd, pi_last_error());
         return;
@@ -946,7 +961,8 @@ int cmd_bench(int argc, char **argv) {
 
     double pp[MAX_REPS], tg[MAX_REPS], ppp[MAX_REPS], ptg[MAX_REPS], rpp[MAX_REPS], rtg[MAX_REPS];
     double dtg[MAX_REPS], rdtg[MAX_REPS];
-    rep_reads tg_io = {{0}, {0}, {0}};
+    rep_reads tg_io;
+    memset(&tg_io, 0, sizeof tg_io);
     for (long k = 0; k < rounds; k++) {
         pp[k] = tg[k] = ppp[k] = ptg[k] = 0.0;
         if (k == 0) now_rfc3339(tpp.time, sizeof tpp.time);

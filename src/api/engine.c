@@ -78,19 +78,33 @@ static const char *hw_file(const char *model_path, const char *hw_path, char *bu
 
 /* The reads a run achieved, where the file has them, replace the probe's
    scale: said once per process, with the figures. */
+static void utc_date(double when, char *date, size_t n) {
+    snprintf(date, n, "?");
+    const time_t t = (time_t)when;
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(date, n, "%Y-%m-%d %H:%M UTC", &tm);
+}
+
 static void apply_run(pi_hw *hw, const char *path) {
     static atomic_bool said;
     const double rate = hw->run_read_rate, bytes = hw->run_read_bytes, when = hw->run_time;
+    const double seq = hw->run_seq_gbs, seq_when = hw->run_seq_time;
     const int qd = hw->run_qd;
-    const double k = pi_hw_apply_run(hw);
-    if (!(rate > 0.0) || atomic_exchange(&said, true)) return;
-    char date[32] = "?";
-    const time_t t = (time_t)when;
-    struct tm tm;
-    if (gmtime_r(&t, &tm)) strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
-    PI_LOGW("flash reads priced at what pinfer bench achieved on this disk (%s): %.1fK reads/s of %.1f KiB at queue "
-            "depth %d, %.2fx the probe's figures in %s (pinfer hwprobe measures again and drops it)",
-            date, rate * 1e-3, bytes / 1024.0, qd, k, path);
+    double ks;
+    const double k = pi_hw_apply_run(hw, &ks);
+    if (!(rate > 0.0 || seq > 0.0) || atomic_exchange(&said, true)) return;
+    char date[32];
+    if (rate > 0.0) {
+        utc_date(when, date, sizeof date);
+        PI_LOGW("flash reads priced at what pinfer bench achieved on this disk (%s): %.1fK reads/s of %.1f KiB at "
+                "queue depth %d, %.2fx the probe's figures in %s (pinfer hwprobe measures again and drops it)",
+                date, rate * 1e-3, bytes / 1024.0, qd, k, path);
+    }
+    if (seq > 0.0) {
+        utc_date(seq_when, date, sizeof date);
+        PI_LOGW("the output head's reads from flash priced at what pinfer bench achieved (%s): %.2f GB/s, %.2fx the "
+                "probe's sequential rate in %s", date, seq, ks, path);
+    }
 }
 
 pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw *out) {
@@ -105,7 +119,7 @@ pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw
 }
 
 pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int queue_depth, double reads_per_s,
-                                char *path_out, size_t path_n) {
+                                double seq_gbs, char *path_out, size_t path_n) {
     if (path_out && path_n) path_out[0] = '\0';
     char buf[1024];
     uint64_t dev;
@@ -116,7 +130,10 @@ pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int q
     pi_status st = path ? pi_hw_load(path, &hw) : PI_ERR_NOT_FOUND;
     if (st) return st;
     if (stat(path, &sb) != 0) return pi_error(PI_ERR_IO, "%s: %s", path, strerror(errno));
-    pi_hw_note_run(&hw, read_bytes, queue_depth, reads_per_s, (double)time(NULL));
+    /* figures out of range reach pi_hw_save, which refuses them */
+    if (read_bytes != 0.0 || queue_depth != 0 || reads_per_s != 0.0)
+        pi_hw_note_run(&hw, read_bytes, queue_depth, reads_per_s, (double)time(NULL));
+    if (seq_gbs != 0.0) pi_hw_note_seq(&hw, seq_gbs, (double)time(NULL));
     if ((st = pi_hw_save(&hw, path))) return st;
     /* the file's time stays the probe's: its age is what says when to measure again */
     const struct timespec ts[2] = {sb.st_atim, sb.st_mtim};

@@ -30,9 +30,11 @@ pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw
    probe's. pi_engine_hw (the planner's figures) then prices reads at that
    rate instead of the probe's (pi_hw_apply_run), until hwprobe measures
    again; pi_engine_hw_cached (the benchmarks' I/O floor) keeps the probe's.
-   The file's path into path_out (may be NULL). */
+   The same for the output head's sequential reads with seq_gbs > 0 (the
+   rate that prices the head's read from flash). Either may be 0: not
+   noted. The file's path into path_out (may be NULL). */
 pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int queue_depth, double reads_per_s,
-                                char *path_out, size_t path_n);
+                                double seq_gbs, char *path_out, size_t path_n);
 
 /* The hardware figures for running model_path: from hw_path when given,
    else the cached probe of its filesystem, else measured now (hwprobe

@@ -477,5 +477,16 @@ pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int queue_de
         return pi_error(PI_ERR_INVALID, "pi_model_note_reads: the figures are %s's (given), not the cache's",
                         m->hw_path);
     /* the figures' ranges are the file's: pi_hw_save refuses what would not load */
-    return pi_engine_hw_note_run(m->path, read_bytes, queue_depth, reads_per_s, path_out, path_n);
+    return pi_engine_hw_note_run(m->path, read_bytes, queue_depth, reads_per_s, 0.0, path_out, path_n);
+}
+
+pi_status pi_model_note_head_reads(const pi_model *m, double gbs, char *path_out, size_t path_n) {
+    if (path_out && path_n) path_out[0] = '\0';
+    if (!model_ok(m, "pi_model_note_head_reads")) return PI_ERR_INVALID;
+    if (m->hw_path)
+        return pi_error(PI_ERR_INVALID, "pi_model_note_head_reads: the figures are %s's (given), not the cache's",
+                        m->hw_path);
+    if (!(gbs > 0.0) || !isfinite(gbs))
+        return pi_error(PI_ERR_INVALID, "pi_model_note_head_reads: %g GB/s is not a rate", gbs);
+    return pi_engine_hw_note_run(m->path, 0.0, 0, 0.0, gbs, path_out, path_n);
 }

@@ -136,6 +136,8 @@ pi_status pi_hw_validate(const pi_hw *hw) {
                 hw->run_qd > HW_QD_MAX))
         return pi_error(PI_ERR_INVALID, "run_reads: %g bytes at qd %d, %g reads/s, time %g", hw->run_read_bytes,
                         hw->run_qd, hw->run_read_rate, hw->run_time);
+    if ((hw->run_seq_gbs != 0.0 || hw->run_seq_time != 0.0) && (!figure_ok(hw->run_seq_gbs) || !figure_ok(hw->run_seq_time)))
+        return pi_error(PI_ERR_INVALID, "run_seq: %g GB/s, time %g", hw->run_seq_gbs, hw->run_seq_time);
     return PI_OK;
 }
 
@@ -209,6 +211,11 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
         wr(&w, "run_reads %s %d %s %s\n", fmt_double(d0, sizeof d0, hw->run_read_bytes), hw->run_qd,
            fmt_double(d1, sizeof d1, hw->run_read_rate), fmt_double(d2, sizeof d2, hw->run_time));
     }
+    if (hw->run_seq_gbs > 0.0) {
+        wr(&w, "# run_seq <GB/s> <unix time>: the output head's sequential reads achieved by the engine\n");
+        wr(&w, "run_seq %s %s\n", fmt_double(d0, sizeof d0, hw->run_seq_gbs),
+           fmt_double(d1, sizeof d1, hw->run_seq_time));
+    }
     wr(&w, "end\n");
     return (long)w.len;
 }
@@ -268,7 +275,7 @@ typedef struct pstate {
     int mem_bw_line[PI_HW_MAX_THREADS + 1];
     int kernel_line[PI_HW_N_KERNELS][PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
     int read_line[PI_HW_N_BLOCKS][PI_HW_N_QD];
-    int run_line;
+    int run_line, seq_line;
 } pstate;
 
 static pi_status PI_PRINTF(3, 4) perr(const pstate *ps, pi_status st, const char *fmt, ...) {
@@ -483,6 +490,18 @@ static pi_status parse_run_reads(pstate *ps, pi_hw *hw, char **tok, int ntok) {
     return PI_OK;
 }
 
+static pi_status parse_run_seq(pstate *ps, pi_hw *hw, char **tok, int ntok) {
+    pi_status st = want_fields(ps, "run_seq", ntok, 2, 2);
+    if (st) return st;
+    if (ps->seq_line) return perr(ps, PI_ERR_FORMAT, "'run_seq' repeated (first on line %d)", ps->seq_line);
+    if (!parse_figure(tok[1], &hw->run_seq_gbs))
+        return perr(ps, PI_ERR_FORMAT, "run_seq: GB/s '%s' is not a finite number > 0", tok[1]);
+    if (!parse_figure(tok[2], &hw->run_seq_time))
+        return perr(ps, PI_ERR_FORMAT, "run_seq: time '%s' is not a finite number > 0", tok[2]);
+    ps->seq_line = ps->line;
+    return PI_OK;
+}
+
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
@@ -507,6 +526,7 @@ static pi_status parse_record(pstate *ps, pi_hw *hw, char **tok, int ntok) {
     if (!strcmp(tok[0], "mem_bw")) return parse_mem_bw(ps, hw, tok, ntok);
     if (!strcmp(tok[0], "read")) return parse_read(ps, hw, tok, ntok);
     if (!strcmp(tok[0], "run_reads")) return parse_run_reads(ps, hw, tok, ntok);
+    if (!strcmp(tok[0], "run_seq")) return parse_run_seq(ps, hw, tok, ntok);
     if (!strcmp(tok[0], HW_HEADER)) return perr(ps, PI_ERR_FORMAT, "a second header");
     return perr(ps, PI_ERR_FORMAT, "unknown key '%.40s'", tok[0]);
 }
@@ -677,7 +697,28 @@ void pi_hw_note_run(pi_hw *hw, double read_bytes, int queue_depth, double reads_
     if (k_old > 0.0 && figure_ok(r)) hw->run_read_rate = r;
 }
 
-double pi_hw_apply_run(pi_hw *hw) {
+double pi_hw_seq_factor(const pi_hw *hw) {
+    if (!hw || !(hw->run_seq_gbs > 0.0) || !isfinite(hw->run_seq_gbs) || !(hw->seq_read_gbs > 0.0)) return 1.0;
+    const double k = hw->run_seq_gbs / hw->seq_read_gbs;
+    return k < 0.125 ? 0.125 : k > 8.0 ? 8.0 : k;
+}
+
+void pi_hw_note_seq(pi_hw *hw, double gbs, double when) {
+    const double k_old = hw->run_seq_gbs > 0.0 ? pi_hw_seq_factor(hw) : 0.0;
+    hw->run_seq_gbs = gbs;
+    hw->run_seq_time = when;
+    const double r = hw->seq_read_gbs * sqrt(k_old * pi_hw_seq_factor(hw));
+    if (k_old > 0.0 && figure_ok(r)) hw->run_seq_gbs = r;
+}
+
+double pi_hw_apply_run(pi_hw *hw, double *seq_k) {
+    double ks = pi_hw_seq_factor(hw);
+    if (hw && !figure_ok(hw->seq_read_gbs * ks)) ks = 1.0;
+    if (seq_k) *seq_k = ks;
+    if (hw) {
+        hw->seq_read_gbs *= ks;
+        hw->run_seq_gbs = hw->run_seq_time = 0.0;
+    }
     double k = pi_hw_run_factor(hw);
     if (!hw) return k;
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) /* figures at the ends of the double range stay as they are */

@@ -82,6 +82,12 @@ typedef struct pi_hw {
        average into it (pi_hw_note_run). */
     double run_read_rate, run_read_bytes, run_time;
     int run_qd;
+    /* Added: the same for the output head read from flash in pieces (sequential reads), in
+       GB/s including its product, and when (all 0 when none): the head's reads measured
+       0.94-1.19 GB/s in runs an hour after a probe had read 2.11 GB/s sequentially, and a
+       read priced at the probe's rate is half the time it takes. pi_hw_apply_run prices the
+       head's read at it; runs after the first average into it (pi_hw_note_seq). */
+    double run_seq_gbs, run_seq_time;
 } pi_hw;
 
 typedef struct pi_hwprobe_opts {
@@ -153,10 +159,22 @@ double pi_hw_run_factor(const pi_hw *hw);
    the plan that prices the next run's reads moved with it. */
 void pi_hw_note_run(pi_hw *hw, double read_bytes, int queue_depth, double reads_per_s, double when);
 
+/* The factor by which the engine's sequential reads of the output head beat
+   the probe's (run_seq_gbs over seq_read_gbs), clamped to [1/8, 8]; 1 when
+   hw has none. */
+double pi_hw_seq_factor(const pi_hw *hw);
+
+/* Record a run's sequential rate (the head's bytes over its time, GB/s) at
+   Unix time `when`, averaged with the figure hw holds as pi_hw_note_run
+   does (the geometric mean of the two factors over the probe). */
+void pi_hw_note_seq(pi_hw *hw, double gbs, double when);
+
 /* Scale every random-read figure by pi_hw_run_factor (latencies by its
-   inverse) and clear the run figure, so that it applies once. Returns the
-   factor applied (1 where a scaled figure would leave the double range). */
-double pi_hw_apply_run(pi_hw *hw);
+   inverse) and the sequential rate by pi_hw_seq_factor, and clear both run
+   figures, so that they apply once. Returns the random reads' factor
+   applied (1 where a scaled figure would leave the double range); the
+   sequential one goes to *seq_k (may be NULL). */
+double pi_hw_apply_run(pi_hw *hw, double *seq_k);
 
 /* Reads per second at this read size and queue depth: log(iops) interpolated
    bilinearly in log(block) and log(qd) between the grid's points, clamped to
