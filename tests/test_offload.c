@@ -200,7 +200,16 @@ static void check_api(const char *bundle, const char *what) {
         CHECK(pi_model_memory(fl, &r) == PI_OK && r.limit == mp.mem_budget && r.used <= r.limit &&
               r.used == r.fixed + r.kv + r.scratch + r.io + r.hot + r.cache && r.io_backend[0] && r.cache_slots > 0);
         CHECK(pi_session_stats(b, &st) == PI_OK && st.decode_tokens == N_DECODE &&
-              st.neurons_resident + st.neurons_cached + st.neurons_read > 0 && st.prompt_bytes_read > 0);
+              st.neurons_resident + st.neurons_cached + st.neurons_read > 0);
+        /* the prompt streams only what is not resident: each unit's bundles past its hot prefix */
+        const uint64_t units = (uint64_t)(fi.n_layer * (fi.n_expert ? fi.n_expert : 1)), F = (uint64_t)fi.n_ff;
+        const uint64_t most = units * (F - (uint64_t)r.hot_min) * r.slot_bytes,
+                       least = units * (F - (uint64_t)r.hot_max) * r.slot_bytes;
+        CHECKF(st.prompt_bytes_read >= (fi.n_expert ? 0 : least) && st.prompt_bytes_read <= most &&
+                   (st.prompt_bytes_read > 0) == (r.hot_min < fi.n_ff),
+               "%s: prompt read %llu bytes, hot %lld-%lld of %lld neurons per unit", what,
+               (unsigned long long)st.prompt_bytes_read, (long long)r.hot_min, (long long)r.hot_max,
+               (long long)fi.n_ff);
     }
     pi_session_free(b);
     CHECK(pi_session_create(fl, NULL, &b2) == PI_OK); /* the flash state is free again */

@@ -321,9 +321,9 @@ static pi_status ffn_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
 typedef struct {
     pi_state *s;
     const pi_offload *o;
-    const uint8_t *down; /* the piece's first bundle's down row */
+    const uint8_t *down; /* the piece's first neuron's down row */
     pi_type down_type;
-    size_t stride;
+    size_t stride;       /* from one neuron's down row to the next's */
     int64_t i0, rows, q, F, E;
 } stream_down_job;
 
@@ -349,23 +349,52 @@ static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
     }
 }
 
-/* Unit u's bundles streamed through two buffers (the next piece is read
-   while this one is computed) for nt tokens: the rows of xb listed in
-   rows, or with rows NULL rows 0 .. nt - 1 in one batch. Token j's
-   act(gate) * up goes to hb row j, its down projection to the partial and
-   sum of stream_acc row j (the caller adds them). */
+/* Neurons [i0, i0 + rows) of a unit for nt tokens, their gate, up and down
+   rows in g, up and down (down_stride bytes apart): act(gate) * up to hb,
+   the down projection into stream_acc (see stream_unit). */
+static void stream_piece(pi_offload *o, pi_state *s, const int64_t *rows_of, int64_t nt, const pi_weight *g,
+                         const pi_weight *up, const uint8_t *down, pi_type down_type, size_t down_stride, int64_t i0,
+                         int64_t rows) {
+    const pi_hparams *hp = &s->m->hp;
+    const int64_t F = hp->n_ff, E = hp->n_embd, q = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+    if (!rows_of) {
+        pi_state_matmul(s, g, 0, rows, s->xb, s->xb_dim, nt, s->hb + i0, F);
+        pi_state_matmul(s, up, 0, rows, s->xb, s->xb_dim, nt, s->hb2 + i0, F);
+    } else { /* one token at a time, as the in-memory mixture computes its experts */
+        for (int64_t j = 0; j < nt; j++) {
+            const float *xin = s->xb + rows_of[j] * s->xb_dim;
+            pi_state_matmul(s, g, 0, rows, xin, s->xb_dim, 1, s->hb + j * F + i0, F);
+            pi_state_matmul(s, up, 0, rows, xin, s->xb_dim, 1, s->hb2 + j * F + i0, F);
+        }
+    }
+    for (int64_t b = 0; b < nt; b++) pi_ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
+    stream_down_job dj = {s, o, down, down_type, down_stride, i0, rows, q, F, E};
+    pi_pool_for(s->pool, nt, 1, stream_down, &dj);
+}
+
+/* Unit u's FFN for nt tokens: the rows of xb listed in rows_of, or with
+   rows_of NULL rows 0 .. nt - 1 in one batch. The hot prefix from memory,
+   then the rest of the unit's bundles streamed through two buffers (the
+   next piece is read while this one is computed). Token j's act(gate) * up
+   goes to hb row j, its down projection to the partial and sum of
+   stream_acc row j (the caller adds them), neuron by neuron in order, so
+   the result is the in-memory dense FFN's whatever the hot prefix. */
 static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_t *rows_of, int64_t nt) {
     const pi_hparams *hp = &s->m->hp;
-    const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows;
-    const int64_t q = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+    const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows, H = o->hot[u];
+    const pi_bundle_parts *pt = &o->parts[u];
     memset(o->stream_acc, 0, 2 * PI_MAX_BATCH * (size_t)E * sizeof(float));
+    if (H > 0) {
+        const pi_weight *hw = &o->hot_w[3 * u];
+        stream_piece(o, s, rows_of, nt, &hw[0], &hw[1], hw[2].data, hw[2].type, hw[2].row_bytes, 0, H);
+    }
     struct iovec iov[2];
     pi_status err;
-    for (int64_t i0 = 0, p = 0; i0 < F; i0 += R, p ^= 1) {
+    for (int64_t i0 = H, p = 0; i0 < F; i0 += R, p ^= 1) {
         const int64_t rows = F - i0 < R ? F - i0 : R;
-        if (i0 == 0) { /* the first piece; later ones were issued one piece ahead */
+        if (i0 == H) { /* the first piece; later ones were issued one piece ahead */
             iov[0] = (struct iovec){o->stream_buf[0], (size_t)rows * o->stride};
-            pi_io_req rq = {o->bundle_off[u], &iov[0], 1, 0};
+            pi_io_req rq = {o->bundle_off[u] + i0 * (int64_t)o->stride, &iov[0], 1, 0};
             if ((err = pi_io_submit(o->io, &rq, 1))) return err;
         }
         uint64_t tag;
@@ -383,22 +412,10 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
                 if (i0 + R < F) pi_io_reap(o->io, &tag, 1, true); /* the next piece's read, in flight */
                 return err;
             }
-        const pi_bundle_parts *pt = &o->parts[u];
         pi_weight g = {buf + pt->off[PI_BUNDLE_GATE], pt->type[PI_BUNDLE_GATE], {E, rows, 1, 1}, o->stride, {0, NULL}};
         pi_weight w_up = {buf + pt->off[PI_BUNDLE_UP], pt->type[PI_BUNDLE_UP], {E, rows, 1, 1}, o->stride, {0, NULL}};
-        if (!rows_of) {
-            pi_state_matmul(s, &g, 0, rows, s->xb, s->xb_dim, nt, s->hb + i0, F);
-            pi_state_matmul(s, &w_up, 0, rows, s->xb, s->xb_dim, nt, s->hb2 + i0, F);
-        } else { /* one token at a time, as the in-memory mixture computes its experts */
-            for (int64_t j = 0; j < nt; j++) {
-                const float *xin = s->xb + rows_of[j] * s->xb_dim;
-                pi_state_matmul(s, &g, 0, rows, xin, s->xb_dim, 1, s->hb + j * F + i0, F);
-                pi_state_matmul(s, &w_up, 0, rows, xin, s->xb_dim, 1, s->hb2 + j * F + i0, F);
-            }
-        }
-        for (int64_t b = 0; b < nt; b++) pi_ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
-        stream_down_job dj = {s, o, buf + pt->off[PI_BUNDLE_DOWN], pt->type[PI_BUNDLE_DOWN], o->stride, i0, rows, q, F, E};
-        pi_pool_for(s->pool, nt, 1, stream_down, &dj);
+        stream_piece(o, s, rows_of, nt, &g, &w_up, buf + pt->off[PI_BUNDLE_DOWN], pt->type[PI_BUNDLE_DOWN], o->stride,
+                     i0, rows);
     }
     return PI_OK;
 }
