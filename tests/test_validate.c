@@ -208,6 +208,32 @@ static void test_bundles(const char *plain, const char *bundle, const char *bad)
     CHECKF(st == PI_ERR_FORMAT && strstr(pi_last_error(), "bundle 77") && strstr(pi_last_error(), "q4_K"),
            "cold: %d '%s'", (int)st, pi_last_error());
     fprintf(stderr, "refused: %s\n", pi_last_error());
+    /* the tensors an offloaded load reads itself instead of scanning the
+       mapping: the fixed region when it is read, an embedding row when its
+       token comes (token 11 is the first decoded), an unused row not at all */
+    const struct {
+        const char *tensor, *type;
+        int64_t row;
+        bool refused;
+    } cases[] = {
+        {"blk.0.attn_q.weight", "q4_K", 7, true},
+        {"output.weight", "q6_K", 299, true},
+        {"token_embd.weight", "q8_0", 11, true},
+        {"token_embd.weight", "q8_0", 12, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t at2 = scale_offset(bundle, cases[c].tensor, cases[c].row, 0, 0);
+        CHECK(at2 > 0 && copy_with(bundle, bad, at2, bad_values[1], 0));
+        char row[64];
+        snprintf(row, sizeof row, "row %lld", (long long)cases[c].row);
+        st = offload_run(bad, 0);
+        if (cases[c].refused)
+            CHECKF(st == PI_ERR_FORMAT && strstr(pi_last_error(), cases[c].tensor) &&
+                       strstr(pi_last_error(), cases[c].type) && strstr(pi_last_error(), row),
+                   "offloaded, %s %s: %d '%s'", cases[c].tensor, row, (int)st, pi_last_error());
+        else
+            CHECKF(st == PI_OK, "offloaded, %s %s (unused): %d '%s'", cases[c].tensor, row, (int)st, pi_last_error());
+    }
 }
 
 int main(void) {

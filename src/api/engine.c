@@ -24,7 +24,7 @@
 pi_status pi_engine_profile(const char *path, int64_t n_ctx, pi_mprofile **out) {
     *out = NULL;
     pi_lm *m;
-    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
+    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH | PI_LOAD_UNCHECKED, &m);
     if (st) return st;
     if (!m->bundled) {
         pi_lm_free(m);

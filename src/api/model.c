@@ -162,7 +162,7 @@ static pi_status open_offloaded(const char *path, const pi_model_params *p, int6
     }
     if (!oo.n_ctx) { /* the session's context is known only from the model: peek at it */
         pi_lm *peek;
-        pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &peek);
+        pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH | PI_LOAD_UNCHECKED, &peek);
         if (st) return st;
         oo.n_ctx = default_ctx(peek->hp.n_ctx_train);
         pi_lm_free(peek);
@@ -417,7 +417,7 @@ pi_status pi_budget_query(const char *path, int64_t n_ctx, pi_budget_info *out) 
     if (n_ctx < 0 || n_ctx > ((int64_t)1 << 24))
         return pi_error(PI_ERR_INVALID, "pi_budget_query: n_ctx %lld is outside [0, 16777216]", (long long)n_ctx);
     pi_lm *lm;
-    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &lm);
+    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH | PI_LOAD_UNCHECKED, &lm);
     if (st) return st;
     if (!lm->bundled) {
         st = pi_error(PI_ERR_INVALID, "%s: a memory budget needs a bundle file: convert it with "

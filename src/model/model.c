@@ -30,6 +30,7 @@ typedef struct {
     uint64_t owned_used, owned_cap; /* floats */
     pi_bundle_layout bl;            /* m->bundled */
     bool ffn_on_flash;              /* PI_LOAD_FFN_ON_FLASH: views into the file, not copies */
+    bool unchecked;                 /* PI_LOAD_UNCHECKED: bind() reads no tensor data */
 } loader;
 
 /* "<arch>.<suffix>" */
@@ -65,16 +66,20 @@ static pi_status get_float(loader *L, const char *arch, const char *suffix, floa
     return st ? pi_error_prefix(st, "%s", L->path) : PI_OK;
 }
 
-/* Refuse quantized rows with a NaN or infinite scale, naming the tensor,
-   its type and the block (rows of n elements, stride bytes apart). */
-static pi_status check_scales(const loader *L, pi_gguf_str name, pi_type t, const void *data, int64_t n, int64_t rows,
-                              size_t stride) {
+pi_status pi_check_scales(const char *path, pi_gguf_str name, pi_type t, const void *data, int64_t n, int64_t row0,
+                          int64_t rows, size_t stride) {
     float v = 0.0f;
     const int64_t bad = pi_rows_bad_scale(t, data, n, rows, stride, &v);
     if (bad < 0) return PI_OK;
     const int64_t nb = n / pi_type_get((uint32_t)t)->blck;
-    return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' (%s): block %lld of row %lld has a non-finite scale (%g)", L->path,
-                    (int)name.len, name.data, pi_type_name(t), (long long)(bad % nb), (long long)(bad / nb), (double)v);
+    return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' (%s): block %lld of row %lld has a non-finite scale (%g)", path,
+                    (int)name.len, name.data, pi_type_name(t), (long long)(bad % nb), (long long)(row0 + bad / nb),
+                    (double)v);
+}
+
+static pi_status check_scales(const loader *L, pi_gguf_str name, pi_type t, const void *data, int64_t n, int64_t rows,
+                              size_t stride) {
+    return pi_check_scales(L->path, name, t, data, n, 0, rows, stride);
 }
 
 /* Bind tensor `name` with the expected shape (ne[i] < 0: any). Optional
@@ -117,7 +122,9 @@ static pi_status bind(loader *L, pi_weight *w, const char *name, int n_dims, int
     for (int i = 0; i < 4; i++) w->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
     w->row_bytes = pi_row_size(w->type, w->ne[0]);
     w->name = t->name;
-    pi_status st = check_scales(L, t->name, w->type, w->data, w->ne[0], w->ne[1] * w->ne[2] * w->ne[3], w->row_bytes);
+    pi_status st = L->unchecked ? PI_OK
+                                : check_scales(L, t->name, w->type, w->data, w->ne[0], w->ne[1] * w->ne[2] * w->ne[3],
+                                               w->row_bytes);
     if (st) return st;
     L->m->weight_bytes += t->nbytes;
     L->m->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
@@ -292,7 +299,8 @@ static pi_status model_from_gguf(pi_gguf *g, const char *path, unsigned flags, p
     pi_lm *m = calloc(1, sizeof *m);
     if (!m) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     m->gguf = g;
-    loader L = {.m = m, .path = path, .ffn_on_flash = (flags & PI_LOAD_FFN_ON_FLASH) != 0};
+    loader L = {.m = m, .path = path, .ffn_on_flash = (flags & PI_LOAD_FFN_ON_FLASH) != 0,
+                .unchecked = (flags & PI_LOAD_UNCHECKED) != 0};
     pi_status st;
     pi_gguf_str arch;
     if ((st = pi_gguf_get_str(g, PI_KEY_GENERAL_ARCHITECTURE, &arch))) {

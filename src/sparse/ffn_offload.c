@@ -492,6 +492,10 @@ static pi_status embedding_row(pi_offload *o, pi_state *s, int32_t tok, float *o
     if (at + want > pi_io_file_size(o->io)) want = pi_io_file_size(o->io) - at; /* a row at the end of the file */
     if ((st = pi_io_read(o->io, at, o->embd_buf, (size_t)want))) return st;
     o->st.bytes += (uint64_t)want;
+    if ((st = pi_check_scales(o->path, w->name, w->type, o->embd_buf + skip, w->ne[0], tok, 1, w->row_bytes))) {
+        snprintf(o->refusal, sizeof o->refusal, "%s", pi_last_error());
+        return st;
+    }
     pi_weight row = *w;
     row.data = o->embd_buf + skip;
     pi_weight_row_f32(&row, 0, out);

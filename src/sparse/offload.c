@@ -287,7 +287,8 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     *model = NULL;
     *out = NULL;
     pi_lm *m = NULL;
-    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH, &m);
+    /* unchecked: every weight used is read below or from flash, and checked there */
+    pi_status st = pi_lm_load_ex(path, PI_MAP_FILE, PI_LOAD_FFN_ON_FLASH | PI_LOAD_UNCHECKED, &m);
     if (st) return st;
     if (!m->bundled) {
         pi_lm_free(m);
@@ -457,6 +458,9 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         size_t nb = weight_bytes(ws[i]);
         if ((st = pi_io_read(o->io, (int64_t)((const uint8_t *)ws[i]->data - base), p, nb))) goto fail;
         ws[i]->data = p;
+        if ((st = pi_check_scales(path, ws[i]->name, ws[i]->type, p, ws[i]->ne[0], 0,
+                                  ws[i]->ne[1] * ws[i]->ne[2] * ws[i]->ne[3], ws[i]->row_bytes)))
+            goto fail;
         p += ALIGN_UP(nb, 64);
     }
     if (m->tied_output) m->tok_embd.data = m->output.data;
