@@ -81,12 +81,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 double v = pi_hw_kernel_gbs(&hw, w, (pi_type)t, th);
                 FUZZ_REQUIRE(v >= 0 && isfinite(v));
             }
-    /* a run's achieved reads rescale the table within [1/8, 8] and apply once */
-    const double k = pi_hw_run_factor(&hw);
-    FUZZ_REQUIRE(k >= 0.125 && k <= 8.0);
-    const double k2 = pi_hw_apply_run(&hw);
-    FUZZ_REQUIRE((k2 == k || k2 == 1.0) && hw.run_read_rate == 0.0 && pi_hw_validate(&hw) == PI_OK);
-    FUZZ_REQUIRE(pi_hw_apply_run(&hw) == 1.0);
+    /* a run's achieved reads (random and the head's sequential ones) rescale
+       the figures within [1/8, 8] and apply once */
+    const double k = pi_hw_run_factor(&hw), ks = pi_hw_seq_factor(&hw);
+    FUZZ_REQUIRE(k >= 0.125 && k <= 8.0 && ks >= 0.125 && ks <= 8.0);
+    double ks2 = 0.0;
+    const double k2 = pi_hw_apply_run(&hw, &ks2);
+    FUZZ_REQUIRE((k2 == k || k2 == 1.0) && (ks2 == ks || ks2 == 1.0) && hw.run_read_rate == 0.0 &&
+                 hw.run_seq_gbs == 0.0 && pi_hw_validate(&hw) == PI_OK);
+    FUZZ_REQUIRE(pi_hw_apply_run(&hw, &ks2) == 1.0 && ks2 == 1.0);
     for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
         double v = pi_hw_iops(&hw, blocks[b], 128);
         FUZZ_REQUIRE(v > 0 && isfinite(v));
