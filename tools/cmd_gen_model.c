@@ -237,7 +237,7 @@ static int run_check(const char *cmd, const char *path, const pi_genmodel_params
        with persistence, each window walks the vocabulary from a random
        token as generation does (past the special tokens) */
     check_tokens(m->hp.n_vocab, n_tok, win, p->persist > 0.0, toks);
-    if (check_decode(s, check_observe, &c, toks, n_tok, win, PI_MAX_BATCH, NULL, NULL)) goto fail;
+    if (check_decode(s, check_observe, &c, toks, n_tok, win, PI_DEFAULT_BATCH, NULL, NULL)) goto fail;
 
     printf("check: %ld random tokens through %s (%.1f s)\n", n_tok, path, pi_time_s() - t0);
     printf("planted: k %lld directions, reserved coordinates [0, %lld), %lld neurons clipped at p = %.3f\n",
@@ -483,7 +483,7 @@ static int run_check_moe(const char *cmd, const char *path, const pi_genmodel_pa
     const int64_t E = m->hp.n_embd, F = m->hp.n_ff, L = m->hp.n_layer, X = m->hp.n_expert, K = m->hp.n_expert_used;
     const int64_t U = L * X, win = n_tok < 512 ? n_tok : 512;
     /* tokens per decode call: the predictor's records of one call stay under 256 MiB */
-    int64_t batch = PI_MAX_BATCH;
+    int64_t batch = PI_DEFAULT_BATCH;
     const uint64_t per_tok = (uint64_t)(L * K) * (uint64_t)(E * (int64_t)sizeof(float) + (F + 7) / 8);
     if (m->has_predictor)
         while (batch > 1 && per_tok * (uint64_t)batch > ((uint64_t)256 << 20)) batch /= 2;

@@ -13,12 +13,12 @@ int64_t window_total(int64_t n_ctx, int64_t n_ids, int32_t bos, int64_t max_toke
 }
 
 /* Evaluate toks[0..n) after what s holds, in batches of at most
-   PI_MAX_BATCH (so progress moves within a long window), adding each batch
+   PI_DEFAULT_BATCH (so progress moves within a long window), adding each batch
    to *done. */
 static pi_status window_decode(pi_state *s, const int32_t *toks, int64_t n, int64_t *done, window_progress progress,
                         void *ctx) {
-    for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
-        const int64_t b = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
+    for (int64_t i = 0; i < n; i += PI_DEFAULT_BATCH) {
+        const int64_t b = n - i < PI_DEFAULT_BATCH ? n - i : PI_DEFAULT_BATCH;
         pi_status st = pi_state_decode(s, toks + i, b);
         if (st) return st;
         *done += b;

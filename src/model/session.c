@@ -52,7 +52,9 @@ static void *xalloc(size_t n, allocator *a) {
 /* Every buffer of a session (or with a->dry, only their sizes). */
 static void session_buffers(pi_state *s, const pi_lm *m, int64_t n_ctx, allocator *st) {
     const pi_hparams *hp = &m->hp;
-    const size_t B = PI_MAX_BATCH, f = sizeof(float);
+    const size_t B = (size_t)s->n_batch, f = sizeof(float);
+    size_t hb_floats = B * (size_t)s->hb_cols;
+    if (hb_floats < (size_t)hp->n_ff) hb_floats = (size_t)hp->n_ff; /* one token's full width (hot cluster, checks) */
     const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
     int64_t widest = E > hp->n_ff ? E : hp->n_ff;
     if (QD > widest) widest = QD;
@@ -70,8 +72,8 @@ static void session_buffers(pi_state *s, const pi_lm *m, int64_t n_ctx, allocato
     s->xb2 = xalloc(B * (size_t)E * f, st);
     s->q = xalloc(B * (size_t)QD * f, st);
     s->att = xalloc((size_t)hp->n_head * (size_t)n_ctx * f, st);
-    s->hb = xalloc(B * (size_t)hp->n_ff * f, st);
-    s->hb2 = xalloc(B * (size_t)hp->n_ff * f, st);
+    s->hb = xalloc(hb_floats * f, st);
+    s->hb2 = xalloc(hb_floats * f, st);
     s->logits = xalloc((size_t)hp->n_vocab * f, st);
     s->rope_inv_freq = xalloc((size_t)(hp->n_rot / 2) * f, st);
     s->xq = xalloc(B * s->xq_row, st);
@@ -80,28 +82,44 @@ static void session_buffers(pi_state *s, const pi_lm *m, int64_t n_ctx, allocato
     s->reduce_scratch = xalloc((size_t)PI_DOWN_T_CHUNKS * (size_t)E * f, st);
 }
 
-uint64_t pi_state_bytes(const pi_lm *m, int64_t n_ctx) {
+uint64_t pi_state_bytes_ex(const pi_lm *m, int64_t n_ctx, int64_t n_batch, int64_t hb_cols) {
     pi_state s = {0};
+    s.n_batch = n_batch;
+    s.hb_cols = hb_cols;
     allocator a = {PI_OK, true, 0, 0};
     session_buffers(&s, m, n_ctx <= 0 ? m->hp.n_ctx_train : n_ctx, &a);
     return a.total;
 }
 
+uint64_t pi_state_bytes(const pi_lm *m, int64_t n_ctx) {
+    return pi_state_bytes_ex(m, n_ctx, PI_DEFAULT_BATCH, m->hp.n_ff);
+}
+
 uint64_t pi_state_kv_bytes(const pi_lm *m, int64_t n_ctx) {
-    pi_state s = {0};
+    pi_state s = {.n_batch = PI_DEFAULT_BATCH, .hb_cols = m->hp.n_ff};
     allocator a = {PI_OK, true, 0, 0};
     session_buffers(&s, m, n_ctx <= 0 ? m->hp.n_ctx_train : n_ctx, &a);
     return a.kv;
 }
 
 pi_status pi_state_create(const pi_lm *m, int64_t n_ctx, int n_threads, pi_state **out) {
+    return pi_state_create_ex(m, n_ctx, n_threads, PI_DEFAULT_BATCH, m->hp.n_ff, out);
+}
+
+pi_status pi_state_create_ex(const pi_lm *m, int64_t n_ctx, int n_threads, int64_t n_batch, int64_t hb_cols,
+                             pi_state **out) {
     *out = NULL;
     const pi_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
     if (n_ctx > ((int64_t)1 << 24)) return pi_error(PI_ERR_INVALID, "context size %lld is too large", (long long)n_ctx);
+    if (n_batch < 1 || n_batch > PI_MAX_BATCH || hb_cols < 1 || hb_cols > hp->n_ff)
+        return pi_error(PI_ERR_INVALID, "session: a batch of %lld tokens (1..%d) with FFN rows of %lld (1..%lld)",
+                        (long long)n_batch, PI_MAX_BATCH, (long long)hb_cols, (long long)hp->n_ff);
     pi_state *s = calloc(1, sizeof *s);
     if (!s) return pi_error(PI_ERR_NOMEM, "session: out of memory");
     s->m = m;
+    s->n_batch = n_batch;
+    s->hb_cols = hb_cols;
     s->k = pi_kernels_get();
     s->n_ctx = n_ctx;
     pi_status st = pi_pool_create(n_threads, &s->pool);
@@ -389,6 +407,7 @@ static void ffn_expert(pi_state *s, const pi_weight *gate, const pi_weight *up, 
                        const float *xin, int64_t nb, int64_t pos0, float *out) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd;
+    PI_ASSERT(s->hb_cols == F); /* the dense FFN in memory holds whole rows */
     pi_state_matmul(s, gate, e * F, F, xin, s->xb_dim, nb, s->hb, F);
     pi_state_matmul(s, up, e * F, F, xin, s->xb_dim, nb, s->hb2, F);
     pi_ffn_activate(hp->act, s->hb, s->hb2, nb * F);
@@ -522,8 +541,8 @@ static pi_status decode(pi_state *s, const int32_t *tokens, int64_t n, float *al
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return pi_error(PI_ERR_INVALID, "token id %d at index %lld is outside the vocabulary of %lld", tokens[i],
                             (long long)i, (long long)hp->n_vocab);
-    for (int64_t i = 0; i < n; i += PI_MAX_BATCH) {
-        int64_t nb = n - i < PI_MAX_BATCH ? n - i : PI_MAX_BATCH;
+    for (int64_t i = 0; i < n; i += s->n_batch) {
+        int64_t nb = n - i < s->n_batch ? n - i : s->n_batch;
         pi_status st = forward(s, tokens + i, nb, s->n_past, all_logits ? all_logits + i * hp->n_vocab : NULL);
         if (st) return st;
         s->n_past += nb;

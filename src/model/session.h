@@ -23,7 +23,8 @@
    training. */
 typedef void (*pi_ffn_observer)(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
 
-#define PI_MAX_BATCH 64 /* tokens evaluated together; longer prompts go in chunks */
+#define PI_MAX_BATCH 64     /* tokens evaluated together at most; longer prompts go in chunks */
+#define PI_DEFAULT_BATCH 64 /* a state's batch unless made otherwise (pi_state_create_ex) */
 
 typedef struct pi_state {
     const pi_lm *m;
@@ -31,19 +32,21 @@ typedef struct pi_state {
     pi_pool *pool;         /* owned */
     int64_t n_ctx;         /* positions the KV cache holds */
     int64_t n_past;        /* positions already in the cache */
+    int64_t n_batch;       /* tokens evaluated together (B below, <= PI_MAX_BATCH) */
+    int64_t hb_cols;       /* row stride of hb / hb2: n_ff, or an installed FFN's piece (ffn.h) */
     /* KV cache, F32: (n_layer, n_ctx, n_head_kv * head_dim) each */
     float *k_cache, *v_cache;
     /* activations of the tokens of one batch, row b for token b */
-    float *x;              /* (PI_MAX_BATCH, n_embd) residual stream */
-    float *xb;             /* (PI_MAX_BATCH, xb_dim) normed input / attention output */
-    float *xb2;            /* (PI_MAX_BATCH, n_embd) */
-    float *q;              /* (PI_MAX_BATCH, n_head * head_dim) */
+    float *x;              /* (B, n_embd) residual stream */
+    float *xb;             /* (B, xb_dim) normed input / attention output */
+    float *xb2;            /* (B, n_embd) */
+    float *q;              /* (B, n_head * head_dim) */
     float *att;            /* (n_head, n_ctx) attention scores */
-    float *hb, *hb2;       /* (PI_MAX_BATCH, n_ff) FFN gate / up */
+    float *hb, *hb2;       /* (B, hb_cols) FFN gate / up, and at least n_ff floats */
     float *logits;         /* (n_vocab) of the last token */
     float *rope_inv_freq;  /* (n_rot / 2) */
     int64_t xb_dim;        /* max(n_embd, n_head * head_dim) */
-    uint8_t *xq;           /* (PI_MAX_BATCH, xq_row): the current matmul inputs in their activation type */
+    uint8_t *xq;           /* (B, xq_row): the current matmul inputs in their activation type */
     size_t xq_row;         /* bytes per row of xq: the widest input in the widest activation type */
     const float *xq_src;   /* which float rows xq holds, so each input is quantized once */
     int64_t xq_nb;
@@ -63,6 +66,14 @@ typedef struct pi_state {
 /* A state with a KV cache of n_ctx positions (n_ctx <= 0: the model's
    training context) and n_threads threads (<= 0: one per CPU). */
 pi_status pi_state_create(const pi_lm *m, int64_t n_ctx, int n_threads, pi_state **out);
+
+/* The same with a batch of n_batch tokens (1..PI_MAX_BATCH) and hb / hb2
+   rows of hb_cols floats (n_ff for the dense FFN in memory; an installed
+   FFN that works in pieces may ask for fewer, e.g. the FFN streamed from
+   flash for prompts, sparse/ffn_offload.h). pi_state_create is
+   PI_DEFAULT_BATCH and n_ff. */
+pi_status pi_state_create_ex(const pi_lm *m, int64_t n_ctx, int n_threads, int64_t n_batch, int64_t hb_cols,
+                             pi_state **out);
 void pi_state_free(pi_state *s); /* accepts NULL */
 
 /* Install (or with fn NULL, remove) the FFN observer. */
@@ -71,6 +82,7 @@ void pi_state_set_observer(pi_state *s, pi_ffn_observer fn, void *ctx);
 /* Bytes of every buffer a state allocates (KV cache included), and of
    its KV cache alone: what a memory budget must hold for it. */
 uint64_t pi_state_bytes(const pi_lm *m, int64_t n_ctx);
+uint64_t pi_state_bytes_ex(const pi_lm *m, int64_t n_ctx, int64_t n_batch, int64_t hb_cols);
 uint64_t pi_state_kv_bytes(const pi_lm *m, int64_t n_ctx);
 
 /* Install an FFN implementation (ffn.h), taking ownership of impl; ops

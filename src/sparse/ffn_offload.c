@@ -337,37 +337,38 @@ static void stream_down(void *ctx, int64_t b0, int64_t b1, int tid) {
     pi_axpy_fn axpy = s->k->axpy[j->down_type];
     for (int64_t b = b0; b < b1; b++) {
         float *part = j->o->stream_acc + b * j->E, *sum = j->o->stream_acc + (PI_MAX_BATCH + b) * j->E;
-        const float *h = s->hb + b * j->F;
+        const float *h = s->hb + b * s->hb_cols; /* the piece's neurons from 0 */
         for (int64_t r = 0; r < j->rows; r++) {
             int64_t i = j->i0 + r;
             if (i % j->q == 0 && i > 0) {
                 for (int64_t d = 0; d < j->E; d++) sum[d] += part[d];
                 memset(part, 0, (size_t)j->E * sizeof *part);
             }
-            if (h[i] != 0.0f) axpy(j->E, h[i], j->down + (size_t)r * j->stride, part);
+            if (h[r] != 0.0f) axpy(j->E, h[r], j->down + (size_t)r * j->stride, part);
         }
     }
 }
 
-/* Neurons [i0, i0 + rows) of a unit for nt tokens, their gate, up and down
-   rows in g, up and down (down_stride bytes apart): act(gate) * up to hb,
-   the down projection into stream_acc (see stream_unit). */
+/* Neurons [i0, i0 + rows) of a unit for nt tokens (rows <= the state's
+   hb_cols), their gate, up and down rows in g, up and down (down_stride
+   bytes apart; g and up from their row 0): act(gate) * up to hb from
+   column 0, the down projection into stream_acc (see stream_unit). */
 static void stream_piece(pi_offload *o, pi_state *s, const int64_t *rows_of, int64_t nt, const pi_weight *g,
                          const pi_weight *up, const uint8_t *down, pi_type down_type, size_t down_stride, int64_t i0,
                          int64_t rows) {
     const pi_hparams *hp = &s->m->hp;
-    const int64_t F = hp->n_ff, E = hp->n_embd, q = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS;
+    const int64_t F = hp->n_ff, E = hp->n_embd, q = (F + PI_DOWN_T_CHUNKS - 1) / PI_DOWN_T_CHUNKS, ld = s->hb_cols;
     if (!rows_of) {
-        pi_state_matmul(s, g, 0, rows, s->xb, s->xb_dim, nt, s->hb + i0, F);
-        pi_state_matmul(s, up, 0, rows, s->xb, s->xb_dim, nt, s->hb2 + i0, F);
+        pi_state_matmul(s, g, 0, rows, s->xb, s->xb_dim, nt, s->hb, ld);
+        pi_state_matmul(s, up, 0, rows, s->xb, s->xb_dim, nt, s->hb2, ld);
     } else { /* one token at a time, as the in-memory mixture computes its experts */
         for (int64_t j = 0; j < nt; j++) {
             const float *xin = s->xb + rows_of[j] * s->xb_dim;
-            pi_state_matmul(s, g, 0, rows, xin, s->xb_dim, 1, s->hb + j * F + i0, F);
-            pi_state_matmul(s, up, 0, rows, xin, s->xb_dim, 1, s->hb2 + j * F + i0, F);
+            pi_state_matmul(s, g, 0, rows, xin, s->xb_dim, 1, s->hb + j * ld, ld);
+            pi_state_matmul(s, up, 0, rows, xin, s->xb_dim, 1, s->hb2 + j * ld, ld);
         }
     }
-    for (int64_t b = 0; b < nt; b++) pi_ffn_activate(hp->act, s->hb + b * F + i0, s->hb2 + b * F + i0, rows);
+    for (int64_t b = 0; b < nt; b++) pi_ffn_activate(hp->act, s->hb + b * ld, s->hb2 + b * ld, rows);
     stream_down_job dj = {s, o, down, down_type, down_stride, i0, rows, q, F, E};
     pi_pool_for(s->pool, nt, 1, stream_down, &dj);
 }
@@ -384,9 +385,15 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
     const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows, H = o->hot[u];
     const pi_bundle_parts *pt = &o->parts[u];
     memset(o->stream_acc, 0, 2 * PI_MAX_BATCH * (size_t)E * sizeof(float));
-    if (H > 0) {
+    for (int64_t i0 = 0; i0 < H; i0 += R) { /* the hot prefix, a piece's width at a time */
         const pi_weight *hw = &o->hot_w[3 * u];
-        stream_piece(o, s, rows_of, nt, &hw[0], &hw[1], hw[2].data, hw[2].type, hw[2].row_bytes, 0, H);
+        const int64_t rows = H - i0 < R ? H - i0 : R;
+        pi_weight g = hw[0], w_up = hw[1];
+        g.data = (const uint8_t *)hw[0].data + (size_t)i0 * hw[0].row_bytes;
+        w_up.data = (const uint8_t *)hw[1].data + (size_t)i0 * hw[1].row_bytes;
+        g.ne[1] = w_up.ne[1] = rows;
+        stream_piece(o, s, rows_of, nt, &g, &w_up, (const uint8_t *)hw[2].data + (size_t)i0 * hw[2].row_bytes,
+                     hw[2].type, hw[2].row_bytes, i0, rows);
     }
     struct iovec iov[2];
     pi_status err;
