@@ -161,6 +161,54 @@ static void check_sessions(const char *bundle, const pi_budget_info *need, int64
     pi_model_close(fl);
 }
 
+/* A prompt longer than the in-memory session's batch (PI_DEFAULT_BATCH):
+   the offloaded session takes it in one pass over the FFN on flash
+   (pi_offload_session_shape), at a budget where part of each unit is
+   streamed, and every prompt position's logits equal the in-memory ones. */
+static void check_long_prompt(const char *bundle, const char *what) {
+    enum { NP = PI_DEFAULT_BATCH + 36 };
+    pi_model_params mp = pi_model_default_params();
+    mp.n_threads = 2;
+    mp.n_ctx = NP + 8;
+    pi_budget_info need;
+    CHECKF(pi_budget_query(bundle, mp.n_ctx, &need) == PI_OK, "%s", pi_last_error());
+    pi_model *mem = NULL, *fl = NULL;
+    CHECK(pi_model_open(bundle, &mp, &mem) == PI_OK);
+    mp.no_plan = true;
+    mp.mem_budget = need.minimum + (need.ffn_bytes > (8u << 20) ? (2u << 20) : need.ffn_bytes / 4);
+    CHECKF(pi_model_open(bundle, &mp, &fl) == PI_OK, "%s", pi_last_error());
+    pi_session *a = NULL, *b = NULL;
+    pi_model_info fi;
+    if (mem && fl && pi_model_get_info(fl, &fi) == PI_OK && pi_session_create(mem, NULL, &a) == PI_OK &&
+        pi_session_create(fl, NULL, &b) == PI_OK) {
+        const int64_t V = fi.n_vocab;
+        int32_t toks[NP];
+        for (int i = 0; i < NP; i++) toks[i] = (int32_t)((i * 53 + 7) % V);
+        float *la = malloc((size_t)NP * (size_t)V * sizeof *la), *lb = malloc((size_t)NP * (size_t)V * sizeof *lb);
+        CHECK(la && lb && pi_session_eval_logits(a, toks, NP, la) == PI_OK && pi_session_eval_logits(b, toks, NP, lb) == PI_OK);
+        if (la && lb) {
+            const int64_t d = count_diff(lb, la, (size_t)NP * (size_t)V);
+            CHECKF(d == 0, "%s: a %d-token prompt offloaded: %lld of %lld logits differ", what, NP, (long long)d,
+                   (long long)(NP * V));
+        }
+        free(la);
+        free(lb);
+        pi_memory_report r;
+        pi_token_stats st;
+        const uint64_t units = (uint64_t)(fi.n_layer * (fi.n_expert ? fi.n_expert : 1)), F = (uint64_t)fi.n_ff;
+        CHECK(pi_model_memory(fl, &r) == PI_OK && pi_session_stats(b, &st) == PI_OK);
+        CHECKF(r.hot_min < fi.n_ff && st.prompt_bytes_read > 0 &&
+                   st.prompt_bytes_read <= units * (F - (uint64_t)r.hot_min) * r.slot_bytes,
+               "%s: one pass for %d tokens: %llu bytes streamed, at most %llu", what, NP,
+               (unsigned long long)st.prompt_bytes_read,
+               (unsigned long long)(units * (F - (uint64_t)r.hot_min) * r.slot_bytes));
+    }
+    pi_session_free(a);
+    pi_session_free(b);
+    pi_model_close(mem);
+    pi_model_close(fl);
+}
+
 static void check_api(const char *bundle, const char *what) {
     pi_budget_info need;
     CHECKF(pi_budget_query(bundle, 64, &need) == PI_OK, "%s", pi_last_error());
@@ -496,6 +544,7 @@ int main(void) {
         CHECK(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK);
         check_file(bundle, cases[c].what);
         check_api(bundle, cases[c].what);
+        check_long_prompt(bundle, cases[c].what);
         if (c == 0) {
             CHECK(pi_bundle_write(plain, NULL, 0, packed) == PI_OK);
             check_refusals(plain, bundle, packed);
@@ -526,6 +575,7 @@ int main(void) {
         }
         check_file(bundle, "relu q4_k_m");
         check_api(bundle, "relu q4_k_m");
+        check_long_prompt(bundle, "relu q4_k_m");
         unlink(f16);
     }
     /* a mixture of experts: every routed expert's neurons through the same
@@ -537,6 +587,7 @@ int main(void) {
         CHECKF(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK, "%s", pi_last_error());
         check_file(bundle, "moe relu f32");
         check_api(bundle, "moe relu f32");
+        check_long_prompt(bundle, "moe relu f32");
         /* with counts per expert, the default split gives a popular expert a
            longer resident prefix than a rare one, and the output is the same */
         CHECK(add_counts(bundle, packed, 6, 4, 256));

@@ -87,7 +87,9 @@ pi_status pi_session_create(pi_model *m, const pi_session_params *params, pi_ses
         } while (!atomic_compare_exchange_weak(&m->off_users, &users, users + 1));
         s->uses_off = true;
     }
-    pi_status st = pi_state_create(m->lm, n_ctx, p.n_threads ? p.n_threads : m->n_threads, &s->st);
+    int64_t n_batch = PI_DEFAULT_BATCH, hb_cols = m->lm->hp.n_ff;
+    if (m->off) pi_offload_session_shape(m->off, &n_batch, &hb_cols); /* the shape the budget charged */
+    pi_status st = pi_state_create_ex(m->lm, n_ctx, p.n_threads ? p.n_threads : m->n_threads, n_batch, hb_cols, &s->st);
     if (!st) st = install_ffn(s);
     if (st) {
         pi_error_saved e;

@@ -23,7 +23,7 @@
    training. */
 typedef void (*pi_ffn_observer)(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act);
 
-#define PI_MAX_BATCH 64     /* tokens evaluated together at most; longer prompts go in chunks */
+#define PI_MAX_BATCH 128    /* tokens evaluated together at most; longer prompts go in chunks */
 #define PI_DEFAULT_BATCH 64 /* a state's batch unless made otherwise (pi_state_create_ex) */
 
 typedef struct pi_state {

@@ -726,9 +726,17 @@ const pi_ffn_ops pi_offload_ffn_ops = {"offload", offload_token, offload_batch, 
 
 pi_sparse_ffn *pi_offload_ffn_sparse(void *impl) { return ((offload_ffn *)impl)->sp; }
 
+void pi_offload_session_shape(const pi_offload *off, int64_t *n_batch, int64_t *hb_cols) {
+    *n_batch = PI_MAX_BATCH;
+    *hb_cols = off->stream_rows;
+}
+
 pi_status pi_offload_ffn_install(pi_state *s, pi_offload *off, pi_ffn_mode mode, int64_t hot) {
     if (!off || off->n_layer != pi_ffn_units(&s->m->hp) || off->n_ff != s->m->hp.n_ff)
         return pi_error(PI_ERR_INVALID, "the offload state belongs to another model");
+    if (s->hb_cols < off->stream_rows) /* a streaming piece's gate / up rows go to hb */
+        return pi_error(PI_ERR_INVALID, "the session's FFN rows (%lld) are narrower than a streaming piece (%lld)",
+                        (long long)s->hb_cols, (long long)off->stream_rows);
     if (mode != PI_FFN_SPARSE && mode != PI_FFN_DENSE)
         return pi_error(PI_ERR_INVALID, "the FFN read from flash computes in SPARSE or DENSE mode, not mode %d",
                         (int)mode);

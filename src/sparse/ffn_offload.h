@@ -29,6 +29,12 @@ extern const pi_ffn_ops pi_offload_ffn_ops;
    PI_ERR_INVALID otherwise, or for a model the sparse FFN cannot serve. */
 pi_status pi_offload_ffn_install(pi_state *s, pi_offload *off, pi_ffn_mode mode, int64_t hot);
 
+/* The state off's FFN works best with (pi_state_create_ex): prompts of up
+   to n_batch tokens per pass over the FFN on flash, hb / hb2 rows of one
+   streaming piece; the budget charges that shape (pi_offload_measure). A
+   state of pi_state_create's shape works too (smaller batches, wider rows). */
+void pi_offload_session_shape(const pi_offload *off, int64_t *n_batch, int64_t *hb_cols);
+
 /* The sparse FFN inside an offload implementation (NULL when dense). */
 pi_sparse_ffn *pi_offload_ffn_sparse(void *impl);
 

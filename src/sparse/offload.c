@@ -154,7 +154,7 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     const size_t tables = (size_t)F * (2 * sizeof(int64_t) + sizeof(uint64_t)) + 3 * batch_bytes(F) +
                           (size_t)(E + rank + F) * sizeof(float) + (size_t)F * (sizeof(int64_t) + sizeof(int32_t));
     z->io = embd_buf + 2 * (size_t)stream_rows * z->stride + tables;
-    z->session = pi_state_bytes(m, n_ctx) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
+    z->session = pi_state_bytes_ex(m, n_ctx, PI_MAX_BATCH, stream_rows) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
     z->min_slots = 2 * ((F + 63) / 64) + max_merge;
     z->min_cold = pi_ncache_footprint(U, F, z->stride, z->min_slots);
