@@ -76,8 +76,6 @@ static const char *hw_file(const char *model_path, const char *hw_path, char *bu
     return hw_path ? hw_path : pi_hw_default_path(buf, n, *dev);
 }
 
-/* The reads a run achieved, where the file has them, replace the probe's
-   scale: said once per process, with the figures. */
 static void utc_date(double when, char *date, size_t n) {
     snprintf(date, n, "?");
     const time_t t = (time_t)when;
@@ -85,6 +83,8 @@ static void utc_date(double when, char *date, size_t n) {
     if (gmtime_r(&t, &tm)) strftime(date, n, "%Y-%m-%d %H:%M UTC", &tm);
 }
 
+/* The reads a run achieved, where the file has them, replace the probe's
+   figures: said once per process, with the figures. */
 static void apply_run(pi_hw *hw, const char *path) {
     static atomic_bool said;
     const double rate = hw->run_read_rate, bytes = hw->run_read_bytes, when = hw->run_time;

@@ -677,13 +677,15 @@ double pi_hw_iops(const pi_hw *hw, int block_bytes, int qd) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* A run's factor over the probe, kept within [1/8, 8]. */
+static double clamp_factor(double k) { return k < 0.125 ? 0.125 : k > 8.0 ? 8.0 : k; }
+
 double pi_hw_run_factor(const pi_hw *hw) {
     if (!hw || !(hw->run_read_rate > 0.0) || !isfinite(hw->run_read_rate)) return 1.0;
     const double b = hw->run_read_bytes < (double)INT_MAX ? hw->run_read_bytes : (double)INT_MAX;
     const double probe = pi_hw_iops(hw, (int)b, hw->run_qd);
     if (!(probe > 0.0)) return 1.0;
-    const double k = hw->run_read_rate / probe;
-    return k < 0.125 ? 0.125 : k > 8.0 ? 8.0 : k;
+    return clamp_factor(hw->run_read_rate / probe);
 }
 
 void pi_hw_note_run(pi_hw *hw, double read_bytes, int queue_depth, double reads_per_s, double when) {
@@ -699,8 +701,7 @@ void pi_hw_note_run(pi_hw *hw, double read_bytes, int queue_depth, double reads_
 
 double pi_hw_seq_factor(const pi_hw *hw) {
     if (!hw || !(hw->run_seq_gbs > 0.0) || !isfinite(hw->run_seq_gbs) || !(hw->seq_read_gbs > 0.0)) return 1.0;
-    const double k = hw->run_seq_gbs / hw->seq_read_gbs;
-    return k < 0.125 ? 0.125 : k > 8.0 ? 8.0 : k;
+    return clamp_factor(hw->run_seq_gbs / hw->seq_read_gbs);
 }
 
 void pi_hw_note_seq(pi_hw *hw, double gbs, double when) {

@@ -324,7 +324,7 @@ typedef struct {
     const uint8_t *down; /* the piece's first neuron's down row */
     pi_type down_type;
     size_t stride;       /* from one neuron's down row to the next's */
-    int64_t i0, rows, q, F, E;
+    int64_t i0, rows, q, E;
 } stream_down_job;
 
 /* For tokens [b0, b1): add the piece's neurons to the running chunk
@@ -369,7 +369,7 @@ static void stream_piece(pi_offload *o, pi_state *s, const int64_t *rows_of, int
         }
     }
     for (int64_t b = 0; b < nt; b++) pi_ffn_activate(hp->act, s->hb + b * ld, s->hb2 + b * ld, rows);
-    stream_down_job dj = {s, o, down, down_type, down_stride, i0, rows, q, F, E};
+    stream_down_job dj = {s, o, down, down_type, down_stride, i0, rows, q, E};
     pi_pool_for(s->pool, nt, 1, stream_down, &dj);
 }
 
@@ -384,7 +384,9 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
     const pi_hparams *hp = &s->m->hp;
     const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows, H = o->hot[u];
     const pi_bundle_parts *pt = &o->parts[u];
-    memset(o->stream_acc, 0, 2 * PI_MAX_BATCH * (size_t)E * sizeof(float));
+    /* the nt partials (rows 0 ..) and sums (rows PI_MAX_BATCH ..) this unit uses */
+    memset(o->stream_acc, 0, (size_t)nt * (size_t)E * sizeof(float));
+    memset(o->stream_acc + PI_MAX_BATCH * E, 0, (size_t)nt * (size_t)E * sizeof(float));
     for (int64_t i0 = 0; i0 < H; i0 += R) { /* the hot prefix, a piece's width at a time */
         const pi_weight *hw = &o->hot_w[3 * u];
         const int64_t rows = H - i0 < R ? H - i0 : R;
