@@ -36,13 +36,24 @@ B=$WORK/relu-pred.bundle.gguf
 step "4. convert: neurons in order of activity, FFN as 4 KiB neuron bundles for O_DIRECT reads"
 "$PINFER" convert -m "$WORK/relu-pred.gguf" --reorder "$WORK/stats.gguf" --bundle -o "$B"
 
+# The demo keeps its figures apart from the user's cached ones (a quick probe
+# would replace a full one): the same cache file the planner and bench use.
+export XDG_CACHE_HOME="$(cd "$WORK" && pwd)/cache"
 step "5. measure this machine: kernels, memory bandwidth, flash random reads (quick)"
-"$PINFER" hwprobe -m "$B" --quick -o "$WORK/hw.txt"
+"$PINFER" hwprobe -m "$B" --quick
 
 SIZE=$(stat -c %s "$M")
 BUDGET=$((SIZE * 65 / 100))
 step "6. plan for a budget of 65% of the model file ($((BUDGET >> 20)) of $((SIZE >> 20)) MiB; attention and the output head alone are 40%)"
-"$PINFER" plan -m "$B" --mem-budget "$BUDGET" --hw "$WORK/hw.txt" -c 512 -o "$WORK/plan.txt"
+"$PINFER" plan -m "$B" --mem-budget "$BUDGET" -c 512 -t "$T" -o "$WORK/plan.txt"
+
+# A probe's random offsets and the engine's reads of the same cold bundles are
+# different workloads, and a virtual disk's rate drifts: the plan is checked by
+# decoding under it, and the reads that run achieved price the plan made again.
+step "6b. check the plan on this disk: bench decodes 64 tokens under it; the reads it achieves price the plan again"
+"$PINFER" bench -m "$B" --plan "$WORK/plan.txt" -c 512 -p 0 -n 64 -r 3 --greedy -t "$T" 2>&1 \
+    | grep -E "reads achieved|output head read|^tg64" || true
+"$PINFER" plan -m "$B" --mem-budget "$BUDGET" -c 512 -t "$T" -o "$WORK/plan.txt" 2>&1 | grep -E "predicted|priced" || true
 
 step "7. run: dense in memory, sparse in memory, and offloaded under the budget (same greedy text)"
 run() { # label, args...: prints "label tok/s peak-MiB"
