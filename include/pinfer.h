@@ -439,6 +439,8 @@ typedef struct pi_token_stats {
     uint64_t head_uses;         /* its products: one per decoded token, one per prompt batch */
     uint64_t head_bytes_read;
     double head_read_s;         /* reading and multiplying it */
+    int64_t head_rows_resident; /* of its rows, the first ones the plan keeps in memory (not read) */
+    int64_t head_rows;          /* its rows in all */
 } pi_token_stats;
 
 PI_API pi_status pi_session_stats(const pi_session *s, pi_token_stats *out);

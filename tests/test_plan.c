@@ -406,6 +406,11 @@ static void test_plan_file(void) {
     CHECK(pi_plan_save(&p, path) == PI_OK);
     CHECK(pi_plan_load(path, &q) == PI_OK);
     CHECK(q.recall == 0.97 && q.thr[0] == p.thr[0] && q.thr[1] == p.thr[1] && q.thr[2] == p.thr[2]);
+    CHECK(q.head_rows == 0);
+    /* with a prefix of the output head's rows resident */
+    p.head_rows = 12000;
+    CHECK(pi_plan_save(&p, path) == PI_OK);
+    CHECK(pi_plan_load(path, &q) == PI_OK && q.head_rows == 12000);
     unlink(path);
     static const struct {
         const char *text, *want;
@@ -420,6 +425,7 @@ static void test_plan_file(void) {
         {"pinfer-plan 1\nwhat 3\n", "line 2"},
         {"pinfer-plan 1\nthreads 2\n", "incomplete"},
         {"pinfer-plan 1\nn_layer 99999\n", "line 2"},
+        {"pinfer-plan 1\nhead_rows 9999999999\n", "line 2"},
         {"pinfer-plan 1\npredicted_tok_s nan\n", "line 2"},
         {"pinfer-plan 1\nrecall 1.5\n", "line 2"},
         {"pinfer-plan 1\nthresholds 1 2\n", "line 2"},
@@ -621,9 +627,15 @@ static void test_real_file(void) {
     pi_plan_limits hl = {min_res - mp->head_flash / 2, 2, 0.0, 0.0};
     CHECKF(pi_mprofile_check_budget(mp, hl.mem_budget) == PI_OK && pi_plan_solve(mp, &hw, &hl, &hp) == PI_OK,
            "%s", pi_last_error());
-    CHECKF(fabs(hp.cost.ms_head_read - (double)mp->head_flash / (hw.seq_read_gbs * 1e6)) < 1e-9 &&
-               hp.cost.ms_fixed > hp.cost.ms_head_read,
-           "head read %.6f ms of fixed %.6f", hp.cost.ms_head_read, hp.cost.ms_fixed);
+    /* what is read: the rows after the plan's resident prefix */
+    const double head_read = hp.head_rows ? (double)(mp->head_n_rows - hp.head_rows) * (double)mp->head_row_bytes
+                                          : (double)mp->head_flash;
+    CHECKF(mp->head_n_rows == 300 && hp.head_rows >= 0 && hp.head_rows < mp->head_n_rows &&
+               fabs(hp.cost.ms_head_read - head_read / (hw.seq_read_gbs * 1e6)) < 1e-9 &&
+               hp.cost.ms_fixed > hp.cost.ms_head_read && hp.resident_bytes <= hl.mem_budget,
+           "head rows %lld of %lld, head read %.6f ms of fixed %.6f, resident %llu of %llu", (long long)hp.head_rows,
+           (long long)mp->head_n_rows, hp.cost.ms_head_read, hp.cost.ms_fixed,
+           (unsigned long long)hp.resident_bytes, (unsigned long long)hl.mem_budget);
     CHECK(pi_mprofile_check_budget(mp, min_res - mp->head_flash - 1) == PI_ERR_NOMEM &&
           strstr(pi_last_error(), "output head read from flash"));
     pi_mprofile_free(mp);
@@ -643,11 +655,37 @@ static void test_real_file(void) {
         same += !memcmp(pi_state_logits(a), pi_state_logits(b), 300 * sizeof(float));
     }
     CHECKF(same == 20, "%d of 20 steps identical", same);
-    {   /* the plan with the head on flash loads as planned */
+    {   /* the plans with the head on flash load as planned; with a prefix of
+           its rows resident, within the budget and with the same logits */
         pi_lm *hm = NULL;
         pi_offload *hoff = NULL;
-        pi_offload_opts ho = {.mem_budget = hp.mem_budget, .n_ctx = 64, .hot = hp.hot, .cold_cache_bytes = hp.cache_bytes};
+        pi_offload_opts ho = {.mem_budget = hp.mem_budget, .n_ctx = 64, .hot = hp.hot, .cold_cache_bytes = hp.cache_bytes,
+                              .head_rows = hp.head_rows};
         CHECKF(pi_offload_load(bundle, &ho, &hm, &hoff) == PI_OK && hoff && hoff->head_on_flash, "%s", pi_last_error());
+        /* a prefix of the head's rows resident, charged beside the plan's */
+        const int64_t keep = 120;
+        const uint64_t keep_bytes = ((uint64_t)keep * hm->output.row_bytes + 63) / 64 * 64;
+        pi_offload_free(hoff);
+        pi_lm_free(hm);
+        pi_offload_opts hso = {.mem_budget = hp.mem_budget + keep_bytes, .n_ctx = 64, .hot = hp.hot,
+                               .cold_cache_bytes = hp.cache_bytes, .head_rows = keep};
+        CHECKF(pi_offload_load(bundle, &hso, &hm, &hoff) == PI_OK && hoff->head_on_flash &&
+                   hoff->head_res_rows == keep && pi_budget_used(&hoff->budget) <= hso.mem_budget,
+               "%s", pi_last_error());
+        pi_state *c, *d;
+        CHECK(pi_state_create(m, 64, 2, &c) == PI_OK && pi_state_create(hm, 64, 2, &d) == PI_OK);
+        CHECK(pi_sparse_ffn_install(c, PI_FFN_SPARSE, 0) == PI_OK &&
+              pi_offload_ffn_install(d, hoff, PI_FFN_SPARSE, 0) == PI_OK);
+        int hsame = 0;
+        for (int t = 0; t < 8; t++) {
+            int32_t tok = (int32_t)((t * 53 + 11) % 300);
+            CHECK(pi_state_decode(c, &tok, 1) == PI_OK && pi_state_decode(d, &tok, 1) == PI_OK);
+            hsame += !memcmp(pi_state_logits(c), pi_state_logits(d), 300 * sizeof(float));
+        }
+        CHECKF(hsame == 8 && hoff->st.head_uses == 8, "%d of 8 steps identical with %lld head rows resident, %llu "
+               "head products", hsame, (long long)keep, (unsigned long long)hoff->st.head_uses);
+        pi_state_free(c);
+        pi_state_free(d);
         pi_offload_free(hoff);
         pi_lm_free(hm);
     }

@@ -49,7 +49,11 @@ static void print_plan(const pi_plan *p, FILE *f) {
     const pi_cost *c = &p->cost;
     fprintf(f, "\n  per token: %.0f neurons resident, %.0f cache hits, %.0f misses in %.0f reads\n", c->resident, c->hits,
             c->misses, c->reads);
-    if (c->ms_head_read > 0.0)
+    if (c->ms_head_read > 0.0 && p->head_rows > 0)
+        fprintf(f, "  the output head stays on flash (the budget is below the minimum with it resident) but for its "
+                   "first %lld rows: the rest read every token, %.2f ms of the fixed region's time\n",
+                (long long)p->head_rows, c->ms_head_read);
+    else if (c->ms_head_read > 0.0)
         fprintf(f, "  the output head stays on flash (the budget is below the minimum with it resident): read whole "
                    "every token, %.2f ms of the fixed region's time\n", c->ms_head_read);
     fprintf(f, "predicted: %.2f tok/s (ms per token: fixed %.2f, predictor %.2f, gate/up %.2f, down %.2f, reads %.2f "

@@ -467,8 +467,12 @@ void app_print_offload(const app *a, FILE *f) {
                 st.neurons_read ? 100.0 * (double)st.ahead_used / (double)st.neurons_read : 0.0);
     if (st.head_uses) {
         const double n = (double)st.head_uses;
-        fprintf(f, "output head on flash (the budget is below the minimum with it resident): %.2f MB read for each "
-                   "product, %.2f ms with it (%.2f GB/s)\n",
+        char kept[96] = "";
+        if (st.head_rows_resident > 0)
+            snprintf(kept, sizeof kept, ", its first %lld of %lld rows resident", (long long)st.head_rows_resident,
+                     (long long)st.head_rows);
+        fprintf(f, "output head on flash (the budget is below the minimum with it resident%s): %.2f MB read for each "
+                   "product, %.2f ms with it (%.2f GB/s)\n", kept,
                 (double)st.head_bytes_read / n * 1e-6, st.head_read_s / n * 1e3,
                 st.head_read_s > 0.0 ? (double)st.head_bytes_read / st.head_read_s * 1e-9 : 0.0);
     }

@@ -159,6 +159,7 @@ static pi_status open_offloaded(const char *path, const pi_model_params *p, int6
     if (m->planned) {
         oo.hot = m->plan.hot;
         oo.cold_cache_bytes = m->plan.cache_bytes;
+        oo.head_rows = m->plan.head_rows;
     }
     if (!oo.n_ctx) { /* the session's context is known only from the model: peek at it */
         pi_lm *peek;

@@ -210,6 +210,10 @@ pi_status pi_session_stats(const pi_session *s, pi_token_stats *out) {
         out->head_uses = o->head_uses;
         out->head_bytes_read = o->head_bytes;
         out->head_read_s = (double)o->head_ns * 1e-9;
+        if (s->m->off->head_on_flash) {
+            out->head_rows_resident = s->m->off->head_res_rows;
+            out->head_rows = s->st->m->output.ne[1];
+        }
     }
     return PI_OK;
 }

@@ -284,6 +284,8 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     p->kv = z->kv;
     p->fixed = z->fixed;
     p->head_flash = z->head_flash;
+    p->head_n_rows = z->head_n_rows;
+    p->head_row_bytes = z->head_row_bytes;
     p->session = z->session;
     p->io = z->io;
     p->min_cold = z->min_cold;
@@ -419,6 +421,16 @@ static pi_budget_needs needs_at(const pi_mprofile *mp, uint64_t mem_budget) {
 }
 
 /* ---- cost model ---- */
+
+/* The bytes a head on flash keeps resident with its first `rows` rows, as
+   the loader charges them, and what is then read every token. */
+static uint64_t head_res_bytes(const pi_mprofile *mp, int64_t rows) {
+    return ((uint64_t)rows * mp->head_row_bytes + 63) / 64 * 64;
+}
+static uint64_t head_read_bytes(const pi_mprofile *mp, int64_t rows) {
+    const uint64_t r = rows < mp->head_n_rows ? (uint64_t)(mp->head_n_rows - rows) * mp->head_row_bytes : 0;
+    return r < mp->head_flash ? r : mp->head_flash;
+}
 
 /* A cold neuron of rate s and persistence kappa (its own: see
    persist_rates), modelled as a two-state Markov chain that keeps its rate:
@@ -587,10 +599,10 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
     const double d = (double)mp->part_bytes[2];
-    /* the output head on flash: read whole, in pieces one after the other,
-       with nothing to overlap (it follows the last layer) */
+    /* the output head on flash: read in pieces one after the other, but for
+       its resident rows, with nothing to overlap (it follows the last layer) */
     if (needs_at(mp, p->mem_budget).head_on_flash && hw->seq_read_gbs > 0.0) {
-        const double t_read = (double)mp->head_flash / (hw->seq_read_gbs * 1e9);
+        const double t_read = (double)head_read_bytes(mp, p->head_rows) / (hw->seq_read_gbs * 1e9);
         t_fixed += t_read;
         c->ms_head_read = t_read * 1e3;
     }
@@ -905,7 +917,7 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
     free(order);
     uint64_t hot_bytes = 0;
     for (int64_t l = 0; l < L; l++) hot_bytes += (uint64_t)best.hot[l] * mp->bundle_mem;
-    best.resident_bytes = base + hot_bytes + (lim->mem_budget ? best.cache_bytes : 0);
+    best.resident_bytes = base + head_res_bytes(mp, best.head_rows) + hot_bytes + (lim->mem_budget ? best.cache_bytes : 0);
     *out = best;
     return PI_OK;
 }

@@ -127,6 +127,8 @@ typedef struct pi_mprofile {
     uint64_t head_flash;    /* what the head on flash saves of fixed (pi_budget_needs.head_flash): a budget
                                below the minimum with it resident reads it whole every token, at the
                                disk's sequential rate and with no other read in flight */
+    int64_t head_n_rows;    /* the head's rows and bytes per row: a plan may keep a prefix of them */
+    size_t head_row_bytes;  /* resident when the head is on flash (pi_plan.head_rows) */
     pi_type head_type;
     uint64_t file_size;
     bool have_stats;        /* activation counts were in the file (else uniform) */
@@ -202,6 +204,8 @@ typedef struct pi_plan {
     int threads;
     int queue_depth;
     uint64_t cache_bytes;    /* neuron cache */
+    int64_t head_rows;       /* with the output head on flash: its first head_rows rows resident, the
+                                rest read every token (0: all read; pi_offload_opts.head_rows) */
     int64_t n_layer;
     int64_t hot[PI_PLAN_MAX_LAYERS];
     uint64_t resident_bytes; /* what the plan charges in all */

@@ -28,6 +28,7 @@ pi_status pi_plan_save(const pi_plan *p, const char *path) {
     fprintf(f, "threads %d\n", p->threads);
     fprintf(f, "queue_depth %d\n", p->queue_depth);
     fprintf(f, "cache_bytes %llu\n", (unsigned long long)p->cache_bytes);
+    if (p->head_rows) fprintf(f, "head_rows %lld\n", (long long)p->head_rows);
     fprintf(f, "n_layer %lld\n", (long long)p->n_layer);
     fprintf(f, "hot");
     for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %lld", (long long)p->hot[l]);
@@ -133,6 +134,7 @@ pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
             if (!strcmp(k, "model_size")) p->model_size = x;
             else if (!strcmp(k, "mem_budget")) p->mem_budget = x;
             else if (!strcmp(k, "cache_bytes")) p->cache_bytes = x;
+            else if (!strcmp(k, "head_rows") && x <= (1u << 30)) p->head_rows = (int64_t)x;
             else if (!strcmp(k, "n_ctx") && x <= (1u << 24)) p->n_ctx = (int64_t)x; /* 0: the model's */
             else if (!strcmp(k, "threads") && x >= 1 && x <= 1024) p->threads = (int)x;
             else if (!strcmp(k, "queue_depth") && x >= 1 && x <= 4096) p->queue_depth = (int)x;

@@ -554,7 +554,8 @@ static pi_status head_wait(pi_offload *o, head_batch *bs, uint64_t tag) {
    (each piece's covering aligned range read while the piece before is
    multiplied, by the head's own handle; its scales checked as a bundle's
    are; then multiplied as the resident head is: the same rows by the same
-   kernel give the same logits). */
+   kernel give the same logits). A resident prefix of the head's rows
+   (head_res_rows) is multiplied while the first piece after it is read. */
 static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
                            int64_t y_stride) {
     const pi_weight *w = &s->m->output;
@@ -566,6 +567,15 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     if (st) return st;
     const uint64_t t0 = pi_time_ns();
     const int64_t a = (int64_t)pi_io_align(o->head_io), rb = (int64_t)w->row_bytes, R = w->ne[1];
+    const int64_t R0 = o->head_res_rows; /* rows [0, R0) resident */
+    if (R0 >= R) {
+        pi_weight res = *w;
+        res.data = o->head_res;
+        pi_state_matmul(s, &res, 0, R, X, x_stride, nb, Y, y_stride);
+        o->st.head_ns += pi_time_ns() - t0;
+        o->st.head_uses++;
+        return PI_OK;
+    }
     const int64_t size = pi_io_file_size(o->head_io);
     int64_t cap = o->stream_rows * (int64_t)o->stride;
     if (cap > HEAD_MAX_SUB * HEAD_SUB) cap = HEAD_MAX_SUB * HEAD_SUB;
@@ -573,10 +583,16 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     cap = cap / a * a; /* a piece's covering aligned range then stays within cap */
     const int64_t per = cap > a + rb ? (cap - a) / rb : 1; /* one row with its alignment always fits the buffer */
     head_batch bs[2];
-    int64_t at, skip, want = covering(o->head_io, o->head_off, (R < per ? R : per) * rb, &at, &skip);
+    int64_t at, skip, want = covering(o->head_io, o->head_off + R0 * rb, (R - R0 < per ? R - R0 : per) * rb, &at, &skip);
     bool sync = at + want > size; /* the file's last block: read it whole, synchronously */
     if (!sync && (st = head_issue(o, bs, at, want, o->stream_buf[0], 0))) return st;
-    for (int64_t r0 = 0, p = 0; r0 < R; r0 += per, p ^= 1) {
+    if (R0 > 0) {
+        pi_weight res = *w;
+        res.data = o->head_res;
+        res.ne[1] = R0;
+        pi_state_matmul(s, &res, 0, R0, X, x_stride, nb, Y, y_stride);
+    }
+    for (int64_t r0 = R0, p = 0; r0 < R; r0 += per, p ^= 1) {
         const int64_t rows = R - r0 < per ? R - r0 : per;
         const int64_t cur_skip = skip;
         uint8_t *buf = o->stream_buf[p];

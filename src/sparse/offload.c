@@ -119,8 +119,11 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     for (int i = 0; i < nw; i++) {
         z->fixed += ALIGN_UP(weight_bytes(ws[i]), 64);
         if (ws[i]->ne[1] > 1) z->fixed_by_type[ws[i]->type] += weight_bytes(ws[i]);
-        if (ws[i] == &m->output && !m->tied_output && m->output.data != m->tok_embd.data)
+        if (ws[i] == &m->output && !m->tied_output && m->output.data != m->tok_embd.data) {
             z->head_flash = ALIGN_UP(weight_bytes(ws[i]), 64);
+            z->head_n_rows = ws[i]->ne[1];
+            z->head_row_bytes = ws[i]->row_bytes;
+        }
     }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const pi_layer *l = &m->layers[il];
@@ -169,6 +172,7 @@ void pi_offload_free(pi_offload *o) {
     pi_ncache_free(o->cache);
     pi_huge_free(o->hot_arena, o->hot_bytes);
     pi_huge_free(o->fixed_arena, o->fixed_bytes);
+    pi_huge_free(o->head_res, o->head_res_bytes);
     free(o->hot);
     free(o->hot_w);
     free(o->bundle_off);
@@ -359,6 +363,12 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         (st = pi_budget_charge(&o->budget, PI_MEM_SCRATCH, sess - kv, "the session's scratch")) ||
         (st = pi_budget_charge(&o->budget, PI_MEM_IO, io_bytes, "the I/O buffers")))
         goto fail;
+    if (o->head_on_flash && opt->head_rows > 0) { /* a prefix of the head's rows stays */
+        o->head_res_rows = opt->head_rows < m->output.ne[1] ? opt->head_rows : m->output.ne[1];
+        o->head_res_bytes = ALIGN_UP(m->output.row_bytes * (size_t)o->head_res_rows, 64);
+        if ((st = pi_budget_charge(&o->budget, PI_MEM_FIXED, o->head_res_bytes, "the output head's resident rows")))
+            goto fail;
+    }
 
     /* 2. the split of what is left: the neuron cache gets room for about one
        layer's selection (15% of its neurons) beyond its minimum, at most a
@@ -445,7 +455,9 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
             goto fail;
         }
     }
-    if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || !o->embd_buf || !o->stream_buf[0] ||
+    o->head_res = o->head_res_bytes ? pi_huge_alloc(o->head_res_bytes) : NULL;
+    if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || (o->head_res_bytes && !o->head_res) ||
+        !o->embd_buf || !o->stream_buf[0] ||
         !o->stream_buf[1] || !o->stream_acc || !o->miss || !o->ready || !rd_ok ||
         !o->tags) {
         st = pi_error(PI_ERR_NOMEM, "cannot allocate the %.0f MiB the budget allows",
@@ -468,10 +480,22 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     if (o->head_on_flash) { /* read a piece at a time by its own handle (offload.h) */
         o->head_off = (int64_t)((const uint8_t *)m->output.data - base);
         m->output.data = NULL;
+        if (o->head_res_rows) {
+            const size_t nb = m->output.row_bytes * (size_t)o->head_res_rows;
+            if ((st = pi_io_read(o->io, o->head_off, o->head_res, nb)) ||
+                (st = pi_check_scales(path, m->output.name, m->output.type, o->head_res, m->output.ne[0], 0,
+                                      o->head_res_rows, m->output.row_bytes)))
+                goto fail;
+        }
         o->head_piece = opt->head_piece;
         if ((st = pi_io_open(path, &opt->io, &o->head_io))) goto fail;
-        PI_LOGI("%s: the output head (%s) stays on flash and is read every token: the budget is below the "
-                "minimum with it resident", path, PI_BYTES(z.head_flash));
+        if (o->head_res_rows)
+            PI_LOGI("%s: the output head (%s) stays on flash but for its first %lld of %lld rows (%s): the rest is "
+                    "read every token, as the budget is below the minimum with it resident", path, PI_BYTES(z.head_flash),
+                    (long long)o->head_res_rows, (long long)m->output.ne[1], PI_BYTES(o->head_res_bytes));
+        else
+            PI_LOGI("%s: the output head (%s) stays on flash and is read every token: the budget is below the "
+                    "minimum with it resident", path, PI_BYTES(z.head_flash));
     }
     if ((st = read_hot(o, o->stream_buf[0], stream_bytes))) goto fail;
     pi_io_reset_stats(o->io);

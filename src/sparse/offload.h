@@ -51,6 +51,9 @@ typedef struct pi_offload_opts {
     bool lookahead;          /* while a layer computes, read the next layer's likely misses */
     size_t head_piece;       /* with the output head on flash: bytes per read at most (0: a streaming
                                 buffer's) */
+    int64_t head_rows;       /* with the output head on flash: its first head_rows rows stay resident
+                                (charged to the fixed region, a plan's choice), the rest is read
+                                every token; 0: none */
 } pi_offload_opts;
 
 /* Counters, summed over decoded tokens (all layers). */
@@ -121,6 +124,9 @@ typedef struct pi_offload {
     int64_t head_off;
     pi_io *head_io;
     size_t head_piece;       /* pi_offload_opts.head_piece */
+    uint8_t *head_res;       /* the head's first head_res_rows rows, resident (pi_offload_opts.head_rows) */
+    int64_t head_res_rows;
+    size_t head_res_bytes;
     uint8_t *embd_buf;       /* aligned bounce buffer for one row */
     size_t embd_buf_bytes;
     /* prompt batches: the FFN streamed through two aligned buffers */

@@ -62,6 +62,8 @@ typedef struct pi_budget_needs {
        (pi_budget_head_on_flash). */
     uint64_t head_flash;
     bool head_on_flash;
+    int64_t head_n_rows;     /* the head's rows (with head_flash) and the bytes of each: a prefix of */
+    size_t head_row_bytes;   /* them can stay resident (pi_offload_opts.head_rows) */
 } pi_budget_needs;
 
 /* Charge bytes to region r; PI_ERR_NOMEM naming `what` when the total would
