@@ -636,6 +636,37 @@ static void test_real_file(void) {
            "head rows %lld of %lld, head read %.6f ms of fixed %.6f, resident %llu of %llu", (long long)hp.head_rows,
            (long long)mp->head_n_rows, hp.cost.ms_head_read, hp.cost.ms_fixed,
            (unsigned long long)hp.resident_bytes, (unsigned long long)hl.mem_budget);
+    /* the head's rows against hot neurons, on this profile with a head 64
+       times larger (a large vocabulary): where the disk reads the head
+       slowly a prefix of it stays in place of hot neurons (each byte saves
+       a byte read every token), where it reads it fast the hot neurons
+       come first (the rows take only what they leave) */
+    pi_mprofile big = *mp;
+    big.head_row_bytes *= 64;
+    big.head_flash = ((uint64_t)big.head_n_rows * big.head_row_bytes + 63) / 64 * 64;
+    big.fixed += big.head_flash - mp->head_flash;
+    const uint64_t big_min = big.fixed + big.session + big.io + big.min_cold;
+    pi_hw slow = hw, fast = hw;
+    slow.seq_read_gbs = 0.01;
+    fast.seq_read_gbs = 1000.0;
+    pi_plan hs, hf, h0;
+    pi_plan_limits bl = {big_min - big.head_flash / 4, 2, 0.0, 0.0};
+    CHECK(pi_plan_solve(&big, &slow, &bl, &hs) == PI_OK && pi_plan_solve(&big, &fast, &bl, &hf) == PI_OK);
+    int64_t hot_s = 0, hot_f = 0;
+    for (int64_t l = 0; l < big.n_layer; l++) hot_s += hs.hot[l], hot_f += hf.hot[l];
+    CHECKF(hs.head_rows > 0 && hs.resident_bytes <= bl.mem_budget && hot_s < 3 * 768 &&
+               (hf.head_rows == 0 || hot_f == 3 * 768) && hot_f > hot_s,
+           "head rows kept: %lld with a slow disk (%lld hot neurons), %lld with a fast one (%lld hot neurons)",
+           (long long)hs.head_rows, (long long)hot_s, (long long)hf.head_rows, (long long)hot_f);
+    h0 = hs;
+    h0.head_rows = 0;
+    pi_cost c0;
+    pi_plan_cost(&big, &slow, &h0, &c0);
+    CHECKF(fabs(c0.ms_head_read - (double)big.head_flash / (slow.seq_read_gbs * 1e6)) < 1e-6 &&
+               fabs(hs.cost.ms_head_read - (double)(big.head_n_rows - hs.head_rows) * (double)big.head_row_bytes /
+                                               (slow.seq_read_gbs * 1e6)) < 1e-6,
+           "head read %.3f ms with none of its rows resident, %.3f with %lld", c0.ms_head_read, hs.cost.ms_head_read,
+           (long long)hs.head_rows);
     CHECK(pi_mprofile_check_budget(mp, min_res - mp->head_flash - 1) == PI_ERR_NOMEM &&
           strstr(pi_last_error(), "output head read from flash"));
     pi_mprofile_free(mp);

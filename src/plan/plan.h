@@ -107,6 +107,7 @@
 #define PI_PLAN_MAX_LAYERS 512
 #define PI_PLAN_MIN_RECALL 0.95   /* the planner never picks thresholds below this recall */
 #define PI_PLAN_MAX_RECALL 0.99
+#define PI_PLAN_HEAD_STEPS 8  /* a head on flash: resident prefixes tried, in eighths of its rows */
 #define PI_PLAN_RECALL_SLACK 0.03 /* a higher recall is taken while it costs at most this share of speed */
 
 /* What the cost model needs from a bundle file. */
