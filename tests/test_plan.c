@@ -707,13 +707,17 @@ static void test_real_file(void) {
         CHECK(pi_state_create(m, 64, 2, &c) == PI_OK && pi_state_create(hm, 64, 2, &d) == PI_OK);
         CHECK(pi_sparse_ffn_install(c, PI_FFN_SPARSE, 0) == PI_OK &&
               pi_offload_ffn_install(d, hoff, PI_FFN_SPARSE, 0) == PI_OK);
+        /* a prompt's batch first: its logits through the same two halves */
+        const int32_t prompt[6] = {3, 141, 59, 26, 253, 58};
+        CHECK(pi_state_decode(c, prompt, 6) == PI_OK && pi_state_decode(d, prompt, 6) == PI_OK);
+        CHECK(!memcmp(pi_state_logits(c), pi_state_logits(d), 300 * sizeof(float)));
         int hsame = 0;
         for (int t = 0; t < 8; t++) {
             int32_t tok = (int32_t)((t * 53 + 11) % 300);
             CHECK(pi_state_decode(c, &tok, 1) == PI_OK && pi_state_decode(d, &tok, 1) == PI_OK);
             hsame += !memcmp(pi_state_logits(c), pi_state_logits(d), 300 * sizeof(float));
         }
-        CHECKF(hsame == 8 && hoff->st.head_uses == 8, "%d of 8 steps identical with %lld head rows resident, %llu "
+        CHECKF(hsame == 8 && hoff->st.head_uses == 9, "%d of 8 steps identical with %lld head rows resident, %llu "
                "head products", hsame, (long long)keep, (unsigned long long)hoff->st.head_uses);
         pi_state_free(c);
         pi_state_free(d);
