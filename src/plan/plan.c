@@ -870,10 +870,17 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
        pushed below its floor costs the lookahead its room: measured 0.93x
        at 25% on 7b-l8 where the rows had taken it) */
     const int head_steps = lim->mem_budget && zb.head_on_flash && mp->head_n_rows > 0 ? PI_PLAN_HEAD_STEPS : 0;
+    /* the steps after the first try only the cache share, threads and
+       queue depth that the first found best (the cache's Che time, solved
+       for each, is most of a plan's time) */
+    size_t ci_best = 0;
+    int t_best = 0, qd_best = 0;
     for (int hs = 0; hs <= head_steps; hs++) {
+        if (hs == 1) t_best = best.threads, qd_best = best.queue_depth;
         cur.head_rows = head_steps ? mp->head_n_rows * hs / head_steps : 0;
         const uint64_t head_res = head_res_bytes(mp, cur.head_rows);
         for (size_t ci = 0; ci < nc; ci++) {
+            if (hs > 0 && ci != ci_best) continue;
             uint64_t cache = 0;
             if (lim->mem_budget) {
                 cache = mp->min_cold + (uint64_t)((double)(left - mp->min_cold) * cache_frac[ci]);
@@ -907,6 +914,7 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
             double tc = lim->mem_budget ? che_time(mp, cur.hot, (double)cache_slots(mp, cur.cache_bytes)) : INFINITY;
             for (int t = 1; t <= max_t; t++)
                 for (size_t qi = 0; qi < sizeof qds / sizeof qds[0]; qi++) {
+                    if (hs > 0 && (t != t_best || qds[qi] != qd_best)) continue;
                     cur.threads = t;
                     cur.queue_depth = qds[qi];
                     if (lim->mem_budget) {
@@ -921,7 +929,10 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
                         if (!mp->have_stats) spread_evenly(mp, cur.hot);
                     }
                     cost_with(mp, hw, &cur, tc, &cur.cost);
-                    if (cur.cost.tok_s > best.cost.tok_s * 1.0001) best = cur;
+                    if (cur.cost.tok_s > best.cost.tok_s * 1.0001) {
+                        best = cur;
+                        if (hs == 0) ci_best = ci;
+                    }
                 }
         }
     }
