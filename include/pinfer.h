@@ -438,7 +438,7 @@ typedef struct pi_token_stats {
        token's logits, prompts' included; not in reads or bytes_read */
     uint64_t head_uses;         /* its products: one per decoded token, one per prompt batch */
     uint64_t head_bytes_read;
-    double head_read_s;         /* reading and multiplying it */
+    double head_read_s;         /* reading it and multiplying the rows read */
     int64_t head_rows_resident; /* of its rows, the first ones the plan keeps in memory (not read) */
     int64_t head_rows;          /* its rows in all */
 } pi_token_stats;

@@ -469,7 +469,7 @@ void app_print_offload(const app *a, FILE *f) {
         const double n = (double)st.head_uses;
         char kept[96] = "";
         if (st.head_rows_resident > 0)
-            snprintf(kept, sizeof kept, ", its first %lld of %lld rows resident", (long long)st.head_rows_resident,
+            snprintf(kept, sizeof kept, "; its first %lld of %lld rows kept in memory", (long long)st.head_rows_resident,
                      (long long)st.head_rows);
         fprintf(f, "output head on flash (the budget is below the minimum with it resident%s): %.2f MB read for each "
                    "product, %.2f ms with it (%.2f GB/s)\n", kept,

@@ -66,7 +66,8 @@ typedef struct pi_offload_stats {
     uint64_t bytes;          /* bytes read from flash (FFN bundles and embedding rows) */
     uint64_t waves;          /* layer steps that had to be split because the cache was too small */
     uint64_t head_uses, head_reads, head_bytes, head_ns; /* the output head on flash: its products, reads,
-                                                 bytes and time (prompts' included; not in reads or bytes) */
+                                                 bytes and time (prompts' included; not in reads or bytes;
+                                                 the time less its resident rows' product) */
     uint64_t io_wait_ns;     /* the decoding thread blocked on reads */
     uint64_t io_busy_ns;     /* from issuing a layer's reads to computing the last of them: the
                                 part of it not spent waiting (busy - wait) is I/O hidden by compute */
