@@ -49,13 +49,12 @@ static void print_plan(const pi_plan *p, FILE *f) {
     const pi_cost *c = &p->cost;
     fprintf(f, "\n  per token: %.0f neurons resident, %.0f cache hits, %.0f misses in %.0f reads\n", c->resident, c->hits,
             c->misses, c->reads);
-    if (c->ms_head_read > 0.0 && p->head_rows > 0)
-        fprintf(f, "  the output head stays on flash (the budget is below the minimum with it resident) but for its "
-                   "first %lld rows: the rest read every token, %.2f ms of the fixed region's time\n",
-                (long long)p->head_rows, c->ms_head_read);
-    else if (c->ms_head_read > 0.0)
-        fprintf(f, "  the output head stays on flash (the budget is below the minimum with it resident): read whole "
-                   "every token, %.2f ms of the fixed region's time\n", c->ms_head_read);
+    if (c->ms_head_read > 0.0) {
+        char kept[64] = "whole";
+        if (p->head_rows > 0) snprintf(kept, sizeof kept, "but for its first %lld rows", (long long)p->head_rows);
+        fprintf(f, "  the output head stays on flash (the budget is below the minimum with it resident): read %s "
+                   "every token, %.2f ms of the fixed region's time\n", kept, c->ms_head_read);
+    }
     fprintf(f, "predicted: %.2f tok/s (ms per token: fixed %.2f, predictor %.2f, gate/up %.2f, down %.2f, reads %.2f "
                "of which %.2f hidden behind compute, overhead %.2f)\n",
             c->tok_s, c->ms_fixed, c->ms_pred, c->ms_gu, c->ms_down, c->ms_io, c->ms_io_hidden, c->ms_overhead);

@@ -425,7 +425,7 @@ static pi_budget_needs needs_at(const pi_mprofile *mp, uint64_t mem_budget) {
 /* The bytes a head on flash keeps resident with its first `rows` rows, as
    the loader charges them, and what is then read every token. */
 static uint64_t head_res_bytes(const pi_mprofile *mp, int64_t rows) {
-    return ((uint64_t)rows * mp->head_row_bytes + 63) / 64 * 64;
+    return pi_budget_head_rows_bytes(mp->head_row_bytes, rows);
 }
 static uint64_t head_read_bytes(const pi_mprofile *mp, int64_t rows) {
     const uint64_t r = rows < mp->head_n_rows ? (uint64_t)(mp->head_n_rows - rows) * mp->head_row_bytes : 0;

@@ -567,15 +567,7 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     if (st) return st;
     const uint64_t t0 = pi_time_ns();
     const int64_t a = (int64_t)pi_io_align(o->head_io), rb = (int64_t)w->row_bytes, R = w->ne[1];
-    const int64_t R0 = o->head_res_rows; /* rows [0, R0) resident */
-    if (R0 >= R) {
-        pi_weight res = *w;
-        res.data = o->head_res;
-        pi_state_matmul(s, &res, 0, R, X, x_stride, nb, Y, y_stride);
-        o->st.head_ns += pi_time_ns() - t0;
-        o->st.head_uses++;
-        return PI_OK;
-    }
+    const int64_t R0 = o->head_res_rows; /* rows [0, R0) resident (at most R: the loader's clamp) */
     const int64_t size = pi_io_file_size(o->head_io);
     int64_t cap = o->stream_rows * (int64_t)o->stride;
     if (cap > HEAD_MAX_SUB * HEAD_SUB) cap = HEAD_MAX_SUB * HEAD_SUB;
@@ -583,9 +575,13 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     cap = cap / a * a; /* a piece's covering aligned range then stays within cap */
     const int64_t per = cap > a + rb ? (cap - a) / rb : 1; /* one row with its alignment always fits the buffer */
     head_batch bs[2];
-    int64_t at, skip, want = covering(o->head_io, o->head_off + R0 * rb, (R - R0 < per ? R - R0 : per) * rb, &at, &skip);
-    bool sync = at + want > size; /* the file's last block: read it whole, synchronously */
-    if (!sync && (st = head_issue(o, bs, at, want, o->stream_buf[0], 0))) return st;
+    int64_t at = 0, skip = 0, want = 0;
+    bool sync = false;
+    if (R0 < R) {
+        want = covering(o->head_io, o->head_off + R0 * rb, (R - R0 < per ? R - R0 : per) * rb, &at, &skip);
+        sync = at + want > size; /* the file's last block: read it whole, synchronously */
+        if (!sync && (st = head_issue(o, bs, at, want, o->stream_buf[0], 0))) return st;
+    }
     uint64_t t_res = 0; /* the resident rows' product: not the streaming's time */
     if (R0 > 0) {
         pi_weight res = *w;

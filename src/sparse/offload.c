@@ -365,7 +365,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         goto fail;
     if (o->head_on_flash && opt->head_rows > 0) { /* a prefix of the head's rows stays */
         o->head_res_rows = opt->head_rows < m->output.ne[1] ? opt->head_rows : m->output.ne[1];
-        o->head_res_bytes = ALIGN_UP(m->output.row_bytes * (size_t)o->head_res_rows, 64);
+        o->head_res_bytes = pi_budget_head_rows_bytes(m->output.row_bytes, o->head_res_rows);
         if ((st = pi_budget_charge(&o->budget, PI_MEM_FIXED, o->head_res_bytes, "the output head's resident rows")))
             goto fail;
     }
@@ -489,13 +489,12 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         }
         o->head_piece = opt->head_piece;
         if ((st = pi_io_open(path, &opt->io, &o->head_io))) goto fail;
+        char kept[96] = "";
         if (o->head_res_rows)
-            PI_LOGI("%s: the output head (%s) stays on flash but for its first %lld of %lld rows (%s): the rest is "
-                    "read every token, as the budget is below the minimum with it resident", path, PI_BYTES(z.head_flash),
-                    (long long)o->head_res_rows, (long long)m->output.ne[1], PI_BYTES(o->head_res_bytes));
-        else
-            PI_LOGI("%s: the output head (%s) stays on flash and is read every token: the budget is below the "
-                    "minimum with it resident", path, PI_BYTES(z.head_flash));
+            snprintf(kept, sizeof kept, " but for its first %lld of %lld rows (%s)", (long long)o->head_res_rows,
+                     (long long)m->output.ne[1], PI_BYTES(o->head_res_bytes));
+        PI_LOGI("%s: the output head (%s) stays on flash%s and is read every token: the budget is below the "
+                "minimum with it resident", path, PI_BYTES(z.head_flash), kept);
     }
     if ((st = read_hot(o, o->stream_buf[0], stream_bytes))) goto fail;
     pi_io_reset_stats(o->io);

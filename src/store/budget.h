@@ -80,6 +80,12 @@ pi_status pi_budget_below_minimum(const pi_budget_needs *z, uint64_t limit, int6
    less head_flash). */
 bool pi_budget_head_on_flash(pi_budget_needs *z, uint64_t limit);
 
+/* What the first `rows` rows of a head on flash cost kept resident, as the
+   loader charges them (pi_offload_opts.head_rows). */
+static inline uint64_t pi_budget_head_rows_bytes(size_t row_bytes, int64_t rows) {
+    return ((uint64_t)rows * row_bytes + 63) / 64 * 64;
+}
+
 uint64_t pi_budget_used(const pi_budget *b);
 uint64_t pi_budget_left(const pi_budget *b); /* UINT64_MAX when unlimited */
 
