@@ -3,7 +3,9 @@
 #   scripts/test.sh              every suite this machine can run: release, asan, neon
 #   scripts/test.sh SUITE...     only these (release | asan | neon)
 # Each test binary exits 0 (pass), 77 (skip) or anything else (fail), and runs
-# under a timeout. Output of a failing test is shown; passing tests print one line.
+# under a timeout. JOBS tests (default: the number of cores) run at once, each
+# into its own log; a test's lines are printed whole when it ends. Output of a
+# failing test is shown; passing tests print one line.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -12,27 +14,49 @@ suites=("$@")
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 pass=0; fail=0; skip=0; failed=()
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
 
-run_one() { # suite, runner-prefix, binary
-    local suite=$1 prefix=$2 bin=$3 name log rc t0 t1
+# One test into $results/N.out (what to print) and $results/N.rc (its
+# verdict, written last: the file's presence says the test ended).
+run_one() { # n, suite, runner-prefix, binary
+    local n=$1 suite=$2 prefix=$3 bin=$4 name log rc t0 t1 out
     name="$suite/$(basename "$bin")"
-    log=$(mktemp)
+    log=$results/$n.log out=$results/$n.out
     t0=$(date +%s)
     # shellcheck disable=SC2086
     timeout "$TEST_TIMEOUT" $prefix "$bin" >"$log" 2>&1
     rc=$?
     t1=$(date +%s)
     if [ $rc -eq 0 ]; then
-        pass=$((pass + 1)); printf 'PASS  %-40s %4ss\n' "$name" $((t1 - t0))
+        printf 'PASS  %-40s %4ss\n' "$name" $((t1 - t0)) >"$out"
     elif [ $rc -eq 77 ]; then
-        skip=$((skip + 1)); printf 'SKIP  %-40s %s\n' "$name" "$(grep -m1 -i skip "$log")"
+        printf 'SKIP  %-40s %s\n' "$name" "$(grep -m1 -i skip "$log")" >"$out"
     else
-        fail=$((fail + 1)); failed+=("$name")
         [ $rc -eq 124 ] && echo "timeout after ${TEST_TIMEOUT}s" >>"$log"
-        printf 'FAIL  %-40s (exit %d)\n' "$name" $rc
-        sed 's/^/      | /' "$log" | tail -n 60
+        { printf 'FAIL  %-40s (exit %d)\n' "$name" $rc; sed 's/^/      | /' "$log" | tail -n 60; } >"$out"
     fi
-    rm -f "$log"
+    echo "$rc $name" >"$results/$n.rc.tmp" && mv "$results/$n.rc.tmp" "$results/$n.rc"
+}
+
+# Print and count the tests that have ended (in the order they were started).
+pending=()
+reap() {
+    local keep=() n rc name
+    for n in "${pending[@]}"; do
+        if [ -f "$results/$n.rc" ]; then
+            read -r rc name <"$results/$n.rc"
+            cat "$results/$n.out"
+            case $rc in
+            0) pass=$((pass + 1)) ;;
+            77) skip=$((skip + 1)) ;;
+            *) fail=$((fail + 1)); failed+=("$name") ;;
+            esac
+        else
+            keep+=("$n")
+        fi
+    done
+    pending=("${keep[@]}")
 }
 
 for suite in "${suites[@]}"; do
@@ -63,8 +87,13 @@ for suite in "${suites[@]}"; do
     for bin in build/$suite/tests/test_*; do
         [ -x "$bin" ] && [ -f "$bin" ] || continue
         case $bin in *.o | *.d) continue ;; esac
-        run_one "$suite" "$prefix" "$bin"
+        while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; reap; done
+        n=$(( ${n:-0} + 1 ))
+        pending+=("$n")
+        run_one "$n" "$suite" "$prefix" "$bin" &
     done
+    wait
+    reap
 done
 
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"

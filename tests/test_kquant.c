@@ -52,10 +52,16 @@ static double llama_ppl(const char *dir, const char *name) {
     return v;
 }
 
+/* Under ASan a window costs ~10x release: the perplexities there score the
+   first 8 windows, which walk the same paths, and the comparisons with
+   llama.cpp's figures over all windows are left to the release suite. */
+#define SANITIZED_CHUNKS 8
+
 static double pinfer_ppl(const char *model, const char *text) {
-    char cmd[2048], out[4096];
-    snprintf(cmd, sizeof cmd, "%s %s perplexity -m %s -f %s -c 128 -t 2 2>&1 | grep '^perplexity: [0-9.]* over' | tail -n 1 | cut -d' ' -f2",
-             g_runner, g_pinfer, model, text);
+    char cmd[2048], out[4096], chunks[32] = "";
+    if (T_SANITIZED) snprintf(chunks, sizeof chunks, "--chunks %d", SANITIZED_CHUNKS);
+    snprintf(cmd, sizeof cmd, "%s %s perplexity -m %s -f %s -c 128 %s -t 2 2>&1 | grep '^perplexity: [0-9.]* over' | tail -n 1 | cut -d' ' -f2",
+             g_runner, g_pinfer, model, text, chunks);
     return sh_out(cmd, out, sizeof out) && out[0] ? atof(out) : NAN;
 }
 
@@ -198,8 +204,10 @@ int main(void) {
         snprintf(f16, sizeof f16, "%s-dir/tiny-f16.gguf", g_tmp);
 
         const double l16 = llama_ppl(dir, "tiny-f16"), p16 = pinfer_ppl(f16, text);
+        if (T_SANITIZED) fprintf(stderr, "sanitized: pinfer's perplexities below score the first %d windows\n", SANITIZED_CHUNKS);
         fprintf(stderr, "perplexity, -c 128 on kquant/text.txt: f16 pinfer %.2f, llama.cpp %.2f\n", p16, l16);
-        CHECKF(fabs(p16 - l16) <= 1e-4 * l16, "f16: pinfer %.2f, llama.cpp %.2f", p16, l16);
+        CHECKF(T_SANITIZED ? isfinite(p16) && p16 > 1.0 : fabs(p16 - l16) <= 1e-4 * l16, "f16: pinfer %.2f, llama.cpp %.2f",
+               p16, l16);
         greedy(dir, f16, "tiny-f16");
         static const char *const files[] = {"tiny-q4_k_m", "tiny-q6_k"};
         for (int k = 0; k < 2; k++) {
@@ -208,7 +216,7 @@ int main(void) {
             const double lq = llama_ppl(dir, files[k]), pq = pinfer_ppl(path, text), delta = fabs(lq - l16);
             fprintf(stderr, "perplexity %s: pinfer %.2f, llama.cpp %.2f (llama.cpp's delta to f16: %.2f; pinfer's "
                     "difference: %.2f)\n", files[k], pq, lq, delta, fabs(pq - lq));
-            CHECKF(isfinite(pq) && fabs(pq - lq) <= delta, "%s: pinfer %.2f vs llama.cpp %.2f, beyond llama.cpp's delta %.2f",
+            CHECKF(isfinite(pq) && (T_SANITIZED ? pq > 1.0 : fabs(pq - lq) <= delta), "%s: pinfer %.2f vs llama.cpp %.2f, beyond llama.cpp's delta %.2f",
                    files[k], pq, lq, delta);
             greedy(dir, path, files[k]);
         }

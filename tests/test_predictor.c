@@ -52,21 +52,7 @@
 #include <stdbool.h>
 #include <sys/wait.h>
 
-/* ASan builds run the training ~20x slower than release: besides the
-   checks on every access, their AVX kernels (built at -O1) return without
-   vzeroupper, and each scalar expf after them then stalls (measured: 33%
-   of the time in expf). */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
+/* ASan builds run the training ~10x slower than release (T_SANITIZED). */
 static bool g_emulated; /* under qemu: the model runs ~50x slower */
 static bool g_slow;     /* emulated or sanitized: smaller slices */
 
@@ -812,7 +798,7 @@ out:
 int main(void) {
     const char *runner = getenv("PI_TEST_RUNNER");
     g_emulated = runner && *runner;
-    g_slow = g_emulated || SANITIZED;
+    g_slow = g_emulated || T_SANITIZED;
     if (g_emulated)
         fprintf(stderr, "note: emulated: the model slice is 1024 tokens, the golden recall and precision checks "
                         "and the command's short run are skipped\n");
