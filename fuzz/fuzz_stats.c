@@ -1,8 +1,8 @@
 /*
  * fuzz_stats.c — libFuzzer target for the statistics file (sparse/stats.h):
  * the GGUF reader, then the stats loader's checks of its keys, tensors,
- * counts and temporal reuse shares. An accepted file is queried through
- * every function the reorder step and the planner use. Replayed by
+ * counts, temporal reuse shares and activation masks. An accepted file is
+ * queried through every function the reorder step and the planner use. Replayed by
  * fuzz/replay_main.c in `make test`.
  */
 #include "gguf/gguf.h"
@@ -27,10 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    (double)pi_stats_neurons_for(st, l, 0.8) + (double)pi_stats_never_active(st, l);
             for (int k = 1; k <= PI_STATS_REUSE_K; k++) sum += pi_stats_reuse(st, l, k);
             sum += pi_stats_reuse_independent(st, l, 1);
-            if (perm) {
-                pi_stats_order(st, l, perm);
+            if (perm && pi_stats_order_coact(st, l, PI_STATS_COACT_WINDOW, perm) == PI_OK)
                 sum += perm[0] + perm[st->n_ff - 1];
-            }
         }
         free(perm);
         g_sink = sum;

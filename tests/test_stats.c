@@ -517,6 +517,7 @@ static void test_cli(void) {
     pi_stats *st = NULL;
     CHECKF(pi_stats_load(stats, &st) == PI_OK, "%s", pi_last_error());
     CHECK(st && st->tokens == n_text && st->n_layer == 6 && st->n_ff == 512 && st->threshold == 0.0f);
+    CHECK(st && st->mask_tokens == n_text && t_file_has(out, "activation masks of the first")); /* fewer than 1024 */
     if (st) {
         for (int l = 0; l < 6; l++) {
             double mean = pi_stats_mean_active(st, l);
@@ -548,6 +549,48 @@ static void test_cli(void) {
     CHECK(pi_gguf_open(reord, &rg) == PI_OK && pi_gguf_get_arr(rg, "pinfer.stats.reuse", PI_GGUF_FLOAT32, &rkv) == PI_OK &&
           rkv->arr_n == 6 * PI_STATS_REUSE_K);
     pi_gguf_close(rg);
+    /* the cache replay's stats have masks: by default the order is by co-activation; --order freq by counts
+       alone, which is the frequency order */
+    CHECK(t_file_has(err, "frequency and co-activation"));
+    char reord2[340];
+    snprintf(reord2, sizeof reord2, "%s.freq.gguf", out);
+    snprintf(cmd, sizeof cmd, "%s %s convert -m %s --reorder %s --order freq -o %s >/dev/null 2>%s", runner, bin, mp,
+             stats, reord2, err);
+    CHECK(t_sh(cmd) == 0 && t_file_has(err, "activation frequency") && !t_file_has(err, "co-activation"));
+    pi_gguf *fg = NULL;
+    st = NULL;
+    CHECK(pi_gguf_open(reord, &rg) == PI_OK && pi_gguf_open(reord2, &fg) == PI_OK && pi_stats_load(stats, &st) == PI_OK);
+    if (rg && fg && st) {
+        int32_t freq[512], moved = 0;
+        for (int l = 0; l < 6; l++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "blk.%d.ffn_perm.weight", l);
+            const pi_gguf_tensor *a = pi_gguf_find_tensor(rg, nm), *b = pi_gguf_find_tensor(fg, nm);
+            CHECK(a && b && a->nbytes == sizeof freq && b->nbytes == sizeof freq);
+            if (!a || !b || a->nbytes != sizeof freq || b->nbytes != sizeof freq) continue;
+            pi_stats_order(st, l, freq);
+            CHECK(!memcmp(b->data, freq, sizeof freq));
+            CHECK(pi_stats_order_coact(st, l, PI_STATS_COACT_WINDOW, freq) == PI_OK && !memcmp(a->data, freq, sizeof freq));
+            moved += memcmp(a->data, b->data, sizeof freq) != 0;
+        }
+        CHECKF(moved == 6, "co-activation moved neurons in %d of 6 layers", moved);
+    }
+    pi_gguf_close(rg);
+    pi_gguf_close(fg);
+    pi_stats_free(st);
+    st = NULL;
+    unlink(reord2);
+    /* --order needs --reorder, and co-activation needs masks */
+    snprintf(cmd, sizeof cmd, "%s %s convert -m %s --order coact -o %s >/dev/null 2>%s", runner, bin, mp, reord2, err);
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "--order takes --reorder"));
+    snprintf(cmd, sizeof cmd, "%s %s convert -m %s --reorder %s --order sideways -o %s >/dev/null 2>%s", runner, bin, mp,
+             stats, reord2, err);
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "'sideways' is not freq or coact"));
+    snprintf(cmd, sizeof cmd, "%s %s profile -m %s --text %s --tokens 64 --masks 0 -t 2 -o %s >/dev/null 2>&1 && "
+             "%s %s convert -m %s --reorder %s --order coact -o %s >/dev/null 2>%s", runner, bin, mp, txt, stats,
+             runner, bin, mp, stats, reord2, err);
+    CHECK(t_sh(cmd) == 2 && t_file_has(err, "no activation masks") && t_file_has(err, "--masks"));
+    CHECK(access(reord2, F_OK) != 0);
     unlink(reord);
     /* sampling from the model: seeded, so the same seed gives the same file */
     snprintf(cmd, sizeof cmd,
@@ -562,7 +605,8 @@ static void test_cli(void) {
         snprintf(cmd, sizeof cmd, "%s %s profile -m %s --tokens 40 --seed 3 -o %s >%s 2>%s", runner, bin, mp, stats, out,
                  err);
         CHECK(t_sh(cmd) == 0);
-        CHECK(pi_stats_load(stats, &st) == PI_OK && st && st->tokens == 40 && st->n_expert == 4 && st->n_layer == 24);
+        CHECK(pi_stats_load(stats, &st) == PI_OK && st && st->tokens == 40 && st->n_expert == 4 && st->n_layer == 24 &&
+              !st->mask_tokens);
         pi_stats_free(st);
     }
     snprintf(cmd, sizeof cmd, "%s %s profile -m x --threshold -1 -o %s >%s 2>%s", runner, bin, stats, out, err);
@@ -698,6 +742,129 @@ static void test_hist(void) {
     pi_stats_free(st);
 }
 
+/* ---- activation masks and the co-activation order ---- */
+
+/* Position of each neuron in perm. */
+static void positions(const int32_t *perm, int64_t n, int64_t *pos) {
+    for (int64_t i = 0; i < n; i++) pos[perm[i]] = i;
+}
+
+/* Pairs (k, k + 32) of 64 neurons fire together: k on a set of tokens of
+   its own, k + 32 on the same set and a few more, the pairs' frequencies
+   close enough that the frequency order interleaves them; neurons 64..67
+   fire independently on half the tokens. 68 neurons leave 4 padding bits
+   in each mask's last byte. */
+static pi_stats *coact_stats(int64_t T, int64_t mask_cap) {
+    const int64_t F = 68, L = 2;
+    pi_stats *st;
+    if (pi_stats_create(L, F, 0.0f, "pairs", &st)) return NULL;
+    if (pi_stats_enable_masks(st, mask_cap)) {
+        pi_stats_free(st);
+        return NULL;
+    }
+    t_rng rng = {99};
+    float act[68];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t l = 0; l < L; l++) {
+            for (int64_t k = 0; k < 32; k++) {
+                const double p = 0.1 + 0.3 * (double)k / 32.0;
+                const bool on = (t_uniform(&rng) + 1.0f) / 2.0f < p, extra = (t_uniform(&rng) + 1.0f) / 2.0f < 0.03f;
+                act[k] = on ? 1.0f : 0.0f;
+                act[k + 32] = on || extra ? 1.0f : 0.0f;
+            }
+            for (int64_t k = 64; k < F; k++) act[k] = t_uniform(&rng) < 0.0f ? 2.0f : 0.0f;
+            pi_stats_observe(st, l, t, NULL, act);
+        }
+    return st;
+}
+
+static void test_masks(void) {
+    pi_stats *st = coact_stats(400, 300);
+    CHECK(st != NULL);
+    if (!st) return;
+    const int64_t F = st->n_ff, row = pi_stats_mask_row(F);
+    CHECK(st->mask_tokens == 300 && st->tokens == 400 && row == 9);
+    /* the masks agree with the counts: no neuron set in more masked tokens than counted */
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < F; i++) {
+            int64_t n = 0;
+            for (int64_t t = 0; t < st->mask_tokens; t++) n += st->masks[(l * st->mask_cap + t) * row + i / 8] >> (i % 8) & 1;
+            bad += n > st->counts[l * F + i] || n == 0;
+        }
+        CHECKF(!bad, "layer %lld: %lld neurons' masks disagree with their counts", (long long)l, (long long)bad);
+    }
+    int32_t freq[68], co[68], again[68];
+    int64_t pf[68], pc[68];
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        pi_stats_order(st, l, freq);
+        CHECK(pi_stats_order_coact(st, l, PI_STATS_COACT_WINDOW, co) == PI_OK);
+        CHECK(pi_stats_order_coact(st, l, PI_STATS_COACT_WINDOW, again) == PI_OK && !memcmp(co, again, sizeof co));
+        positions(freq, F, pf);
+        uint8_t seen[68] = {0};
+        int64_t dup = 0;
+        for (int64_t i = 0; i < F; i++) dup += co[i] < 0 || co[i] >= F || seen[co[i]]++;
+        CHECKF(!dup, "layer %lld: the co-activation order is not a permutation", (long long)l);
+        if (dup) continue;
+        positions(co, F, pc);
+        int adj_freq = 0, adj_co = 0;
+        for (int64_t k = 0; k < 32; k++) {
+            adj_freq += llabs(pf[k] - pf[k + 32]) == 1;
+            adj_co += llabs(pc[k] - pc[k + 32]) == 1;
+        }
+        fprintf(stderr, "co-activation order, layer %lld: %d of 32 pairs side by side (by frequency: %d)\n",
+                (long long)l, adj_co, adj_freq);
+        CHECKF(adj_co == 32 && adj_freq < 24, "layer %lld: pairs side by side: %d by co-activation, %d by frequency",
+               (long long)l, adj_co, adj_freq);
+        /* the independent neurons 64..67 fire on half the tokens: they stay among the hottest */
+        for (int64_t k = 64; k < F; k++) CHECKF(pc[k] < 8, "independent neuron %lld moved to %lld", (long long)k, (long long)pc[k]);
+        /* window 0 is the frequency order */
+        CHECK(pi_stats_order_coact(st, l, 0, co) == PI_OK && !memcmp(co, freq, sizeof co));
+    }
+
+    /* the masks survive a save and a load */
+    char path[256];
+    t_tmp_path(path, sizeof path, "masks.stats.gguf");
+    CHECKF(pi_stats_save(st, path) == PI_OK, "%s", pi_last_error());
+    pi_stats *back = NULL;
+    CHECKF(pi_stats_load(path, &back) == PI_OK, "%s", pi_last_error());
+    CHECK(back && back->mask_tokens == 300 && same_stats(st, back));
+    for (int64_t l = 0; back && l < st->n_layer; l++)
+        CHECK(!memcmp(back->masks + l * back->mask_cap * row, st->masks + l * st->mask_cap * row, (size_t)(300 * row)));
+    if (back) {
+        CHECK(pi_stats_order_coact(back, 1, PI_STATS_COACT_WINDOW, again) == PI_OK);
+        CHECK(pi_stats_order_coact(st, 1, PI_STATS_COACT_WINDOW, co) == PI_OK && !memcmp(co, again, sizeof co));
+    }
+    pi_stats_free(back);
+    const char *seed = getenv("PI_WRITE_FUZZ_SEED"); /* regenerates fuzz/corpus/stats/seed4-masks.gguf */
+    if (seed) {
+        pi_stats *small = coact_stats(12, 10);
+        CHECK(small && pi_stats_save(small, seed) == PI_OK);
+        pi_stats_free(small);
+    }
+
+    /* damaged masks are refused, naming the tensor */
+    uint8_t *m = st->masks;
+    m[(0 * st->mask_cap + 5) * row + row - 1] |= 0x80; /* neuron 71 of 68 */
+    CHECK(pi_stats_save(st, path) == PI_OK);
+    expect_bad(path, PI_ERR_FORMAT, "'blk.0.act_mask': token 5 sets bits past", "mask padding");
+    m[(0 * st->mask_cap + 5) * row + row - 1] &= 0x7f;
+    st->counts[1 * F + 3] = 0; /* layer 1 neuron 3 counted nowhere but masked */
+    CHECK(pi_stats_save(st, path) == PI_OK);
+    expect_bad(path, PI_ERR_FORMAT, "'blk.1.act_mask': neuron 3 is active in", "masks beyond a count");
+    st->counts[1 * F + 3] = 400;
+    st->tokens = 200; /* fewer tokens than masked ones */
+    for (int64_t i = 0; i < st->n_layer * F; i++) st->counts[i] = st->counts[i] > 200 ? 200 : st->counts[i];
+    CHECK(pi_stats_save(st, path) == PI_OK);
+    expect_bad(path, PI_ERR_FORMAT, "mask_tokens = 300 exceeds the 200 tokens", "more masks than tokens");
+    unlink(path);
+    /* bounds, and none for a mixture */
+    CHECK(pi_stats_enable_masks(st, 0) == PI_ERR_INVALID && pi_stats_enable_masks(st, PI_STATS_MAX_MASK_TOKENS + 1) == PI_ERR_INVALID);
+    st->n_expert = 2;
+    CHECK(pi_stats_enable_masks(st, 8) == PI_ERR_INVALID && strstr(pi_last_error(), "dense"));
+    pi_stats_free(st);
+}
+
 int main(void) {
     const char *runner = getenv("PI_TEST_RUNNER");
     g_emulated = runner && *runner;
@@ -710,6 +877,7 @@ int main(void) {
     test_hist();
     test_queries();
     test_malformed();
+    test_masks();
     test_moe();
     pi_stats *relu = NULL;
     test_golden("relu-stories", relu_mean, relu_cov, &relu);

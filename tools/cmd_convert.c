@@ -38,11 +38,16 @@ static void usage(FILE *f) {
                "         token embedding in type T (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K,\n"
                "         q6_K): under --mem-budget the output head is part of the fixed region, so a smaller\n"
                "         type lowers the minimum\n"
+               "       with --reorder STATS: --order coact (the default when STATS holds activation masks,\n"
+               "         pinfer profile --masks) places neurons that fire together side by side within the\n"
+               "         frequency order, so that one read fetches their bundles (--coact-window W: among W\n"
+               "         neighbours in frequency on either side, default %d); --order freq: frequency alone\n"
                "       with --reorder STATS: --recall R sets each layer's predictor threshold to the largest that\n"
                "         keeps recall R on the profiled tokens (STATS from profiling a model with predictors)\n"
                "       pinfer convert -m MODEL.gguf --plain -o OUT.gguf\n"
                "         a file llama.cpp reads: the model without pinfer's additions (predictors, ffn_down_t,\n"
-               "         neuron permutations and counts), e.g. to run a peer on the same weights\n");
+               "         neuron permutations and counts), e.g. to run a peer on the same weights\n",
+            PI_STATS_COACT_WINDOW);
 }
 
 /* The end of a conversion: the error, or the summary line. */
@@ -62,10 +67,12 @@ static int finish(const char *cmd, pi_status st, progress *pr, const char *out, 
 
 int cmd_convert(int argc, char **argv) {
     static const char *const valued[] = {"--from-llama2c", "--tokenizer", "-o", "--name", "-m", "--reorder",
-                                         "--bundle-align", "--output-type", "--embd-type", "--recall"};
+                                         "--bundle-align", "--output-type", "--embd-type", "--recall", "--order",
+                                         "--coact-window"};
     const char *cmd = "convert", *l2c = NULL, *tok = NULL, *out = NULL, *name = NULL, *model = NULL, *stats = NULL;
     bool bundle = false, align_given = false;
-    long align = PI_BUNDLE_DEFAULT_ALIGN;
+    long align = PI_BUNDLE_DEFAULT_ALIGN, window = PI_STATS_COACT_WINDOW;
+    int order = -1; /* 0: frequency, 1: co-activation, -1: co-activation when the statistics have masks */
     pi_rewrite_params retype = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -92,6 +99,15 @@ int cmd_convert(int argc, char **argv) {
         else if (!strcmp(a, "-m")) model = v;
         else if (!strcmp(a, "--reorder")) stats = v;
         else if (!strcmp(a, "--recall")) { if (!arg_share(cmd, a, v, &retype.recall)) return 2; }
+        else if (!strcmp(a, "--coact-window")) { if (!arg_int(cmd, a, v, 1, 1 << 20, &window)) return 2; }
+        else if (!strcmp(a, "--order")) {
+            if (!strcmp(v, "freq") || !strcmp(v, "frequency")) order = 0;
+            else if (!strcmp(v, "coact") || !strcmp(v, "coactivation")) order = 1;
+            else {
+                fprintf(stderr, "pinfer: %s: --order '%s' is not freq or coact\n", cmd, v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--output-type") || !strcmp(a, "--embd-type")) {
             const bool o_ = !strcmp(a, "--output-type");
             const int t = pi_type_from_name(v);
@@ -136,6 +152,10 @@ int cmd_convert(int argc, char **argv) {
                 cmd);
         return 2;
     }
+    if (order >= 0 && !stats) {
+        fprintf(stderr, "pinfer: %s: --order takes --reorder STATS\n", cmd);
+        return 2;
+    }
     if (retype.plain && (bundle || stats || !model || !out || l2c)) {
         fprintf(stderr, "pinfer: %s: --plain takes -m MODEL and -o OUT (no --bundle, no --reorder)\n", cmd);
         return 2;
@@ -162,19 +182,27 @@ int cmd_convert(int argc, char **argv) {
                       "from a llama2.c checkpoint");
     pi_stats *st = NULL;
     pi_status s = stats ? pi_stats_load(stats, &st) : PI_OK;
+    if (!s && order == 1 && !st->mask_tokens) {
+        fprintf(stderr, "pinfer: %s: --order coact: %s has no activation masks (pinfer profile --masks N of a dense "
+                "model keeps them)\n", cmd, stats);
+        pi_stats_free(st);
+        return 2;
+    }
+    const bool coact = st && st->mask_tokens && order != 0;
     if (!s) {
         pi_rewrite_params rp = retype;
         rp.st = st, rp.bundle = bundle, rp.align = (uint32_t)align;
+        rp.coact_window = coact ? window : 0;
         rp.progress = progress_bytes, rp.progress_ctx = &pr;
         s = pi_rewrite_model(model, &rp, out);
     }
     pi_stats_free(st);
-    char what[128] = "";
+    char what[256] = "";
     if (bundle && align) snprintf(what, sizeof what, "FFN as bundles aligned to %ld bytes", align);
     else if (bundle) snprintf(what, sizeof what, "FFN as packed bundles");
     if (stats)
-        snprintf(what + strlen(what), sizeof what - strlen(what), "%sneurons ordered by activation frequency",
-                 bundle ? ", " : "");
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%sneurons ordered by activation frequency%s",
+                 bundle ? ", " : "", coact ? " and co-activation" : "");
     if (retype.plain) snprintf(what, sizeof what, "without pinfer's predictors and extra tensors, for llama.cpp");
     if (retype.recall > 0.0)
         snprintf(what + strlen(what), sizeof what - strlen(what), ", predictor thresholds for recall %.3g",

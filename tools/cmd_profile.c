@@ -57,8 +57,11 @@ static void usage(FILE *f) {
             "                       (lru, slru, lfu) at these sizes, in shares of all neurons (e.g.\n"
             "                       0.02,0.05,0.1); the hot set (--cache-hot, default 0.1 of each layer's\n"
             "                       neurons, the most frequent) stays resident\n"
-            "  --cache-hot F        the hot share for --cache-sim\n",
-            DEFAULT_SAMPLED, DEFAULT_CTX, (double)PI_STATS_SILU_THRESHOLD);
+            "  --cache-hot F        the hot share for --cache-sim\n"
+            "  --masks N            keep the activation masks of the first N tokens (default %d; 0: none),\n"
+            "                       from which convert --order coact places neurons that fire together\n"
+            "                       side by side (dense models)\n",
+            DEFAULT_SAMPLED, DEFAULT_CTX, (double)PI_STATS_SILU_THRESHOLD, PI_STATS_MASK_TOKENS);
 }
 
 /* A decode failed: end the progress line and say why. */
@@ -179,6 +182,7 @@ static void report(const pi_stats *st) {
 typedef struct {
     const char *text_path, *out_path;
     long max_tokens;
+    long masks; /* tokens whose activation masks are kept (-1: the default) */
     float threshold;
     double sim[MAX_SIM_SIZES], sim_hot;
     int n_sim;
@@ -267,7 +271,7 @@ static int profile_option(void *ctx, const char *cmd, int argc, char **argv, int
     profile_args *p = ctx;
     const char *a = argv[*i], *v;
     if (strcmp(a, "--text") && strcmp(a, "--tokens") && strcmp(a, "-o") && strcmp(a, "--threshold") &&
-        strcmp(a, "--cache-sim") && strcmp(a, "--cache-hot"))
+        strcmp(a, "--cache-sim") && strcmp(a, "--cache-hot") && strcmp(a, "--masks"))
         return 0;
     if (!(v = arg_value(cmd, argc, argv, i))) return -1;
     if (!strcmp(a, "--cache-sim") || !strcmp(a, "--cache-hot")) {
@@ -293,6 +297,7 @@ static int profile_option(void *ctx, const char *cmd, int argc, char **argv, int
     if (!strcmp(a, "--text")) p->text_path = v;
     else if (!strcmp(a, "-o")) p->out_path = v;
     else if (!strcmp(a, "--tokens")) return arg_int(cmd, a, v, 1, PI_STATS_MAX_TOKENS, &p->max_tokens) ? 1 : -1;
+    else if (!strcmp(a, "--masks")) return arg_int(cmd, a, v, 0, PI_STATS_MAX_MASK_TOKENS, &p->masks) ? 1 : -1;
     else {
         char *end;
         p->threshold = strtof(v, &end);
@@ -308,7 +313,7 @@ int cmd_profile(int argc, char **argv) {
     const char *cmd = "profile";
     app_opts o;
     app_opts_init(&o);
-    profile_args pa = {.threshold = -1.0f, .sim_hot = 0.1};
+    profile_args pa = {.threshold = -1.0f, .sim_hot = 0.1, .masks = -1};
     /* of the common options, only those that mean something here */
     static const char *const common[] = {"-m", "-t", "-c", "--seed", "--mmap", NULL};
     int pr = app_parse_args(cmd, argc, argv, &o, common, profile_option, &pa, usage);
@@ -373,6 +378,12 @@ int cmd_profile(int argc, char **argv) {
         goto out;
     }
 
+    if (hp->n_expert && pa.masks > 0)
+        fprintf(stderr, "profile: --masks: none kept for a mixture of experts (its experts see different tokens)\n");
+    if (!hp->n_expert && pa.masks && pi_stats_enable_masks(st, pa.masks > 0 ? pa.masks : PI_STATS_MASK_TOKENS)) {
+        fprintf(stderr, "pinfer: %s: --masks: %s\n", cmd, pi_last_error());
+        goto out;
+    }
     obs.st = st;
     if (pi_model_lm(a.m)->has_predictor) { /* the predictors' logits, for choosing thresholds (convert --recall) */
         const pi_lm *lm = pi_model_lm(a.m);
@@ -420,6 +431,9 @@ int cmd_profile(int argc, char **argv) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         goto out;
     }
+    if (st->mask_tokens)
+        printf("profile: activation masks of the first %lld tokens kept (convert --order coact reads them)\n",
+               (long long)st->mask_tokens);
     printf("wrote %s\n", out_path);
     fprintf(stderr, "profile: %.1f s, %.1f tok/s, %d threads, load %.2f s, peak RSS %.1f MiB\n", el,
             el > 0 ? (double)st->tokens / el : 0.0, pi_session_n_threads(a.s), a.load_s, app_peak_rss_mib());

@@ -109,6 +109,7 @@
 #define PI_KEY_STATS_REUSE PI_KEY_STATS_PREFIX "reuse"         /* f32[n_layer * PI_STATS_REUSE_K]: temporal reuse */
 #define PI_STATS_REUSE_K 8 /* reuse is measured over the last 1..8 tokens */
 #define PI_KEY_STATS_REUSE_TOKENS PI_KEY_STATS_PREFIX "reuse_tokens" /* u64: tokens they come from */
+#define PI_KEY_STATS_MASK_TOKENS PI_KEY_STATS_PREFIX "mask_tokens" /* u32: tokens whose masks are kept */
 #define PI_KEY_STATS_PRED_HIST PI_KEY_STATS_PREFIX "pred_hist"   /* f32[n_layer * 2 * bins]: predictor logits */
 #define PI_KEY_STATS_PRED_RANGE PI_KEY_STATS_PREFIX "pred_range" /* f32[2]: the first bin's edge, bin width */
 
@@ -174,6 +175,7 @@
 #define PI_TN_FFN_SEL_COUNT PI_TN_BLK "ffn_sel_count"    /* I32 [n_ff]: tokens whose predictor selected the
                                                             neuron at the file's thresholds */
 #define PI_TN_SEL_COUNT PI_TN_BLK "sel_count"            /* the same in a stats file */
+#define PI_TN_ACT_MASK PI_TN_BLK "act_mask"              /* I8 [ceil(n_ff/8), T], in a stats file */
 
 /* The layer of a per-layer name: N when name is fmt (one of the PI_TN_*
    formats with "%d") printed with N, else -1. Leading zeros are read as

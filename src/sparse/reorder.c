@@ -534,6 +534,9 @@ pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, cons
     if (p->recall > 0.0 && (!st || !st->hist))
         return pi_error(PI_ERR_INVALID, "thresholds for a recall target need statistics with the predictors' logit "
                         "histograms (pinfer profile of a model with predictors)");
+    if (p->coact_window > 0 && (!st || !st->mask_tokens))
+        return pi_error(PI_ERR_INVALID, "ordering by co-activation needs statistics with activation masks (pinfer "
+                        "profile --masks N of a dense model)");
     rewriter r = {.in_path = in_path, .st = st, .bundle = bundle, .plain = p->plain, .recall = p->recall,
                   .file_type = p->type_of ? p->file_type : -1, .n_threads = p->n_threads > 0 ? p->n_threads : 1};
     pi_gguf_writer *w = NULL;
@@ -553,7 +556,9 @@ pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, cons
         rc = pi_error(PI_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int64_t u = 0; st && u < U; u++) pi_stats_order(st, u, r.perm + u * F); /* per unit: each expert on its own */
+    for (int64_t u = 0; st && u < U && !rc; u++) /* per unit: each expert on its own */
+        rc = pi_stats_order_coact(st, u, p->coact_window, r.perm + u * F);
+    if (rc) goto done;
     make_plan(&r);
     if ((rc = plan_retype(&r, p))) goto done;
 

@@ -93,6 +93,7 @@ void pi_stats_free(pi_stats *st) {
     free(st->last_pos);
     free(st->hist);
     free(st->sel);
+    free(st->masks);
     free(st);
 }
 
@@ -155,6 +156,23 @@ pi_status pi_stats_get_hist(pi_stats *st, const pi_gguf *g, const char *path) {
     return PI_OK;
 }
 
+pi_status pi_stats_enable_masks(pi_stats *st, int64_t cap) {
+    if (st->n_expert)
+        return pi_error(PI_ERR_INVALID, "stats: activation masks are kept for dense models only (a mixture's "
+                        "experts see different tokens)");
+    if (cap < 1 || cap > PI_STATS_MAX_MASK_TOKENS)
+        return pi_error(PI_ERR_INVALID, "stats: %lld mask tokens is not in 1..%d", (long long)cap,
+                        PI_STATS_MAX_MASK_TOKENS);
+    const size_t n = (size_t)st->n_layer * (size_t)cap * (size_t)pi_stats_mask_row(st->n_ff);
+    uint8_t *m = calloc(n ? n : 1, 1);
+    if (!m) return pi_error(PI_ERR_NOMEM, "stats: cannot allocate %.1f MiB of activation masks", (double)n / (1 << 20));
+    free(st->masks);
+    st->masks = m;
+    st->mask_cap = cap;
+    st->mask_tokens = 0;
+    return PI_OK;
+}
+
 void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in, const float *act) {
     (void)ffn_in;
     pi_stats *st = ctx;
@@ -172,6 +190,12 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
     const int64_t t = st->seen[layer]++;
     if (pos <= st->last_pos[layer]) st->seq0[layer] = t; /* a new sequence */
     st->last_pos[layer] = pos;
+    if (st->masks && t < st->mask_cap) {
+        uint8_t *row = st->masks + ((size_t)layer * (size_t)st->mask_cap + (size_t)t) * (size_t)pi_stats_mask_row(F);
+        for (int64_t i = 0; i < F; i++)
+            if (fabsf(act[i]) > thr) row[i >> 3] |= (uint8_t)(1u << (i & 7));
+        if (layer == 0) st->mask_tokens = t + 1;
+    }
     const bool counted = t - st->seq0[layer] >= PI_STATS_REUSE_K;
     const int64_t seq0 = st->seq0[layer];
     int64_t *last = st->last + layer * F, near[PI_STATS_REUSE_K + 1] = {0}, active = 0;
@@ -276,6 +300,8 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
     if (!s) s = pi_gguf_set_str(w, PI_KEY_STATS_MODEL, st->model);
     if (!s) s = pi_stats_set_reuse(st, w);
     if (!s) s = pi_stats_set_hist(st, w);
+    const int64_t T = st->masks ? st->mask_tokens : 0, mrow = pi_stats_mask_row(st->n_ff);
+    if (!s && T) s = pi_gguf_set_u32(w, PI_KEY_STATS_MASK_TOKENS, (uint32_t)T);
     char name[PI_NAME_MAX];
     const int kinds = st->sel ? 2 : 1; /* activations, then selections */
     for (int k = 0; k < kinds; k++)
@@ -283,6 +309,11 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
             snprintf(name, sizeof name, k ? PI_TN_SEL_COUNT : PI_TN_ACT_COUNT, (int)l);
             s = pi_gguf_add_tensor(w, name, PI_TYPE_I32, 1, &st->n_ff);
         }
+    for (int64_t l = 0; !s && T && l < st->n_layer; l++) {
+        const int64_t ne[2] = {mrow, T};
+        snprintf(name, sizeof name, PI_TN_ACT_MASK, (int)l);
+        s = pi_gguf_add_tensor(w, name, PI_TYPE_I8, 2, ne);
+    }
     if (!s) s = pi_gguf_writer_begin_data(w);
     /* GGUF is little-endian, as are the hosts we build for: int32 as is */
     for (int k = 0; k < kinds; k++)
@@ -291,6 +322,8 @@ pi_status pi_stats_save(const pi_stats *st, const char *path) {
             for (int64_t i = 0; i < st->n_ff; i++) row[i] = (int32_t)c[i];
             s = pi_gguf_write_data(w, row, (size_t)st->n_ff * sizeof *row);
         }
+    for (int64_t l = 0; !s && T && l < st->n_layer; l++) /* a layer's first T rows, contiguous */
+        s = pi_gguf_write_data(w, st->masks + (size_t)l * (size_t)st->mask_cap * (size_t)mrow, (size_t)(T * mrow));
     free(row);
     return pi_gguf_writer_finish(w, s);
 }
@@ -329,6 +362,66 @@ static pi_status check_count_tensors(const pi_gguf *g, const char *path, bool se
                             (long long)n_layer);
     }
     return PI_OK;
+}
+
+/* The masks when the file has them: every layer's I8 [row, T] tensor, no
+   bit past n_ff, no neuron set in more tokens than its count; a mixture has
+   none. */
+static pi_status read_masks(pi_stats *st, const pi_gguf *g, const char *path) {
+    int64_t T;
+    pi_status s = pi_gguf_get_i64_range(g, PI_KEY_STATS_MASK_TOKENS, 1, PI_STATS_MAX_MASK_TOKENS, &T);
+    bool any = false;
+    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) any |= pi_tensor_layer(pi_gguf_tensor_at(g, i)->name, PI_TN_ACT_MASK) >= 0;
+    if (s == PI_ERR_NOT_FOUND && !any) return PI_OK;
+    if (s == PI_ERR_NOT_FOUND)
+        return pi_error(PI_ERR_FORMAT, "%s: activation masks without the key '%s'", path, PI_KEY_STATS_MASK_TOKENS);
+    if (s) return pi_error_prefix(s, "%s", path);
+    if (st->n_expert) return pi_error(PI_ERR_FORMAT, "%s: activation masks in a mixture's statistics", path);
+    if (T > st->tokens)
+        return pi_error(PI_ERR_FORMAT, "%s: %s = %lld exceeds the %lld tokens profiled (%s)", path,
+                        PI_KEY_STATS_MASK_TOKENS, (long long)T, (long long)st->tokens, PI_KEY_STATS_TOKENS);
+    const int64_t F = st->n_ff, mrow = pi_stats_mask_row(F);
+    char name[PI_NAME_MAX];
+    for (int64_t l = 0; l < st->n_layer; l++) {
+        snprintf(name, sizeof name, PI_TN_ACT_MASK, (int)l);
+        const pi_gguf_tensor *t = pi_gguf_find_tensor(g, name);
+        if (!t) return pi_error(PI_ERR_NOT_FOUND, "%s: missing tensor '%s' (%s is set)", path, name, PI_KEY_STATS_MASK_TOKENS);
+        if (t->type != PI_TYPE_I8 || t->n_dims != 2 || t->ne[0] != mrow || t->ne[1] != T)
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' is %s [%lld, %lld], expected i8 [%lld, %lld] (%s, %s)", path,
+                            name, pi_type_get(t->type) ? pi_type_get(t->type)->name : "unknown", (long long)t->ne[0],
+                            (long long)t->ne[1], (long long)mrow, (long long)T, PI_KEY_STATS_N_FF, PI_KEY_STATS_MASK_TOKENS);
+    }
+    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
+        const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
+        if (pi_tensor_layer(t->name, PI_TN_ACT_MASK) >= st->n_layer)
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' is beyond %s = %lld", path,
+                            (int)(t->name.len < 63 ? t->name.len : 63), t->name.data, PI_KEY_STATS_N_LAYER,
+                            (long long)st->n_layer);
+    }
+    if ((s = pi_stats_enable_masks(st, T))) return pi_error_prefix(s, "%s", path);
+    int64_t *fired = calloc((size_t)F, sizeof *fired);
+    if (!fired) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
+    for (int64_t l = 0; l < st->n_layer && !s; l++) {
+        snprintf(name, sizeof name, PI_TN_ACT_MASK, (int)l);
+        uint8_t *dst = st->masks + (size_t)(l * T * mrow);
+        memcpy(dst, pi_gguf_find_tensor(g, name)->data, (size_t)(T * mrow));
+        memset(fired, 0, (size_t)F * sizeof *fired);
+        for (int64_t t = 0; t < T && !s; t++) {
+            const uint8_t *row = dst + t * mrow;
+            if (F % 8 && row[mrow - 1] >> (F % 8))
+                s = pi_error(PI_ERR_FORMAT, "%s: tensor '%s': token %lld sets bits past %s = %lld", path, name,
+                             (long long)t, PI_KEY_STATS_N_FF, (long long)F);
+            for (int64_t i = 0; i < F; i++) fired[i] += row[i >> 3] >> (i & 7) & 1;
+        }
+        for (int64_t i = 0; i < F && !s; i++)
+            if (fired[i] > st->counts[l * F + i])
+                s = pi_error(PI_ERR_FORMAT, "%s: tensor '%s': neuron %lld is active in %lld masked tokens, more than "
+                             "its count %lld", path, name, (long long)i, (long long)fired[i],
+                             (long long)st->counts[l * F + i]);
+    }
+    free(fired);
+    st->mask_tokens = T;
+    return s;
 }
 
 /* The counts (checked by check_count_tensors) into out, each in 0..tokens. */
@@ -417,7 +510,7 @@ pi_status pi_stats_from_gguf(const pi_gguf *g, const char *path, pi_stats **out)
     }
     if ((s = read_count_tensors(g, path, false, n_layer, n_ff, tokens, st->counts)) ||
         (has_sel && (s = read_count_tensors(g, path, true, n_layer, n_ff, tokens, st->sel))) ||
-        (s = pi_stats_get_reuse(st, g, path)) || (s = pi_stats_get_hist(st, g, path))) {
+        (s = pi_stats_get_reuse(st, g, path)) || (s = pi_stats_get_hist(st, g, path)) || (s = read_masks(st, g, path))) {
         pi_stats_free(st);
         return s;
     }
@@ -538,4 +631,144 @@ void pi_stats_order(const pi_stats *st, int64_t layer, int32_t *perm) {
         perm[end] = t;
         sift_down(c, perm, 0, end);
     }
+}
+
+/* ---- co-activation order ---- */
+
+#define COACT_LINKS 8 /* strongest neighbours each neuron proposes a link to */
+
+typedef struct {
+    int64_t both, either; /* masked tokens where both fired, where either did: Jaccard both / either */
+    int32_t a, b;         /* frequency ranks, a < b */
+} coact_link;
+
+/* Stronger link first (exact: cross-multiplied), then by ranks. */
+static int link_cmp(const void *pa, const void *pb) {
+    const coact_link *x = pa, *y = pb;
+    const int64_t l = x->both * y->either, r = y->both * x->either;
+    if (l != r) return l > r ? -1 : 1;
+    if (x->a != y->a) return x->a < y->a ? -1 : 1;
+    return (x->b > y->b) - (x->b < y->b);
+}
+
+static int32_t root_of(int32_t *up, int32_t x) {
+    while (up[x] != x) x = up[x] = up[up[x]];
+    return x;
+}
+
+typedef struct {
+    int64_t sum, len; /* the chain's counts and length: mean sum / len */
+    int32_t first;    /* its first rank in the layout, the tie-break */
+    int32_t start;    /* the end it is laid out from */
+} coact_chain;
+
+static int chain_cmp(const void *pa, const void *pb) {
+    const coact_chain *x = pa, *y = pb;
+    const int64_t l = x->sum * y->len, r = y->sum * x->len;
+    if (l != r) return l > r ? -1 : 1;
+    return (x->first > y->first) - (x->first < y->first);
+}
+
+/* Two neurons fired together in more of the T masked tokens than
+   independent ones would, beyond chance: `both` exceeds its expectation
+   a b / T by more than COACT_Z standard deviations (binomial). A link
+   between independent neurons merges nothing and moves them off their
+   frequency rank. */
+#define COACT_Z 3.0
+static bool coupled(int64_t both, int64_t a, int64_t b, int64_t T) {
+    const double pa = (double)a / (double)T, pb = (double)b / (double)T, e = pa * pb * (double)T;
+    const double var = e * (1.0 - pa * pb);
+    return (double)both - e > COACT_Z * sqrt(var > 0.0 ? var : 0.0);
+}
+
+pi_status pi_stats_order_coact(const pi_stats *st, int64_t layer, int64_t window, int32_t *perm) {
+    pi_stats_order(st, layer, perm);
+    const int64_t F = st->n_ff, T = st->masks ? st->mask_tokens : 0, W = (T + 63) / 64;
+    if (T < 2 || window <= 0 || F < 2) return PI_OK;
+    const int64_t *c = layer_counts(st, layer);
+    /* by frequency rank r (neuron perm[r]): its tokens as a bit set, their count */
+    uint64_t *bits = calloc((size_t)(F * W), sizeof *bits);
+    int64_t *pc = calloc((size_t)F, sizeof *pc);
+    int32_t *rank = malloc((size_t)F * sizeof *rank), *up = malloc((size_t)F * sizeof *up);
+    int32_t *adj = malloc((size_t)(2 * F) * sizeof *adj), *out = malloc((size_t)F * sizeof *out);
+    coact_link *links = malloc((size_t)(F * COACT_LINKS) * sizeof *links);
+    coact_chain *chains = malloc((size_t)F * sizeof *chains);
+    if (!bits || !pc || !rank || !up || !adj || !out || !links || !chains) {
+        free(bits), free(pc), free(rank), free(up), free(adj), free(out), free(links), free(chains);
+        return pi_error(PI_ERR_NOMEM, "stats: out of memory ordering layer %lld by co-activation", (long long)layer);
+    }
+    for (int64_t r = 0; r < F; r++) rank[perm[r]] = (int32_t)r;
+    const int64_t mrow = pi_stats_mask_row(F);
+    for (int64_t t = 0; t < T; t++) {
+        const uint8_t *row = st->masks + (size_t)((layer * st->mask_cap + t) * mrow);
+        for (int64_t i = 0; i < F; i++)
+            if (row[i >> 3] >> (i & 7) & 1) bits[rank[i] * W + t / 64] |= 1ull << (t % 64);
+    }
+    for (int64_t r = 0; r < F; r++)
+        for (int64_t w = 0; w < W; w++) pc[r] += __builtin_popcountll(bits[r * W + w]);
+
+    /* each rank's strongest links among its window (insertion into a short sorted list) */
+    int64_t n = 0;
+    for (int64_t r = 0; r < F; r++) {
+        if (!pc[r]) continue;
+        coact_link best[COACT_LINKS];
+        int nb = 0;
+        const int64_t lo = r - window < 0 ? 0 : r - window, hi = r + window >= F ? F - 1 : r + window;
+        for (int64_t q = lo; q <= hi; q++) {
+            if (q == r || !pc[q]) continue;
+            int64_t both = 0;
+            for (int64_t w = 0; w < W; w++) both += __builtin_popcountll(bits[r * W + w] & bits[q * W + w]);
+            if (!both || !coupled(both, pc[r], pc[q], T)) continue;
+            coact_link x = {both, pc[r] + pc[q] - both, (int32_t)(r < q ? r : q), (int32_t)(r < q ? q : r)};
+            int at = nb < COACT_LINKS ? nb++ : COACT_LINKS;
+            while (at > 0 && link_cmp(&x, &best[at - 1]) < 0) {
+                if (at < COACT_LINKS) best[at] = best[at - 1];
+                at--;
+            }
+            if (at < COACT_LINKS) best[at] = x;
+        }
+        for (int k = 0; k < nb; k++) links[n++] = best[k];
+    }
+    qsort(links, (size_t)n, sizeof *links, link_cmp);
+
+    /* greedy chains: a link joins two chain ends of different chains */
+    for (int64_t r = 0; r < F; r++) up[r] = (int32_t)r, adj[2 * r] = adj[2 * r + 1] = -1;
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t a = links[k].a, b = links[k].b;
+        if (adj[2 * a + 1] >= 0 || adj[2 * b + 1] >= 0) continue; /* a middle of its chain */
+        const int32_t ra = root_of(up, a), rb = root_of(up, b);
+        if (ra == rb) continue; /* a duplicate, or a cycle */
+        up[ra] = rb;
+        adj[2 * a + (adj[2 * a] >= 0)] = b;
+        adj[2 * b + (adj[2 * b] >= 0)] = a;
+    }
+    /* each chain once, from its lower-ranked end; its mean count */
+    int64_t nc = 0;
+    for (int64_t r = 0; r < F; r++) {
+        if (adj[2 * r + 1] >= 0) continue; /* inside a chain */
+        /* r is an end (or a single neuron): walk to the other end */
+        int32_t prev = -1, cur = (int32_t)r, end = (int32_t)r;
+        int64_t sum = 0, len = 0;
+        while (cur >= 0) {
+            sum += c[perm[cur]], len++, end = cur;
+            const int32_t next = adj[2 * cur] != prev ? adj[2 * cur] : adj[2 * cur + 1];
+            prev = cur, cur = next;
+        }
+        if (end < r) continue; /* seen from its other end */
+        /* laid out from its more active end (the lower rank when tied) */
+        const int32_t start = c[perm[end]] > c[perm[r]] ? end : (int32_t)r;
+        chains[nc++] = (coact_chain){sum, len, (int32_t)r, start};
+    }
+    qsort(chains, (size_t)nc, sizeof *chains, chain_cmp);
+    int64_t k = 0;
+    for (int64_t i = 0; i < nc; i++)
+        for (int32_t prev = -1, cur = chains[i].start; cur >= 0;) {
+            out[k++] = perm[cur];
+            const int32_t next = adj[2 * cur] != prev ? adj[2 * cur] : adj[2 * cur + 1];
+            prev = cur, cur = next;
+        }
+    PI_ASSERT(k == F);
+    memcpy(perm, out, (size_t)F * sizeof *perm);
+    free(bits), free(pc), free(rank), free(up), free(adj), free(out), free(links), free(chains);
+    return PI_OK;
 }

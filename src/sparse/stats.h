@@ -34,6 +34,13 @@
  *                           also active in one of the k tokens before (k = 1..8)
  *   pinfer.stats.reuse_tokens u64, with it: the tokens those shares come from
  *
+ *   pinfer.stats.mask_tokens u32, optional (dense models): T, the number
+ *                           of profiled tokens whose activation masks are
+ *                           kept (the first T), as
+ *   blk.N.act_mask          I8 [ceil(n_ff / 8), T]: row t is token t's
+ *                           active neurons of layer N, neuron i at bit
+ *                           i % 8 of byte i / 8; the bits past n_ff are 0
+ *
  *   pinfer.stats.pred_hist  f32[n_layer * 2 * B], optional (models with
  *                           predictors): element (l*2 + a)*B + b counts the
  *                           neurons of layer l, inactive (a = 0) or active
@@ -50,6 +57,11 @@
  * every threshold (pi_stats_thresholds), so the thresholds can be chosen for
  * a recall target without the training data; the selection counts say which
  * neurons the false positives fall on (the planner's reads).
+ *
+ * The masks say which neurons fire together: pi_stats_order_coact places
+ * such neurons side by side, so that their bundles on flash are read in one
+ * request (Ripple's co-activation placement, within PowerInfer-2's order by
+ * frequency).
  *
  * Temporal reuse is what a neuron cache lives on (LLM in a Flash's sliding
  * window): over a token that has at least 8 predecessors in its sequence, the
@@ -103,7 +115,18 @@ typedef struct pi_stats {
     double *hist;          /* (n_layer, 2, hist_bins) */
     int64_t *sel;          /* (n_layer, n_ff) tokens in which the predictor selected each neuron;
                               NULL unless counted with the histograms or loaded */
+    /* activation masks of the first tokens (see above), NULL unless enabled or loaded */
+    int64_t mask_cap;      /* tokens the buffer holds */
+    int64_t mask_tokens;   /* tokens recorded (<= mask_cap) */
+    uint8_t *masks;        /* (n_layer, mask_cap, pi_stats_mask_row(n_ff)) */
 } pi_stats;
+
+#define PI_STATS_MASK_TOKENS 1024       /* masks `profile` keeps by default */
+#define PI_STATS_MAX_MASK_TOKENS 65536  /* the most a stats file may hold */
+#define PI_STATS_COACT_WINDOW 16        /* pi_stats_order_coact's default window (see there) */
+
+/* Bytes of one token's mask of n_ff neurons. */
+static inline int64_t pi_stats_mask_row(int64_t n_ff) { return (n_ff + 7) / 8; }
 
 #define PI_STATS_HIST_BINS 1024  /* logits in [-16, 16) by 1/32 */
 #define PI_STATS_HIST_LO (-16.0f)
@@ -134,6 +157,12 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
 /* Start counting predictor logits (PI_STATS_HIST_BINS bins) and
    selections. PI_ERR_NOMEM. */
 pi_status pi_stats_enable_hist(pi_stats *st);
+
+/* Keep the activation masks of the first cap tokens observed (1 <=
+   cap <= PI_STATS_MAX_MASK_TOKENS) of a dense model. PI_ERR_INVALID for a
+   mixture (its units see different tokens) or cap out of range;
+   PI_ERR_NOMEM. */
+pi_status pi_stats_enable_masks(pi_stats *st, int64_t cap);
 
 /* Count layer's n_ff logits z by whether act marks the neuron active (the
    stats' threshold), and as selected those that reach thr (the predictor's
@@ -215,5 +244,18 @@ double pi_stats_reuse_independent(const pi_stats *st, int64_t layer, int k);
 /* perm[0..n_ff) = the layer's neuron indices by count, most active first;
    equal counts in index order, so the permutation is deterministic. */
 void pi_stats_order(const pi_stats *st, int64_t layer, int32_t *perm);
+
+/* pi_stats_order with neurons that fire together placed side by side: each
+   neuron is linked to those among its `window` neighbours on either side in
+   frequency order with which it shares the most of the masked tokens
+   (Jaccard: tokens where both fired over tokens where either did; only
+   pairs that fire together more often than independent neurons would),
+   the links taken greedily from the strongest into chains (no neuron has
+   more than two), and the chains laid out by their mean count, most active
+   first, each from its more active end. Neurons move among neighbours of
+   like frequency, so a prefix stays (almost) the hottest neurons. Without
+   masks (or window <= 0) it is pi_stats_order. Deterministic;
+   PI_ERR_NOMEM. */
+pi_status pi_stats_order_coact(const pi_stats *st, int64_t layer, int64_t window, int32_t *perm);
 
 #endif
