@@ -13,7 +13,7 @@ suites=("$@")
 [ ${#suites[@]} -eq 0 ] && suites=(release asan neon)
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
-pass=0; fail=0; skip=0; failed=()
+pass=0; fail=0; skip=0; failed=(); n=0
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 
@@ -36,6 +36,7 @@ run_one() { # n, suite, runner-prefix, binary
         [ $rc -eq 124 ] && echo "timeout after ${TEST_TIMEOUT}s" >>"$log"
         { printf 'FAIL  %-40s (exit %d)\n' "$name" $rc; sed 's/^/      | /' "$log" | tail -n 60; } >"$out"
     fi
+    echo "$(basename "$bin") $((t1 - t0))" >"$results/$n.time"
     echo "$rc $name" >"$results/$n.rc.tmp" && mv "$results/$n.rc.tmp" "$results/$n.rc"
 }
 
@@ -84,16 +85,38 @@ for suite in "${suites[@]}"; do
     fi
     rm -f build.log.$suite
     export PI_TEST_PINFER="build/$suite/pinfer" PI_TEST_RUNNER="$prefix"
+    # the longest tests of the suite's last run start first (on a fresh
+    # checkout, those that have been the longest), so that the suite does
+    # not end waiting for one long test
+    times=build/$suite/test-times.txt
+    if [ ! -f "$times" ]; then
+        k=100
+        for t in test_offload test_predictor test_genmodel test_quantize test_model test_habits test_kernels \
+            test_cli test_serve test_kquant test_quant_k test_machine_output; do
+            echo "$t $k"; k=$((k - 1))
+        done >"$times"
+    fi
+    bins=()
     for bin in build/$suite/tests/test_*; do
         [ -x "$bin" ] && [ -f "$bin" ] || continue
         case $bin in *.o | *.d) continue ;; esac
+        bins+=("$bin")
+    done
+    mapfile -t bins < <(for bin in "${bins[@]}"; do
+        t=$( [ -f "$times" ] && awk -v b="$(basename "$bin")" '$1 == b { print $2 }' "$times")
+        echo "${t:-0} $bin"
+    done | sort -k1,1nr -k2 | cut -d' ' -f2-)
+    first=$((n + 1))
+    for bin in "${bins[@]}"; do
         while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; reap; done
-        n=$(( ${n:-0} + 1 ))
+        n=$((n + 1))
         pending+=("$n")
         run_one "$n" "$suite" "$prefix" "$bin" &
     done
     wait
     reap
+    for ((k = first; k <= n; k++)); do [ -f "$results/$k.time" ] && cat "$results/$k.time"; done >"$times.tmp" &&
+        mv "$times.tmp" "$times"
 done
 
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
