@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    (double)pi_stats_neurons_for(st, l, 0.8) + (double)pi_stats_never_active(st, l);
             for (int k = 1; k <= PI_STATS_REUSE_K; k++) sum += pi_stats_reuse(st, l, k);
             sum += pi_stats_reuse_independent(st, l, 1);
-            if (perm && pi_stats_order_coact(st, l, PI_STATS_COACT_WINDOW, perm) == PI_OK)
+            if (perm && pi_stats_order_coact(st, l, PI_STATS_COACT_AUTO, perm) == PI_OK)
                 sum += perm[0] + perm[st->n_ff - 1];
         }
         free(perm);

@@ -570,7 +570,7 @@ static void test_cli(void) {
             if (!a || !b || a->nbytes != sizeof freq || b->nbytes != sizeof freq) continue;
             pi_stats_order(st, l, freq);
             CHECK(!memcmp(b->data, freq, sizeof freq));
-            CHECK(pi_stats_order_coact(st, l, PI_STATS_COACT_WINDOW, freq) == PI_OK && !memcmp(a->data, freq, sizeof freq));
+            CHECK(pi_stats_order_coact(st, l, PI_STATS_COACT_AUTO, freq) == PI_OK && !memcmp(a->data, freq, sizeof freq));
             moved += memcmp(a->data, b->data, sizeof freq) != 0;
         }
         CHECKF(moved == 6, "co-activation moved neurons in %d of 6 layers", moved);
@@ -606,7 +606,8 @@ static void test_cli(void) {
                  err);
         CHECK(t_sh(cmd) == 0);
         CHECK(pi_stats_load(stats, &st) == PI_OK && st && st->tokens == 40 && st->n_expert == 4 && st->n_layer == 24 &&
-              !st->mask_tokens);
+              st->mask_tokens > 0 && st->mask_tokens <= 40);
+        for (int64_t u = 0; st && u < 24; u++) CHECK(pi_stats_unit_mask_tokens(st, u) == st->seen[u]);
         pi_stats_free(st);
     }
     snprintf(cmd, sizeof cmd, "%s %s profile -m x --threshold -1 -o %s >%s 2>%s", runner, bin, stats, out, err);
@@ -858,10 +859,42 @@ static void test_masks(void) {
     CHECK(pi_stats_save(st, path) == PI_OK);
     expect_bad(path, PI_ERR_FORMAT, "mask_tokens = 300 exceeds the 200 tokens", "more masks than tokens");
     unlink(path);
-    /* bounds, and none for a mixture */
     CHECK(pi_stats_enable_masks(st, 0) == PI_ERR_INVALID && pi_stats_enable_masks(st, PI_STATS_MAX_MASK_TOKENS + 1) == PI_ERR_INVALID);
+    pi_stats_free(st);
+
+    /* a mixture: each unit (layer x expert) keeps the first tokens routed to it */
+    CHECK(pi_stats_create(4, 40, 0.0f, "moe", &st) == PI_OK);
+    if (!st) return;
     st->n_expert = 2;
-    CHECK(pi_stats_enable_masks(st, 8) == PI_ERR_INVALID && strstr(pi_last_error(), "dense"));
+    st->n_expert_used = 1;
+    CHECK(pi_stats_enable_masks(st, 20) == PI_OK);
+    t_rng rng = {5};
+    float act[40];
+    for (int64_t t = 0; t < 30; t++)
+        for (int64_t l = 0; l < 2; l++) {
+            const int64_t x = t % 3 == 0 ? 1 : 0; /* expert 0 gets two tokens in three */
+            for (int i = 0; i < 40; i++) act[i] = t_uniform(&rng) < 0.0f ? 1.0f : 0.0f;
+            pi_stats_observe(st, l * 2 + x, t, NULL, act);
+        }
+    CHECK(st->tokens == 30 && st->mask_tokens == 20);
+    CHECK(pi_stats_unit_mask_tokens(st, 0) == 20 && pi_stats_unit_mask_tokens(st, 1) == 10 &&
+          pi_stats_unit_mask_tokens(st, 3) == 10);
+    CHECK(pi_stats_save(st, path) == PI_OK);
+    back = NULL;
+    CHECKF(pi_stats_load(path, &back) == PI_OK, "%s", pi_last_error());
+    for (int64_t u = 0; back && u < 4; u++) {
+        CHECK(pi_stats_unit_mask_tokens(back, u) == pi_stats_unit_mask_tokens(st, u));
+        CHECK(!memcmp(back->masks + u * back->mask_cap * 5, st->masks + u * st->mask_cap * 5, 20 * 5));
+        int32_t a[40], b[40];
+        CHECK(pi_stats_order_coact(back, u, PI_STATS_COACT_AUTO, a) == PI_OK &&
+              pi_stats_order_coact(st, u, PI_STATS_COACT_AUTO, b) == PI_OK && !memcmp(a, b, sizeof a));
+    }
+    pi_stats_free(back);
+    st->masks[(1 * st->mask_cap + 15) * 5] = 1; /* unit 1 saw 10 tokens: row 15 must be empty */
+    st->counts[1 * 40 + 0] = 30;
+    CHECK(pi_stats_save(st, path) == PI_OK);
+    expect_bad(path, PI_ERR_FORMAT, "'blk.1.act_mask': row 15 is past the unit's 10 visits", "a unit's rows past its visits");
+    unlink(path);
     pi_stats_free(st);
 }
 

@@ -41,7 +41,8 @@ static void usage(FILE *f) {
                "       with --reorder STATS: --order coact (the default when STATS holds activation masks,\n"
                "         pinfer profile --masks) places neurons that fire together side by side within the\n"
                "         frequency order, so that one read fetches their bundles (--coact-window W: among W\n"
-               "         neighbours in frequency on either side, default %d); --order freq: frequency alone\n"
+               "         neighbours in frequency on either side, default n_ff/32 up to %d); --order freq:\n"
+               "         frequency alone\n"
                "       with --reorder STATS: --recall R sets each layer's predictor threshold to the largest that\n"
                "         keeps recall R on the profiled tokens (STATS from profiling a model with predictors)\n"
                "       pinfer convert -m MODEL.gguf --plain -o OUT.gguf\n"
@@ -71,7 +72,7 @@ int cmd_convert(int argc, char **argv) {
                                          "--coact-window"};
     const char *cmd = "convert", *l2c = NULL, *tok = NULL, *out = NULL, *name = NULL, *model = NULL, *stats = NULL;
     bool bundle = false, align_given = false;
-    long align = PI_BUNDLE_DEFAULT_ALIGN, window = PI_STATS_COACT_WINDOW;
+    long align = PI_BUNDLE_DEFAULT_ALIGN, window = PI_STATS_COACT_AUTO;
     int order = -1; /* 0: frequency, 1: co-activation, -1: co-activation when the statistics have masks */
     pi_rewrite_params retype = {0};
     for (int i = 1; i < argc; i++) {
@@ -183,8 +184,8 @@ int cmd_convert(int argc, char **argv) {
     pi_stats *st = NULL;
     pi_status s = stats ? pi_stats_load(stats, &st) : PI_OK;
     if (!s && order == 1 && !st->mask_tokens) {
-        fprintf(stderr, "pinfer: %s: --order coact: %s has no activation masks (pinfer profile --masks N of a dense "
-                "model keeps them)\n", cmd, stats);
+        fprintf(stderr, "pinfer: %s: --order coact: %s has no activation masks (pinfer profile --masks N keeps "
+                "them)\n", cmd, stats);
         pi_stats_free(st);
         return 2;
     }

@@ -60,7 +60,7 @@ static void usage(FILE *f) {
             "  --cache-hot F        the hot share for --cache-sim\n"
             "  --masks N            keep the activation masks of the first N tokens (default %d; 0: none),\n"
             "                       from which convert --order coact places neurons that fire together\n"
-            "                       side by side (dense models)\n",
+            "                       side by side (a mixture's experts: of the first N tokens routed to each)\n",
             DEFAULT_SAMPLED, DEFAULT_CTX, (double)PI_STATS_SILU_THRESHOLD, PI_STATS_MASK_TOKENS);
 }
 
@@ -378,9 +378,7 @@ int cmd_profile(int argc, char **argv) {
         goto out;
     }
 
-    if (hp->n_expert && pa.masks > 0)
-        fprintf(stderr, "profile: --masks: none kept for a mixture of experts (its experts see different tokens)\n");
-    if (!hp->n_expert && pa.masks && pi_stats_enable_masks(st, pa.masks > 0 ? pa.masks : PI_STATS_MASK_TOKENS)) {
+    if (pa.masks && pi_stats_enable_masks(st, pa.masks > 0 ? pa.masks : PI_STATS_MASK_TOKENS)) {
         fprintf(stderr, "pinfer: %s: --masks: %s\n", cmd, pi_last_error());
         goto out;
     }

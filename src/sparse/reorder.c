@@ -534,9 +534,9 @@ pi_status pi_rewrite_model(const char *in_path, const pi_rewrite_params *p, cons
     if (p->recall > 0.0 && (!st || !st->hist))
         return pi_error(PI_ERR_INVALID, "thresholds for a recall target need statistics with the predictors' logit "
                         "histograms (pinfer profile of a model with predictors)");
-    if (p->coact_window > 0 && (!st || !st->mask_tokens))
+    if (p->coact_window != 0 && (!st || !st->mask_tokens))
         return pi_error(PI_ERR_INVALID, "ordering by co-activation needs statistics with activation masks (pinfer "
-                        "profile --masks N of a dense model)");
+                        "profile --masks N)");
     rewriter r = {.in_path = in_path, .st = st, .bundle = bundle, .plain = p->plain, .recall = p->recall,
                   .file_type = p->type_of ? p->file_type : -1, .n_threads = p->n_threads > 0 ? p->n_threads : 1};
     pi_gguf_writer *w = NULL;

@@ -51,8 +51,9 @@ pi_status pi_bundle_write(const char *in_path, const pi_stats *st, uint32_t alig
 /* Both of the above, with progress: what to write and whom to tell. */
 typedef struct pi_rewrite_params {
     const pi_stats *st;           /* order neurons by these counts; NULL: keep the input's order (bundle only) */
-    int64_t coact_window;         /* > 0 (st with activation masks): neurons that fire together side by side,
-                                     pi_stats_order_coact with this window; 0: by counts alone */
+    int64_t coact_window;         /* != 0 (st with activation masks): neurons that fire together side by side,
+                                     pi_stats_order_coact with this window (PI_STATS_COACT_AUTO: by the
+                                     layer's size); 0: by counts alone */
     bool bundle;                  /* pi_bundle_write, else pi_reorder_write */
     uint32_t align;               /* bundle: as pi_bundle_write's */
     pi_gguf_progress_fn progress; /* bytes of tensor data written; may be NULL */

@@ -156,10 +156,14 @@ pi_status pi_stats_get_hist(pi_stats *st, const pi_gguf *g, const char *path) {
     return PI_OK;
 }
 
+int64_t pi_stats_unit_mask_tokens(const pi_stats *st, int64_t unit) {
+    PI_ASSERT(unit >= 0 && unit < st->n_layer);
+    if (!st->masks) return 0;
+    if (!st->n_expert) return st->mask_tokens;
+    return st->seen[unit] < st->mask_tokens ? st->seen[unit] : st->mask_tokens;
+}
+
 pi_status pi_stats_enable_masks(pi_stats *st, int64_t cap) {
-    if (st->n_expert)
-        return pi_error(PI_ERR_INVALID, "stats: activation masks are kept for dense models only (a mixture's "
-                        "experts see different tokens)");
     if (cap < 1 || cap > PI_STATS_MAX_MASK_TOKENS)
         return pi_error(PI_ERR_INVALID, "stats: %lld mask tokens is not in 1..%d", (long long)cap,
                         PI_STATS_MAX_MASK_TOKENS);
@@ -194,7 +198,7 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
         uint8_t *row = st->masks + ((size_t)layer * (size_t)st->mask_cap + (size_t)t) * (size_t)pi_stats_mask_row(F);
         for (int64_t i = 0; i < F; i++)
             if (fabsf(act[i]) > thr) row[i >> 3] |= (uint8_t)(1u << (i & 7));
-        if (layer == 0) st->mask_tokens = t + 1;
+        if (t + 1 > st->mask_tokens) st->mask_tokens = t + 1; /* a mixture's units: the most visited one */
     }
     const bool counted = t - st->seq0[layer] >= PI_STATS_REUSE_K;
     const int64_t seq0 = st->seq0[layer];
@@ -376,7 +380,10 @@ static pi_status read_masks(pi_stats *st, const pi_gguf *g, const char *path) {
     if (s == PI_ERR_NOT_FOUND)
         return pi_error(PI_ERR_FORMAT, "%s: activation masks without the key '%s'", path, PI_KEY_STATS_MASK_TOKENS);
     if (s) return pi_error_prefix(s, "%s", path);
-    if (st->n_expert) return pi_error(PI_ERR_FORMAT, "%s: activation masks in a mixture's statistics", path);
+    const pi_gguf_kv *ukv;
+    if (st->n_expert && pi_gguf_get_arr(g, PI_KEY_STATS_UNIT_TOKENS, PI_GGUF_FLOAT32, &ukv))
+        return pi_error(PI_ERR_FORMAT, "%s: a mixture's activation masks without '%s' (each unit's visits)", path,
+                        PI_KEY_STATS_UNIT_TOKENS);
     if (T > st->tokens)
         return pi_error(PI_ERR_FORMAT, "%s: %s = %lld exceeds the %lld tokens profiled (%s)", path,
                         PI_KEY_STATS_MASK_TOKENS, (long long)T, (long long)st->tokens, PI_KEY_STATS_TOKENS);
@@ -399,6 +406,7 @@ static pi_status read_masks(pi_stats *st, const pi_gguf *g, const char *path) {
                             (long long)st->n_layer);
     }
     if ((s = pi_stats_enable_masks(st, T))) return pi_error_prefix(s, "%s", path);
+    st->mask_tokens = T;
     int64_t *fired = calloc((size_t)F, sizeof *fired);
     if (!fired) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
     for (int64_t l = 0; l < st->n_layer && !s; l++) {
@@ -406,11 +414,16 @@ static pi_status read_masks(pi_stats *st, const pi_gguf *g, const char *path) {
         uint8_t *dst = st->masks + (size_t)(l * T * mrow);
         memcpy(dst, pi_gguf_find_tensor(g, name)->data, (size_t)(T * mrow));
         memset(fired, 0, (size_t)F * sizeof *fired);
+        const int64_t Tu = pi_stats_unit_mask_tokens(st, l); /* a mixture's unit: its visits, the rest zero */
         for (int64_t t = 0; t < T && !s; t++) {
             const uint8_t *row = dst + t * mrow;
             if (F % 8 && row[mrow - 1] >> (F % 8))
                 s = pi_error(PI_ERR_FORMAT, "%s: tensor '%s': token %lld sets bits past %s = %lld", path, name,
                              (long long)t, PI_KEY_STATS_N_FF, (long long)F);
+            for (int64_t b = 0; t >= Tu && b < mrow && !s; b++)
+                if (row[b])
+                    s = pi_error(PI_ERR_FORMAT, "%s: tensor '%s': row %lld is past the unit's %lld visits (%s)", path,
+                                 name, (long long)t, (long long)Tu, PI_KEY_STATS_UNIT_TOKENS);
             for (int64_t i = 0; i < F; i++) fired[i] += row[i >> 3] >> (i & 7) & 1;
         }
         for (int64_t i = 0; i < F && !s; i++)
@@ -420,7 +433,6 @@ static pi_status read_masks(pi_stats *st, const pi_gguf *g, const char *path) {
                              (long long)st->counts[l * F + i]);
     }
     free(fired);
-    st->mask_tokens = T;
     return s;
 }
 
@@ -683,7 +695,8 @@ static bool coupled(int64_t both, int64_t a, int64_t b, int64_t T) {
 
 pi_status pi_stats_order_coact(const pi_stats *st, int64_t layer, int64_t window, int32_t *perm) {
     pi_stats_order(st, layer, perm);
-    const int64_t F = st->n_ff, T = st->masks ? st->mask_tokens : 0, W = (T + 63) / 64;
+    const int64_t F = st->n_ff, T = pi_stats_unit_mask_tokens(st, layer), W = (T + 63) / 64;
+    if (window < 0) window = F / 32 < 1 ? 1 : F / 32 > PI_STATS_COACT_WINDOW ? PI_STATS_COACT_WINDOW : F / 32;
     if (T < 2 || window <= 0 || F < 2) return PI_OK;
     const int64_t *c = layer_counts(st, layer);
     /* by frequency rank r (neuron perm[r]): its tokens as a bit set, their count */

@@ -34,12 +34,14 @@
  *                           also active in one of the k tokens before (k = 1..8)
  *   pinfer.stats.reuse_tokens u64, with it: the tokens those shares come from
  *
- *   pinfer.stats.mask_tokens u32, optional (dense models): T, the number
- *                           of profiled tokens whose activation masks are
- *                           kept (the first T), as
+ *   pinfer.stats.mask_tokens u32, optional: T, the number of profiled
+ *                           tokens whose activation masks are kept (the
+ *                           first T; a mixture's unit keeps its first T
+ *                           visits, and unit_tokens says how many it had),
  *   blk.N.act_mask          I8 [ceil(n_ff / 8), T]: row t is token t's
  *                           active neurons of layer N, neuron i at bit
- *                           i % 8 of byte i / 8; the bits past n_ff are 0
+ *                           i % 8 of byte i / 8; the bits past n_ff are 0,
+ *                           as are a unit's rows past its visits
  *
  *   pinfer.stats.pred_hist  f32[n_layer * 2 * B], optional (models with
  *                           predictors): element (l*2 + a)*B + b counts the
@@ -123,7 +125,8 @@ typedef struct pi_stats {
 
 #define PI_STATS_MASK_TOKENS 1024       /* masks `profile` keeps by default */
 #define PI_STATS_MAX_MASK_TOKENS 65536  /* the most a stats file may hold */
-#define PI_STATS_COACT_WINDOW 16        /* pi_stats_order_coact's default window (see there) */
+#define PI_STATS_COACT_WINDOW 16        /* pi_stats_order_coact's widest automatic window (see there) */
+#define PI_STATS_COACT_AUTO (-1)        /* pi_stats_order_coact: the window for the layer's size */
 
 /* Bytes of one token's mask of n_ff neurons. */
 static inline int64_t pi_stats_mask_row(int64_t n_ff) { return (n_ff + 7) / 8; }
@@ -159,10 +162,14 @@ void pi_stats_observe(void *ctx, int64_t layer, int64_t pos, const float *ffn_in
 pi_status pi_stats_enable_hist(pi_stats *st);
 
 /* Keep the activation masks of the first cap tokens observed (1 <=
-   cap <= PI_STATS_MAX_MASK_TOKENS) of a dense model. PI_ERR_INVALID for a
-   mixture (its units see different tokens) or cap out of range;
+   cap <= PI_STATS_MAX_MASK_TOKENS); a mixture's unit keeps those of the
+   first cap tokens routed to it. PI_ERR_INVALID for cap out of range;
    PI_ERR_NOMEM. */
 pi_status pi_stats_enable_masks(pi_stats *st, int64_t cap);
+
+/* The masked tokens of a unit: mask_tokens, or for a mixture's unit the
+   visits it had up to mask_tokens; 0 without masks. */
+int64_t pi_stats_unit_mask_tokens(const pi_stats *st, int64_t unit);
 
 /* Count layer's n_ff logits z by whether act marks the neuron active (the
    stats' threshold), and as selected those that reach thr (the predictor's
@@ -253,9 +260,12 @@ void pi_stats_order(const pi_stats *st, int64_t layer, int32_t *perm);
    the links taken greedily from the strongest into chains (no neuron has
    more than two), and the chains laid out by their mean count, most active
    first, each from its more active end. Neurons move among neighbours of
-   like frequency, so a prefix stays (almost) the hottest neurons. Without
-   masks (or window <= 0) it is pi_stats_order. Deterministic;
-   PI_ERR_NOMEM. */
+   like frequency, so a prefix stays (almost) the hottest neurons.
+   PI_STATS_COACT_AUTO: n_ff / 32 neighbours, at most PI_STATS_COACT_WINDOW
+   (wider windows save more reads but move neurons across a hot prefix's
+   boundary: on the 256-neuron experts of moe-relu-stories window 16 read
+   12% more cold neurons at 12M than window 8). Without masks (or window 0)
+   it is pi_stats_order. Deterministic; PI_ERR_NOMEM. */
 pi_status pi_stats_order_coact(const pi_stats *st, int64_t layer, int64_t window, int32_t *perm);
 
 #endif
