@@ -339,6 +339,19 @@ static pi_status get_int(const pi_gguf *g, const char *path, const char *key, in
     return s;
 }
 
+/* No per-layer tensor of format fmt for a layer beyond n_layer: such a file
+   disagrees with itself. */
+static pi_status check_beyond(const pi_gguf *g, const char *path, const char *fmt, int64_t n_layer) {
+    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
+        const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
+        if (pi_tensor_layer(t->name, fmt) >= n_layer)
+            return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' is beyond %s = %lld", path,
+                            (int)(t->name.len < 63 ? t->name.len : 63), t->name.data, PI_KEY_STATS_N_LAYER,
+                            (long long)n_layer);
+    }
+    return PI_OK;
+}
+
 /* Every layer's count tensor (selections when sel, else activations: I32
    [n_ff]) is there, and none beyond n_layer. */
 static pi_status check_count_tensors(const pi_gguf *g, const char *path, bool sel, int64_t n_layer, int64_t n_ff) {
@@ -357,20 +370,12 @@ static pi_status check_count_tensors(const pi_gguf *g, const char *path, bool se
             return pi_error(PI_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld], expected [%lld] (%s)", path,
                             name, (long long)t->ne[0], (long long)t->ne[1], (long long)n_ff, PI_KEY_STATS_N_FF);
     }
-    /* a layer beyond n_layer means the file disagrees with itself */
-    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
-        const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
-        if (pi_tensor_layer(t->name, fmt) >= n_layer)
-            return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' is beyond %s = %lld", path,
-                            (int)(t->name.len < 63 ? t->name.len : 63), t->name.data, PI_KEY_STATS_N_LAYER,
-                            (long long)n_layer);
-    }
-    return PI_OK;
+    return check_beyond(g, path, fmt, n_layer);
 }
 
-/* The masks when the file has them: every layer's I8 [row, T] tensor, no
-   bit past n_ff, no neuron set in more tokens than its count; a mixture has
-   none. */
+/* The masks when the file has them: every layer's (unit's) I8 [row, T]
+   tensor and none beyond, no bit past n_ff, no neuron set in more tokens
+   than its count, and a mixture's unit no row past its visits. */
 static pi_status read_masks(pi_stats *st, const pi_gguf *g, const char *path) {
     int64_t T;
     pi_status s = pi_gguf_get_i64_range(g, PI_KEY_STATS_MASK_TOKENS, 1, PI_STATS_MAX_MASK_TOKENS, &T);
@@ -398,13 +403,7 @@ static pi_status read_masks(pi_stats *st, const pi_gguf *g, const char *path) {
                             name, pi_type_get(t->type) ? pi_type_get(t->type)->name : "unknown", (long long)t->ne[0],
                             (long long)t->ne[1], (long long)mrow, (long long)T, PI_KEY_STATS_N_FF, PI_KEY_STATS_MASK_TOKENS);
     }
-    for (int64_t i = 0; i < pi_gguf_n_tensors(g); i++) {
-        const pi_gguf_tensor *t = pi_gguf_tensor_at(g, i);
-        if (pi_tensor_layer(t->name, PI_TN_ACT_MASK) >= st->n_layer)
-            return pi_error(PI_ERR_FORMAT, "%s: tensor '%.*s' is beyond %s = %lld", path,
-                            (int)(t->name.len < 63 ? t->name.len : 63), t->name.data, PI_KEY_STATS_N_LAYER,
-                            (long long)st->n_layer);
-    }
+    if ((s = check_beyond(g, path, PI_TN_ACT_MASK, st->n_layer))) return s;
     if ((s = pi_stats_enable_masks(st, T))) return pi_error_prefix(s, "%s", path);
     st->mask_tokens = T;
     int64_t *fired = calloc((size_t)F, sizeof *fired);
@@ -668,6 +667,11 @@ static int32_t root_of(int32_t *up, int32_t x) {
     return x;
 }
 
+/* The neighbour of cur in its chain other than prev (-1 at an end). */
+static int32_t chain_next(const int32_t *adj, int32_t cur, int32_t prev) {
+    return adj[2 * cur] != prev ? adj[2 * cur] : adj[2 * cur + 1];
+}
+
 typedef struct {
     int64_t sum, len; /* the chain's counts and length: mean sum / len */
     int32_t first;    /* its first rank in the layout, the tie-break */
@@ -764,7 +768,7 @@ pi_status pi_stats_order_coact(const pi_stats *st, int64_t layer, int64_t window
         int64_t sum = 0, len = 0;
         while (cur >= 0) {
             sum += c[perm[cur]], len++, end = cur;
-            const int32_t next = adj[2 * cur] != prev ? adj[2 * cur] : adj[2 * cur + 1];
+            const int32_t next = chain_next(adj, cur, prev);
             prev = cur, cur = next;
         }
         if (end < r) continue; /* seen from its other end */
@@ -777,7 +781,7 @@ pi_status pi_stats_order_coact(const pi_stats *st, int64_t layer, int64_t window
     for (int64_t i = 0; i < nc; i++)
         for (int32_t prev = -1, cur = chains[i].start; cur >= 0;) {
             out[k++] = perm[cur];
-            const int32_t next = adj[2 * cur] != prev ? adj[2 * cur] : adj[2 * cur + 1];
+            const int32_t next = chain_next(adj, cur, prev);
             prev = cur, cur = next;
         }
     PI_ASSERT(k == F);
