@@ -686,7 +686,7 @@ static void test_refusals(void) {
 }
 
 int main(void) {
-    g_emulated = getenv("PI_TEST_RUNNER") && *getenv("PI_TEST_RUNNER");
+    g_emulated = t_emulated();
     pi_genmodel_params p;
 
     /* ReLU, F32, no ffn_down_t: the down part is ffn_down transposed (exact) */

@@ -1063,7 +1063,7 @@ static void test_moe_cli(void) {
 }
 
 int main(void) {
-    g_emulated = getenv("PI_TEST_RUNNER") && *getenv("PI_TEST_RUNNER");
+    g_emulated = t_emulated();
     const int n = g_emulated ? 200 : 400;
     test_refused();
     test_determinism();

@@ -796,8 +796,7 @@ out:
 }
 
 int main(void) {
-    const char *runner = getenv("PI_TEST_RUNNER");
-    g_emulated = runner && *runner;
+    g_emulated = t_emulated();
     g_slow = g_emulated || T_SANITIZED;
     if (g_emulated)
         fprintf(stderr, "note: emulated: the model slice is 1024 tokens, the golden recall and precision checks "

@@ -294,7 +294,7 @@ static void test_refused(void) {
 
 int main(void) {
     char p[512];
-    bool emulated = getenv("PI_TEST_RUNNER") && *getenv("PI_TEST_RUNNER");
+    bool emulated = t_emulated();
     int n = emulated ? 24 : 96;
     if (t_fixture(p, sizeof p, "relu/relu-stories.gguf")) test_oracle(p, "relu-stories", n);
     if (t_fixture(p, sizeof p, "relu/drelu-stories.gguf")) test_oracle(p, "drelu-stories", n);

@@ -33,6 +33,16 @@
 #define T_SANITIZED 0
 #endif
 
+/* Whether the test runs under an emulator ($PI_TEST_RUNNER non-empty, e.g.
+   qemu-aarch64 for the NEON suite): the model runs 20-50x slower there, so
+   repeated model runs take fewer tokens or fewer cases of the same path.
+   The kernels themselves are checked whole in every suite (test_kernels,
+   test_quant_k); the native suites run every case. */
+static inline bool t_emulated(void) {
+    const char *r = getenv("PI_TEST_RUNNER");
+    return r && *r;
+}
+
 static int t_failures;
 static int t_checks;
 
