@@ -182,7 +182,8 @@ static void test_golden(const char *name, pi_ffn_mode mode) {
         CHECK(pi_lm_make_down_t(m) == PI_OK && pi_sparse_ffn_install(s, PI_FFN_ORACLE, 0) == PI_OK);
     double worst = 0.0;
     int greedy_ok = 0, greedy_excused = 0, greedy_bad = 0;
-    for (int p = 0; p < 3; p++) {
+    const int n_prompts = t_emulated() ? 1 : 3; /* under qemu the first prompt: the same path, a third of the time */
+    for (int p = 0; p < n_prompts; p++) {
         pi_state_reset(s);
         for (int t = 0; t < 32; t++) {
             CHECK(pi_state_decode(s, &prompts[p * 32 + t], 1) == PI_OK);
@@ -210,7 +211,7 @@ static void test_golden(const char *name, pi_ffn_mode mode) {
     /* the same prompts evaluated as one batch give the same logits at every position */
     float *all = malloc(32 * 512 * sizeof *all);
     double worst_batch = 0.0;
-    for (int p = 0; p < 3 && all; p++) {
+    for (int p = 0; p < n_prompts && all; p++) {
         pi_state_reset(s);
         CHECK(pi_state_decode_all(s, &prompts[p * 32], 32, all) == PI_OK);
         for (int t = 0; t < 32; t++) {

@@ -302,11 +302,14 @@ int main(void) {
                 same_tensors(out, ref, types[k]);
                 CHECK(t_file_has(err, "quantize: wrote"));
             }
-            /* the thread count does not change the bytes */
-            snprintf(args, sizeof args, "quantize -t 1 %s %s q4_k_m", f16, out);
-            CHECK(pinfer(args, err) == 0);
-            snprintf(ref, sizeof ref, "%s/kquant/tiny-q4_k_m.gguf", t_models_dir());
-            same_tensors(out, ref, "q4_k_m, one thread");
+            /* the thread count does not change the bytes (not under an
+               emulator: the threads' split is the same code on every CPU) */
+            if (!t_emulated()) {
+                snprintf(args, sizeof args, "quantize -t 1 %s %s q4_k_m", f16, out);
+                CHECK(pinfer(args, err) == 0);
+                snprintf(ref, sizeof ref, "%s/kquant/tiny-q4_k_m.gguf", t_models_dir());
+                same_tensors(out, ref, "q4_k_m, one thread");
+            }
         }
     }
 
