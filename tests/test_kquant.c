@@ -192,7 +192,7 @@ int main(void) {
        bytes take far longer than the test's time limit; the kernels they use
        are checked against the reference by test_kernels there, and these
        comparisons run in the release and ASan suites */
-    const bool emulated = *g_runner != '\0';
+    const bool emulated = t_emulated();
     if (emulated) fprintf(stderr, "emulated: llama.cpp's perplexity and greedy comparisons left to the native suites\n");
     if (!emulated) {
         CHECK(realpath(g_pinfer, abs) != NULL);

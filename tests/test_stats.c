@@ -899,8 +899,7 @@ static void test_masks(void) {
 }
 
 int main(void) {
-    const char *runner = getenv("PI_TEST_RUNNER");
-    g_emulated = runner && *runner;
+    g_emulated = t_emulated();
     static const double relu_mean[6] = {.251, .132, .169, .141, .190, .270};
     static const double relu_cov[6] = {.699, .650, .662, .617, .650, .686};
     static const double drelu_mean[6] = {.105, .039, .042, .077, .092, .132};
