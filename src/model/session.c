@@ -18,7 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MATVEC_GRAIN 16 /* rows per chunk: contiguous row shares per thread */
+#define MATVEC_GRAIN 16 /* rows per chunk, at least, and a multiple of them */
+/* A one-token matvec is handed out in about this many chunks per thread,
+   dynamically: threads sharing memory bandwidth get unequal shares of it,
+   and with one fixed share each the first to finish waited for the other
+   (2 to 7% of a 2-thread sparse decode's samples in the driving thread's
+   wait, against about 1% handed out dynamically). Each row is still one
+   kernel call's, so results do not depend on the split. */
+#define MATVEC_SHARES 8
 
 /* Rows per matmul call for a batch. The matmul kernels walk the rows' length
    in chunks (a few KiB of each row), so this many rows' chunk stays in L2
@@ -292,7 +299,11 @@ void pi_state_matmul(pi_state *s, const pi_weight *w, int64_t row0, int64_t rows
         xin_stride = s->xq_row;
     }
     matmul_job j = {s->k, w, (const uint8_t *)w->data + (size_t)row0 * w->row_bytes, xin, xin_stride, Y, y_stride, nb};
-    if (nb == 1) pi_pool_for(s->pool, rows, MATVEC_GRAIN, matmul_rows, &j);
+    if (nb == 1) {
+        const int64_t T = pi_pool_size(s->pool), per = rows / (MATVEC_SHARES * T);
+        const int64_t grain = per > MATVEC_GRAIN ? per / MATVEC_GRAIN * MATVEC_GRAIN : MATVEC_GRAIN;
+        pi_pool_for_dynamic(s->pool, rows, grain, matmul_rows, &j);
+    }
     else pi_pool_for_dynamic(s->pool, rows, MATMUL_BLOCK_ROWS, matmul_rows, &j);
 }
 
