@@ -156,7 +156,8 @@ INLINE void q8_pass(const int R, const uint8_t *const *w, const float *c, const 
 /* The blocks of 32 in integers (axpy_rows.h; their layout pi_q32_*): a
    pass adds P pairs of rows (a group). Spans of up to 16 blocks (512
    floats). Per span and group, the coefficients first, 16 blocks at a
-   time: each row's 16 scales d (and Q4_1 / Q5_1's mins m, lanes 16-31)
+   time and one span ahead (their dependency chains then overlap the
+   previous span's sums: a fifth more speed): each row's 16 scales d (and Q4_1 / Q5_1's mins m, lanes 16-31)
    picked from two or three 128-byte windows of the row by vpermt2w (a
    vpgatherdd at 18-byte steps took a third of Q4_0's time), converted and
    multiplied by its coefficient; the blocks' exponents from the largest
@@ -196,15 +197,14 @@ typedef struct {
    lane each): q's packed 16-bit pairs, scales (NaN where a coefficient is
    not finite) and accumulator starts, -o times the coefficients' sums (the
    quants' offset o: Q4_0 8, Q6_K 32). */
+INLINE __m512i q4i_nan512(__m512i E, __m512i s) {
+    return _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(E, _mm512_set1_epi32(255)), s, _mm512_set1_epi32(0x7fc00000));
+}
+PI_Q4I_DEFINE_COEFS(Q4I_ATTR, q4i_coefs16_w, 512, __m512i, __m512, q4i_nan512) /* pi_q4i_coefs8 on 16 lanes */
+
 Q4I_ATTR INLINE void q4i_coefs16(const int P, const __m512 *cd, q4i_coefs *q, int o) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) { /* pi_q4i_coefs8 on each half of the lanes */
-        __m256 c8[PI_AXPY_ROWS_GROUP];
-#pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) c8[r] = h ? _mm512_extractf32x8_ps(cd[r], 1) : _mm512_castps512_ps256(cd[r]);
-        const __m256i ksum = pi_q4i_coefs8(P, c8, q->kp[0] + 8 * h, Q4I_SPAN, q->sc + 8 * h);
-        _mm256_storeu_si256((__m256i *)(q->corr + 8 * h), _mm256_mullo_epi32(ksum, _mm256_set1_epi32(-o)));
-    }
+    const __m512i ksum = q4i_coefs16_w(P, cd, q->kp[0], Q4I_SPAN, q->sc);
+    _mm512_storeu_si512(q->corr, _mm512_mullo_epi32(ksum, _mm512_set1_epi32(-o)));
 }
 
 /* The types' index in the tables below. */
@@ -325,20 +325,28 @@ Q4I_ATTR INLINE void q32_seg(pi_type T, const int P, const int NBK, const uint8_
 Q4I_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c,
                               const uint8_t *const *pf, int64_t nb, float *y) {
     const size_t bsz = pi_q32_bsz(T);
-    q4i_coefs q;
-    float nbs[Q4I_SPAN];
-    for (int64_t b0 = 0; b0 < nb; b0 += Q4I_SPAN) {
+    /* the next span's coefficients are formed before this span's sums, so
+       that their dependency chains overlap those sums */
+    q4i_coefs qb[2];
+    float nbb[2][Q4I_SPAN];
+    q32_span_coefs(T, P, w, c, 0, nb < Q4I_SPAN ? (int)nb : Q4I_SPAN, &qb[0], nbb[0]);
+    for (int64_t b0 = 0, i = 0; b0 < nb; b0 += Q4I_SPAN, i ^= 1) {
         const int nbk = nb - b0 < Q4I_SPAN ? (int)(nb - b0) : Q4I_SPAN;
-        q32_span_coefs(T, P, w, c, (size_t)b0 * bsz, nbk, &q, nbs);
+        const int64_t b1 = b0 + Q4I_SPAN;
+        if (b1 < nb)
+            q32_span_coefs(T, P, w, c, (size_t)b1 * bsz, nb - b1 < Q4I_SPAN ? (int)(nb - b1) : Q4I_SPAN, &qb[i ^ 1],
+                           nbb[i ^ 1]);
+        const q4i_coefs *q = &qb[i];
+        const float *nbs = nbb[i];
         int t = 0;
         for (; t + 4 <= nbk; t += 4)
-            q32_seg(T, P, 4, w, &q, nbs, t, pf, (size_t)(b0 + t) * bsz, y + 32 * (b0 + t));
+            q32_seg(T, P, 4, w, q, nbs, t, pf, (size_t)(b0 + t) * bsz, y + 32 * (b0 + t));
         const size_t off = (size_t)(b0 + t) * bsz;
         float *yt = y + 32 * (b0 + t);
         switch (nbk - t) {
-        case 3: q32_seg(T, P, 3, w, &q, nbs, t, pf, off, yt); break;
-        case 2: q32_seg(T, P, 2, w, &q, nbs, t, pf, off, yt); break;
-        case 1: q32_seg(T, P, 1, w, &q, nbs, t, pf, off, yt); break;
+        case 3: q32_seg(T, P, 3, w, q, nbs, t, pf, off, yt); break;
+        case 2: q32_seg(T, P, 2, w, q, nbs, t, pf, off, yt); break;
+        case 1: q32_seg(T, P, 1, w, q, nbs, t, pf, off, yt); break;
         default: break;
         }
     }
@@ -351,24 +359,81 @@ Q4I_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, c
 
 /* ------------------------------------------------------------ K-quants */
 
-/* sm[0..8) = d * sc_j, sm[8..16) = -dmin * m_j for the 8 sub-blocks of a
-   Q4_K / Q5_K block at p (exact products). */
-INLINE void k4_scales(const uint8_t *p, float *sm) {
-    const uint32_t u0 = u32_at(p + 4), u1 = u32_at(p + 8), u2 = u32_at(p + 12);
-    const uint32_t sc03 = u0 & 0x3f3f3f3f, m03 = u1 & 0x3f3f3f3f;
-    const uint32_t sc47 = (u2 & 0x0f0f0f0f) | ((u0 >> 6) & 0x03030303) << 4;
-    const uint32_t m47 = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 6) & 0x03030303) << 4;
-    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_setr_epi32((int)sc03, (int)sc47, (int)m03, (int)m47)));
-    const __m512 dd =
-        _mm512_mask_blend_ps((__mmask16)0xff00, _mm512_set1_ps(f16_at(p)), _mm512_set1_ps(-f16_at(p + 2)));
-    _mm512_storeu_ps(sm, _mm512_mul_ps(f, dd));
+/* The group's scale stage at once (Q4_K / Q5_K share the 12-byte scale
+   format): the 16-byte headers (d, dmin, scales) of up to 8 rows in two
+   vectors, lane 8 r + j of a byte vector row r's sub-block j. Its sc_j and
+   m_j unpacked by four vpermt2b and a few masks for all rows, widened to
+   floats 16 lanes (two rows) at a time and multiplied by d and the
+   coefficient, -dmin * m alike: cd[r] = c_r * (d_r * sc_r,j) and the mins'
+   sum nb_j = sum over rows in order of fma(c_r, -(dmin_r * m_r,j), nb_j),
+   the same products as the AVX2 table's per-row scale stage, so the same
+   bits. Rows from 2P on repeat row 0 (their lanes are not used). Before,
+   one row at a time, this stage took as long as the sums it feeds. */
+#define K4_B(r, j, src) (uint8_t)(16 * (r) + 4 + (src))
+#define K4_ROW(r, A0, A1, A2, A3, A4, A5, A6, A7) \
+    K4_B(r, 0, A0), K4_B(r, 1, A1), K4_B(r, 2, A2), K4_B(r, 3, A3), K4_B(r, 4, A4), K4_B(r, 5, A5), K4_B(r, 6, A6), K4_B(r, 7, A7)
+#define K4_IDX(A0, A1, A2, A3, A4, A5, A6, A7)                                                                  \
+    {K4_ROW(0, A0, A1, A2, A3, A4, A5, A6, A7), K4_ROW(1, A0, A1, A2, A3, A4, A5, A6, A7),                       \
+     K4_ROW(2, A0, A1, A2, A3, A4, A5, A6, A7), K4_ROW(3, A0, A1, A2, A3, A4, A5, A6, A7),                       \
+     K4_ROW(4, A0, A1, A2, A3, A4, A5, A6, A7), K4_ROW(5, A0, A1, A2, A3, A4, A5, A6, A7),                       \
+     K4_ROW(6, A0, A1, A2, A3, A4, A5, A6, A7), K4_ROW(7, A0, A1, A2, A3, A4, A5, A6, A7)}
+/* q[j] for j < 4, q[j + 4] after (sc's low bits); q[j - 4] (sc's high bits,
+   j >= 4); q[j + 4] (m's low bits); q[j] (m's high bits, j >= 4) */
+static const uint8_t k4_idx[4][64] __attribute__((aligned(64))) = {
+    K4_IDX(0, 1, 2, 3, 8, 9, 10, 11), K4_IDX(0, 0, 0, 0, 0, 1, 2, 3), K4_IDX(4, 5, 6, 7, 8, 9, 10, 11),
+    K4_IDX(0, 0, 0, 0, 4, 5, 6, 7)};
+/* Words of rows 2k and 2k + 1: d (word 8 r) in lanes 0-15, dmin (8 r + 1) in 16-31. */
+#define K4_W8(r, o) (uint16_t)(8 * (r) + (o)), (uint16_t)(8 * (r) + (o)), (uint16_t)(8 * (r) + (o)), \
+    (uint16_t)(8 * (r) + (o)), (uint16_t)(8 * (r) + (o)), (uint16_t)(8 * (r) + (o)), (uint16_t)(8 * (r) + (o)), \
+    (uint16_t)(8 * (r) + (o))
+#define K4_DW(k) {K4_W8(2 * (k), 0), K4_W8(2 * (k) + 1, 0), K4_W8(2 * (k), 1), K4_W8(2 * (k) + 1, 1)}
+static const uint16_t k4_dw[4][32] __attribute__((aligned(64))) = {K4_DW(0), K4_DW(1), K4_DW(2), K4_DW(3)};
+
+Q4I_ATTR INLINE void k4_coefs_group(const int P, const uint8_t *const *w, const float *c, size_t off, __m256 *cd, float *nb) {
+#define K4_HDR(r) load128(w[(r) < 2 * P ? (r) : 0] + off)
+    const __m512i hdr0 = _mm512_inserti32x4(
+        _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(K4_HDR(0)), K4_HDR(1), 1), K4_HDR(2), 2),
+        K4_HDR(3), 3);
+    const __m512i hdr1 = P > 2 ? _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(
+                                     _mm512_castsi128_si512(K4_HDR(4)), K4_HDR(5), 1), K4_HDR(6), 2), K4_HDR(7), 3)
+                               : hdr0;
+#undef K4_HDR
+    const __mmask64 hi = 0xf0f0f0f0f0f0f0f0ull; /* sub-blocks 4-7 */
+    const __m512i m3f = _mm512_set1_epi8(0x3f), m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i A = _mm512_permutex2var_epi8(hdr0, _mm512_load_si512(k4_idx[0]), hdr1);
+    const __m512i B = _mm512_maskz_permutex2var_epi8(hi, hdr0, _mm512_load_si512(k4_idx[1]), hdr1);
+    const __m512i C = _mm512_permutex2var_epi8(hdr0, _mm512_load_si512(k4_idx[2]), hdr1);
+    const __m512i D = _mm512_maskz_permutex2var_epi8(hi, hdr0, _mm512_load_si512(k4_idx[3]), hdr1);
+    const __m512i Bh = _mm512_and_si512(_mm512_srli_epi16(B, 2), m30), Dh = _mm512_and_si512(_mm512_srli_epi16(D, 2), m30);
+    const __m512i sc = _mm512_mask_blend_epi8(hi, _mm512_and_si512(A, m3f), _mm512_or_si512(_mm512_and_si512(A, m0f), Bh));
+    const __m512i mn = _mm512_mask_blend_epi8(hi, _mm512_and_si512(C, m3f),
+                                              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(C, 4), m0f), Dh));
+    const __m512 c8 = _mm512_castps256_ps512(_mm256_loadu_ps(c));
+    __m256 b = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int k = 0; k < P; k++) { /* rows 2k, 2k + 1 */
+        const __m512i dw = _mm512_permutex2var_epi16(hdr0, _mm512_load_si512(k4_dw[k]), hdr1);
+        const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dw)), dm = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dw, 1));
+        const __m512 fs = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(sc, k)));
+        const __m512 fm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(mn, k)));
+        const __m512 ck = _mm512_permutexvar_ps(_mm512_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
+                                                                  2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                                                  2 * k + 1, 2 * k + 1, 2 * k + 1), c8);
+        const __m512 cdk = _mm512_mul_ps(ck, _mm512_mul_ps(d, fs));
+        const __m512 mm = _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dm), fm); /* -dmin * m, exact */
+        cd[2 * k] = _mm512_castps512_ps256(cdk);
+        cd[2 * k + 1] = _mm512_extractf32x8_ps(cdk, 1);
+        b = _mm256_fmadd_ps(_mm512_castps512_ps256(ck), _mm512_castps512_ps256(mm), b);
+        b = _mm256_fmadd_ps(_mm512_extractf32x8_ps(ck, 1), _mm512_extractf32x8_ps(mm, 1), b);
+    }
+    _mm256_storeu_ps(nb, b);
 }
 
-
 /* Q4_K and Q5_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
-   Per super-block, the rows' scales (k4_scales) give the 8 sub-blocks'
-   float coefficients, their scales and 16-bit coefficients (8 lanes at
-   once) and the mins' sums; then two segments of 4 sub-blocks (128
+   Per super-block, the group's scales (k4_coefs_group) give the 8
+   sub-blocks' float coefficients, their scales and 16-bit coefficients (8
+   lanes at once) and the mins' sums, formed one super-block ahead; then
+   two segments of 4 sub-blocks (128
    floats, 8 int32 accumulators): per pair of rows one 64-byte load per
    row (the segment's 64 quant bytes) and four vpermt2b that put row A's
    and row B's byte i side by side in a 32-bit lane (high bytes zero), the
@@ -394,17 +459,27 @@ Q4I_ATTR INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *cons
     const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
     const __mmask64 even = 0x5555555555555555ull;
     const __m512i m4 = _mm512_set1_epi32(0x000f000f), b4 = _mm512_set1_epi32(0x00100010);
-    float sm[PI_AXPY_ROWS_GROUP][16];
-    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
-    float scs[8], nbs[8];
+    /* the coefficients of super-block sb + 1 are formed before sb's sums,
+       so that their dependency chains overlap those sums */
+    int32_t kpb[2][PI_AXPY_ROWS_GROUP / 2][8];
+    float scb[2][8], nbb[2][8];
+    {
+        __m256 cd[PI_AXPY_ROWS_GROUP];
+        k4_coefs_group(P, w, c, 0, cd, nbb[0]);
+        pi_q4i_coefs8(P, cd, kpb[0][0], 8, scb[0]);
+    }
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * bsz;
 #pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            prefetch_span(pf[r] + off, bsz);
-            k4_scales(w[r] + off, sm[r]);
+        for (int r = 0; r < 2 * P; r++) prefetch_span(pf[r] + off, bsz);
+        const int cur = (int)(sb & 1);
+        if (sb + 1 < nsb) {
+            __m256 cd[PI_AXPY_ROWS_GROUP];
+            k4_coefs_group(P, w, c, off + bsz, cd, nbb[cur ^ 1]);
+            pi_q4i_coefs8(P, cd, kpb[cur ^ 1][0], 8, scb[cur ^ 1]);
         }
-        pi_q4k_coefs8(P, (const float (*)[16])sm, c, kp, scs, nbs);
+        int32_t (*kp)[8] = kpb[cur];
+        const float *scs = scb[cur], *nbs = nbb[cur];
 #pragma GCC unroll 2
         for (int seg = 0; seg < 2; seg++) {
             __m512i acc[8];
@@ -456,8 +531,8 @@ Q4I_ATTR INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *cons
 
 /* Q6_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
    Per super-block, the rows' 16 d * scales[j] times their coefficients
-   give the 16 sub-blocks' 16-bit coefficients (q4i_coefs16, offset 32);
-   then per half (128 floats, 8 int32 accumulators, a sub-block each) and
+   give the 16 sub-blocks' 16-bit coefficients (q6k_coefs, offset 32),
+   formed one super-block ahead; then per half (128 floats, 8 int32 accumulators, a sub-block each) and
    pair of rows, the two rows' 4 x 32 six-bit quants assembled in bytes
    (unsigned) in one vector per 32, and per 16 of them one vpermb putting
    the two rows' bytes side by side in 32-bit lanes, added by one
@@ -482,26 +557,35 @@ INLINE __m512i q6_bytes2(const uint8_t *A, const uint8_t *B, int h, int j) {
     return _mm512_ternarylogic_epi32(hi, m30, lo, 0xea); /* (hi & m30) | lo */
 }
 
+/* A group's 16-bit coefficients of the Q6_K super-block at off: c_r *
+   (d_r * scales_r,j), offset 32. */
+Q4I_ATTR INLINE void q6k_coefs(const int P, const uint8_t *const *w, const float *c, size_t off, q4i_coefs *q) {
+    __m512 cd[PI_AXPY_ROWS_GROUP];
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++) {
+        const uint8_t *p = w[r] + off;
+        const __m512 ds = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(p + 192))),
+                                        _mm512_set1_ps(f16_at(p + 208)));
+        cd[r] = _mm512_mul_ps(_mm512_set1_ps(c[r]), ds);
+    }
+    q4i_coefs16(P, cd, q, 32);
+}
+
 Q4I_ATTR INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                                   int64_t nsb, float *y) {
     const __mmask64 even = 0x5555555555555555ull;
-    q4i_coefs q;
+    q4i_coefs qb[2]; /* super-block sb + 1's formed before sb's sums, as for Q4_K */
+    q6k_coefs(P, w, c, 0, &qb[0]);
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * sizeof(pi_block_q6_K);
-        __m512 cd[PI_AXPY_ROWS_GROUP];
 #pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            const uint8_t *p = w[r] + off;
-            prefetch_span(pf[r] + off, sizeof(pi_block_q6_K));
-            const __m512 ds = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(p + 192))),
-                                            _mm512_set1_ps(f16_at(p + 208)));
-            cd[r] = _mm512_mul_ps(_mm512_set1_ps(c[r]), ds);
-        }
-        q4i_coefs16(P, cd, &q, 32);
+        for (int r = 0; r < 2 * P; r++) prefetch_span(pf[r] + off, sizeof(pi_block_q6_K));
+        if (sb + 1 < nsb) q6k_coefs(P, w, c, off + sizeof(pi_block_q6_K), &qb[(sb + 1) & 1]);
+        const q4i_coefs *q = &qb[sb & 1];
         for (int h = 0; h < 2; h++) {
             __m512i acc[8];
 #pragma GCC unroll 8
-            for (int m = 0; m < 8; m++) acc[m] = _mm512_set1_epi32(q.corr[8 * h + m]);
+            for (int m = 0; m < 8; m++) acc[m] = _mm512_set1_epi32(q->corr[8 * h + m]);
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
 #pragma GCC unroll 4
@@ -510,14 +594,14 @@ Q4I_ATTR INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const fl
 #pragma GCC unroll 2
                     for (int t = 0; t < 2; t++) {
                         const __m512i x = _mm512_maskz_permutexvar_epi8(even, _mm512_load_si512(q6k_perm[t]), z);
-                        acc[2 * j + t] = _mm512_dpwssd_epi32(acc[2 * j + t], x, _mm512_set1_epi32(q.kp[p][8 * h + 2 * j + t]));
+                        acc[2 * j + t] = _mm512_dpwssd_epi32(acc[2 * j + t], x, _mm512_set1_epi32(q->kp[p][8 * h + 2 * j + t]));
                     }
                 }
             }
 #pragma GCC unroll 8
             for (int m = 0; m < 8; m++) {
                 float *yp = y + 128 * h + 16 * m;
-                _mm512_storeu_ps(yp, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m]), _mm512_set1_ps(q.sc[8 * h + m]),
+                _mm512_storeu_ps(yp, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m]), _mm512_set1_ps(q->sc[8 * h + m]),
                                                      _mm512_loadu_ps(yp)));
             }
         }

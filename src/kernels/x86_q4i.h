@@ -12,37 +12,44 @@
 
 #include <immintrin.h>
 
-/* From the float coefficients cd[0 .. 2P) of 2P rows for 8 blocks (a lane
-   each): kp[p * kstride + t], rows 2p and 2p + 1's 16-bit coefficients of
+/* From the float coefficients cd[0 .. 2P) of 2P rows for 8 blocks (a
+   lane each): kp[p * kstride + t], rows 2p and 2p + 1's 16-bit coefficients of
    block t packed in one 32-bit lane (the first in the low half); sc[t], the
    block's scale 2^e (NaN where a coefficient is not finite). Returns the
-   blocks' sums of the coefficients. */
-static inline __m256i pi_q4i_coefs8(const int P, const __m256 *cd, int32_t *kp, size_t kstride, float *sc) {
-    __m256i mb = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int r = 0; r < 2 * P; r++)
-        mb = _mm256_max_epi32(mb, _mm256_and_si256(_mm256_castps_si256(cd[r]), _mm256_set1_epi32(0x7fffffff)));
-    const __m256i E = _mm256_srli_epi32(mb, 23);
-    const __m256i e = _mm256_min_epi32(
-        _mm256_max_epi32(_mm256_sub_epi32(E, _mm256_set1_epi32(141)), _mm256_set1_epi32(-126)), _mm256_set1_epi32(113));
-    const __m256 inv = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(127), e), 23));
-    const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_set1_epi32(127), e), 23));
-    const __m256 bad = _mm256_castsi256_ps(_mm256_cmpeq_epi32(E, _mm256_set1_epi32(255)));
-    _mm256_storeu_ps(sc, _mm256_blendv_ps(s, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), bad));
-    const __m256i kmax = _mm256_set1_epi32(PI_Q4I_KMAX), kmin = _mm256_set1_epi32(-PI_Q4I_KMAX);
-    __m256i ksum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int p = 0; p < P; p++) {
-        const __m256i k0 =
-            _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(cd[2 * p], inv)), kmin), kmax);
-        const __m256i k1 =
-            _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);
-        ksum = _mm256_add_epi32(ksum, _mm256_add_epi32(k0, k1));
-        _mm256_storeu_si256((__m256i *)(kp + p * kstride),
-                            _mm256_or_si256(_mm256_and_si256(k0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(k1, 16)));
+   blocks' sums of the coefficients. PI_Q4I_DEFINE_COEFS defines it for a
+   vector width W (256 here; the AVX-512 file's 16-lane one with 512):
+   VI / VF its types, SEL(E, s) the scales s with NaN where E is 255. */
+#define PI_Q4I_DEFINE_COEFS(ATTR, NAME, W, VI, VF, SEL)                                                            \
+    ATTR static inline VI NAME(const int P, const VF *cd, int32_t *kp, size_t kstride, float *sc) {               \
+        VI mb = _mm##W##_setzero_si##W();                                                                         \
+        _Pragma("GCC unroll 8") for (int r = 0; r < 2 * P; r++) mb =                                               \
+            _mm##W##_max_epi32(mb, _mm##W##_and_si##W(_mm##W##_castps_si##W(cd[r]), _mm##W##_set1_epi32(0x7fffffff))); \
+        const VI E = _mm##W##_srli_epi32(mb, 23);                                                                 \
+        const VI e = _mm##W##_min_epi32(_mm##W##_max_epi32(_mm##W##_sub_epi32(E, _mm##W##_set1_epi32(141)),        \
+                                                           _mm##W##_set1_epi32(-126)),                             \
+                                        _mm##W##_set1_epi32(113));                                                 \
+        const VF inv = _mm##W##_castsi##W##_ps(_mm##W##_slli_epi32(_mm##W##_sub_epi32(_mm##W##_set1_epi32(127), e), 23)); \
+        const VI s = _mm##W##_slli_epi32(_mm##W##_add_epi32(_mm##W##_set1_epi32(127), e), 23);                    \
+        _mm##W##_storeu_ps(sc, _mm##W##_castsi##W##_ps(SEL(E, s)));                                                \
+        const VI kmax = _mm##W##_set1_epi32(PI_Q4I_KMAX), kmin = _mm##W##_set1_epi32(-PI_Q4I_KMAX);               \
+        VI ksum = _mm##W##_setzero_si##W();                                                                       \
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                                      \
+            const VI k0 = _mm##W##_min_epi32(                                                                      \
+                _mm##W##_max_epi32(_mm##W##_cvtps_epi32(_mm##W##_mul_ps(cd[2 * p], inv)), kmin), kmax);             \
+            const VI k1 = _mm##W##_min_epi32(                                                                      \
+                _mm##W##_max_epi32(_mm##W##_cvtps_epi32(_mm##W##_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);         \
+            ksum = _mm##W##_add_epi32(ksum, _mm##W##_add_epi32(k0, k1));                                           \
+            _mm##W##_storeu_si##W((VI *)(kp + p * kstride),                                                        \
+                                  _mm##W##_or_si##W(_mm##W##_and_si##W(k0, _mm##W##_set1_epi32(0xffff)),            \
+                                                    _mm##W##_slli_epi32(k1, 16)));                                 \
+        }                                                                                                          \
+        return ksum;                                                                                               \
     }
-    return ksum;
+
+static inline __m256i pi_q4i_nan256(__m256i E, __m256i s) {
+    return _mm256_blendv_epi8(s, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(E, _mm256_set1_epi32(255)));
 }
+PI_Q4I_DEFINE_COEFS(, pi_q4i_coefs8, 256, __m256i, __m256, pi_q4i_nan256)
 
 /* Q4_K's per super-block: from the rows' k4_scales sm[r] (d * sc_j, then
    -dmin * m_j) and coefficients c[r], the 8 sub-blocks' kp and sc as above
