@@ -777,15 +777,16 @@ static void test_cli(void) {
                         "%.4f (all of val.txt)\n", v, h);
         CHECKF(h >= 0.95, "lowest held-out expert recall %.4f", h);
         free(rep);
-        /* greedy top-1 of the sparse model against dense, all of val.txt in the model's windows */
-        snprintf(cmd, sizeof cmd, "%s %s perplexity -m %s -f %s --compare-dense -t 2 >%s 2>%s", runner, bin, model, val,
-                 out, err);
+        /* greedy top-1 of the sparse model against dense over the first 128 windows of val.txt (32,640
+           positions; all 515 windows took 84 s, a third of this test: 99.21% there, 99.15% here) */
+        snprintf(cmd, sizeof cmd, "%s %s perplexity -m %s -f %s --chunks 128 --compare-dense -t 2 >%s 2>%s", runner,
+                 bin, model, val, out, err);
         CHECK(t_sh(cmd) == 0);
         rep = t_read_file(out, &n);
         at = rep ? strstr(rep, "top-1 agreement with dense: ") : NULL;
         double agree = 0;
         CHECK(at && sscanf(at, "top-1 agreement with dense: %lf%%", &agree) == 1);
-        fprintf(stderr, "moe-relu-stories: top-1 agreement with dense on val.txt %.2f%%\n", agree);
+        fprintf(stderr, "moe-relu-stories: top-1 agreement with dense on 128 windows of val.txt %.2f%%\n", agree);
         CHECKF(agree >= 99.0, "top-1 agreement %.2f%%", agree);
         free(rep);
     }
