@@ -154,17 +154,44 @@ INLINE void mlal16(int32x4_t *acc, uint8x16_t q, int16_t k) {
 }
 
 
-/* A group's block: its coefficients k[0..m) and scale (pi_q4i_quant) from
-   the float ones cd[0..m), and its nacc accumulators set to -o times the
-   coefficients' sum (o the quants' offset: Q4_0 8, Q5_0 16, Q6_K 32, else 0). */
-INLINE float q4i_start(const float *cd, int m, int32_t *k, int o, int32x4_t *acc, int nacc) {
-    const float sc = pi_q4i_quant(cd, m, k);
-    int32_t ksum = 0;
-    for (int r = 0; r < m; r++) ksum += k[r];
-    for (int e = 0; e < nacc; e++) acc[e] = vdupq_n_s32(-o * ksum);
-    return sc;
+/* pi_q4i_quant for 4 blocks at once, a lane each: from the m rows'
+   coefficients cd[r], their 16-bit coefficients k[r] (0 where a lane's
+   coefficient is not finite) and sum ksum, and the returned scales (NaN
+   there). The same steps in vector form, the same bits: vcvtnq rounds half
+   to even as rintf does. */
+INLINE float32x4_t q4i_quant4(const float32x4_t *cd, int m, int32x4_t *k, int32x4_t *ksum) {
+    uint32x4_t mb = vdupq_n_u32(0);
+    for (int r = 0; r < m; r++) mb = vmaxq_u32(mb, vandq_u32(vreinterpretq_u32_f32(cd[r]), vdupq_n_u32(0x7fffffffu)));
+    const int32x4_t E = vreinterpretq_s32_u32(vshrq_n_u32(mb, 23));
+    const int32x4_t e = vminq_s32(vmaxq_s32(vsubq_s32(E, vdupq_n_s32(141)), vdupq_n_s32(-126)), vdupq_n_s32(113));
+    const float32x4_t inv = vreinterpretq_f32_s32(vshlq_n_s32(vsubq_s32(vdupq_n_s32(127), e), 23));
+    const uint32x4_t bad = vceqq_s32(E, vdupq_n_s32(255));
+    const uint32x4_t s = vreinterpretq_u32_s32(vshlq_n_s32(vaddq_s32(vdupq_n_s32(127), e), 23));
+    int32x4_t sum = vdupq_n_s32(0);
+    for (int r = 0; r < m; r++) {
+        int32x4_t v = vcvtnq_s32_f32(vmulq_f32(cd[r], inv));
+        v = vminq_s32(vmaxq_s32(v, vdupq_n_s32(-PI_Q4I_KMAX)), vdupq_n_s32(PI_Q4I_KMAX));
+        k[r] = vbslq_s32(bad, vdupq_n_s32(0), v);
+        sum = vaddq_s32(sum, k[r]);
+    }
+    *ksum = sum;
+    return vreinterpretq_f32_u32(vbslq_u32(bad, vdupq_n_u32(0x7fc00000u), s));
 }
 
+/* A group's coefficients for 4 blocks or sub-blocks (q4i_quant4), stored
+   for the integer loops: k[r][t], sc[t], corr[t] = -o times the sum. */
+typedef struct {
+    int32_t k[PI_AXPY_ROWS_GROUP][4];
+    float sc[4];
+    int32_t corr[4];
+} q4i_coefs4;
+
+INLINE void q4i_coefs4_make(const float32x4_t *cd, int m, int o, q4i_coefs4 *q) {
+    int32x4_t k[PI_AXPY_ROWS_GROUP], ksum;
+    vst1q_f32(q->sc, q4i_quant4(cd, m, k, &ksum));
+    for (int r = 0; r < m; r++) vst1q_s32(q->k[r], k[r]);
+    vst1q_s32(q->corr, vmulq_n_s32(ksum, -o));
+}
 
 /* ------------------------------------------------------------ K-quants */
 
@@ -186,29 +213,35 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
 
 
 /* Q4_K (Q5 = 0) and Q5_K (Q5 = 1) in integers (axpy_rows.h): per super-block the rows' scales
-   (k4_scales), then per sub-block the group's coefficients (pi_q4i_quant,
-   scalar), the mins' sum, and each row's 32 nibbles widened to 16 bits and
-   added by vmlal into 8 int32 vectors. */
+   (k4_scales), the group's coefficients and mins' sums four sub-blocks at
+   a time (q4i_quant4), then per sub-block each row's 32 nibbles widened to
+   16 bits and added by vmlal into 8 int32 vectors. */
 INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
     const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
     float sm[PI_AXPY_ROWS_GROUP][16];
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * bsz;
         for (int r = 0; r < 2 * P; r++) k4_scales(w[r] + off, sm[r]);
+        q4i_coefs4 qc;
+        float nbs[4];
         for (int j = 0; j < 8; j++) {
-            const int8x16_t hsh = vdupq_n_s8((int8_t)(4 - j));
-            float cd[PI_AXPY_ROWS_GROUP], nb = 0.0f;
-            int32_t k[PI_AXPY_ROWS_GROUP];
-            for (int r = 0; r < 2 * P; r++) {
-                cd[r] = c[r] * sm[r][j];
-                nb = fmaf(c[r], sm[r][8 + j], nb);
+            if (j % 4 == 0) { /* sub-blocks j .. j + 3 at once */
+                float32x4_t cd[PI_AXPY_ROWS_GROUP], nbv = vdupq_n_f32(0.0f);
+                for (int r = 0; r < 2 * P; r++) {
+                    cd[r] = vmulq_n_f32(vld1q_f32(sm[r] + j), c[r]);
+                    nbv = vfmaq_n_f32(nbv, vld1q_f32(sm[r] + 8 + j), c[r]);
+                }
+                q4i_coefs4_make(cd, 2 * P, 0, &qc);
+                vst1q_f32(nbs, nbv);
             }
+            const int8x16_t hsh = vdupq_n_s8((int8_t)(4 - j));
+            const float nb = nbs[j % 4], sc = qc.sc[j % 4];
             int32x4_t acc[8];
-            const float sc = q4i_start(cd, 2 * P, k, 0, acc, 8);
+            for (int e = 0; e < 8; e++) acc[e] = vdupq_n_s32(0);
 #pragma GCC unroll 8
             for (int r = 0; r < 2 * P; r++) {
                 const uint8_t *qs = w[r] + off + qs_off + 32 * (j / 2);
-                const int16_t kr = (int16_t)k[r];
+                const int16_t kr = (int16_t)qc.k[r][j % 4];
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
                     const uint8x16_t v = vld1q_u8(qs + 16 * h);
@@ -231,8 +264,8 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
 #define Q5K_INT_PASS(P, w, c, pf, nsb, y) q4k_int_pass(1, P, w, c, nsb, y)
 
 /* Q6_K in integers (axpy_rows.h): per super-block the rows' d * scales[j];
-   per sub-block of 16 the group's coefficients (pi_q4i_quant, scalar), and
-   each row's 16 quants assembled in bytes (unsigned), widened and added by
+   the group's coefficients four sub-blocks of 16 at a time (q4i_quant4);
+   per sub-block each row's 16 quants assembled in bytes (unsigned), widened and added by
    vmlal into 4 int32 vectors, which start at -32 times the coefficients'
    sum. Segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter
    j = s % 4): ql bytes 64 h + 32 (j & 1), low nibbles for j < 2, high for
@@ -249,24 +282,29 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, i
 #pragma GCC unroll 4
             for (int e = 0; e < 4; e++) vst1q_f32(ds[r] + 4 * e, vmulq_n_f32(f[e], d));
         }
+        q4i_coefs4 qc;
         for (int s = 0; s < 8; s++) {
             const int h = s / 4, j = s % 4;
             const int8x16_t lsh = vdupq_n_s8((int8_t)(-4 * (j >> 1))), hsh = vdupq_n_s8((int8_t)(4 - 2 * j));
+            if (s % 2 == 0) { /* sub-blocks 2 s .. 2 s + 3 at once */
+                float32x4_t cd[PI_AXPY_ROWS_GROUP];
+                for (int r = 0; r < 2 * P; r++) cd[r] = vmulq_n_f32(vld1q_f32(ds[r] + 2 * s), c[r]);
+                q4i_coefs4_make(cd, 2 * P, 32, &qc);
+            }
 #pragma GCC unroll 2
             for (int g = 0; g < 2; g++) {
-                float cd[PI_AXPY_ROWS_GROUP];
-                int32_t k[PI_AXPY_ROWS_GROUP];
-                for (int r = 0; r < 2 * P; r++) cd[r] = c[r] * ds[r][2 * s + g];
+                const int t = 2 * (s % 2) + g; /* the sub-block's lane */
                 int32x4_t acc[4];
-                const float sc = q4i_start(cd, 2 * P, k, 32, acc, 4);
+                for (int e = 0; e < 4; e++) acc[e] = vdupq_n_s32(qc.corr[t]);
+                const float sc = qc.sc[t];
 #pragma GCC unroll 8
                 for (int r = 0; r < 2 * P; r++) {
                     const uint8_t *p = w[r] + off;
                     const uint8x16_t l = vld1q_u8(p + 64 * h + 32 * (j & 1) + 16 * g);
                     const uint8x16_t qh = vld1q_u8(p + 128 + 32 * h + 16 * g);
-                    const uint8x16_t q = vorrq_u8(vandq_u8(vshlq_u8(l, lsh), vdupq_n_u8(0x0f)),
-                                                  vandq_u8(vshlq_u8(qh, hsh), vdupq_n_u8(0x30)));
-                    mlal16(acc, q, (int16_t)k[r]);
+                    const uint8x16_t qv = vorrq_u8(vandq_u8(vshlq_u8(l, lsh), vdupq_n_u8(0x0f)),
+                                                   vandq_u8(vshlq_u8(qh, hsh), vdupq_n_u8(0x30)));
+                    mlal16(acc, qv, (int16_t)qc.k[r][t]);
                 }
                 float *ys = y + 32 * s + 16 * g;
 #pragma GCC unroll 4
@@ -281,9 +319,9 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, i
 
 /* ------------------------------------------- Q4_0, Q4_1, Q5_0, Q5_1 */
 
-/* The blocks of 32 in integers (axpy_rows.h, pi_q32_*): block by block the
-   group's coefficients (pi_q4i_quant, scalar) and mins' sum, then each
-   row's low and high nibbles (with Q5_0 / Q5_1 the fifth bit: qh's bytes
+/* The blocks of 32 in integers (axpy_rows.h, pi_q32_*): the group's
+   coefficients and mins' sums four blocks at a time (q4i_quant4, where a
+   scalar pi_q4i_quant ran per block before), then per block each row's low and high nibbles (with Q5_0 / Q5_1 the fifth bit: qh's bytes
    spread over the lanes, tested against each lane's bit, ORed in as 16)
    widened and added by vmlal into 8 int32 vectors, which start at -o times
    the coefficients' sum (o the quants' offset). */
@@ -294,17 +332,30 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
     const size_t bsz = pi_q32_bsz(T), qs = pi_q32_qs(T), qh = pi_q32_qh(T);
     const int mins = pi_q32_has_min(T);
     const uint8x16_t bv = vld1q_u8(bits), s0 = vld1q_u8(sel[0]), s1 = vld1q_u8(sel[1]);
+    q4i_coefs4 qc;
+    float nbb[4];
     for (int64_t b = 0; b < nb; b++, y += 32) {
         const size_t off = (size_t)b * bsz;
-        float cd[PI_AXPY_ROWS_GROUP], nbs = 0.0f;
-        int32_t k[PI_AXPY_ROWS_GROUP];
+        if (b % 4 == 0) { /* blocks b .. b + 3 at once (absent ones: d = 0, lanes unused) */
+            float32x4_t cd[PI_AXPY_ROWS_GROUP], nbv = vdupq_n_f32(0.0f);
+            const int nbk = nb - b < 4 ? (int)(nb - b) : 4;
 #pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            cd[r] = c[r] * f16_at(w[r] + off);
-            if (mins) nbs = fmaf(c[r], f16_at(w[r] + off + 2), nbs);
+            for (int r = 0; r < 2 * P; r++) {
+                float d[4] = {0, 0, 0, 0}, mn[4] = {0, 0, 0, 0};
+                for (int t = 0; t < nbk; t++) {
+                    d[t] = f16_at(w[r] + off + (size_t)t * bsz);
+                    if (mins) mn[t] = f16_at(w[r] + off + (size_t)t * bsz + 2);
+                }
+                cd[r] = vmulq_n_f32(vld1q_f32(d), c[r]);
+                if (mins) nbv = vfmaq_n_f32(nbv, vld1q_f32(mn), c[r]);
+            }
+            q4i_coefs4_make(cd, 2 * P, pi_q32_offset(T), &qc);
+            vst1q_f32(nbb, nbv);
         }
+        const int t = (int)(b % 4);
+        const float sc = qc.sc[t], nbs = nbb[t];
         int32x4_t acc[8];
-        const float sc = q4i_start(cd, 2 * P, k, pi_q32_offset(T), acc, 8);
+        for (int e = 0; e < 8; e++) acc[e] = vdupq_n_s32(qc.corr[t]);
 #pragma GCC unroll 8
         for (int r = 0; r < 2 * P; r++) {
             const uint8_t *p = w[r] + off;
@@ -315,8 +366,8 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
                 q[0] = vorrq_u8(q[0], vandq_u8(vtstq_u8(vqtbl1q_u8(h, s0), bv), vdupq_n_u8(16)));
                 q[1] = vorrq_u8(q[1], vandq_u8(vtstq_u8(vqtbl1q_u8(h, s1), bv), vdupq_n_u8(16)));
             }
-            mlal16(acc, q[0], (int16_t)k[r]);
-            mlal16(acc + 4, q[1], (int16_t)k[r]);
+            mlal16(acc, q[0], (int16_t)qc.k[r][t]);
+            mlal16(acc + 4, q[1], (int16_t)qc.k[r][t]);
         }
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
