@@ -329,13 +329,12 @@ Q4I_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, c
        that their dependency chains overlap those sums */
     q4i_coefs qb[2];
     float nbb[2][Q4I_SPAN];
-    q32_span_coefs(T, P, w, c, 0, nb < Q4I_SPAN ? (int)nb : Q4I_SPAN, &qb[0], nbb[0]);
+#define Q32_SPAN_LEN(b) (nb - (b) < Q4I_SPAN ? (int)(nb - (b)) : Q4I_SPAN)
+    q32_span_coefs(T, P, w, c, 0, Q32_SPAN_LEN(0), &qb[0], nbb[0]);
     for (int64_t b0 = 0, i = 0; b0 < nb; b0 += Q4I_SPAN, i ^= 1) {
-        const int nbk = nb - b0 < Q4I_SPAN ? (int)(nb - b0) : Q4I_SPAN;
+        const int nbk = Q32_SPAN_LEN(b0);
         const int64_t b1 = b0 + Q4I_SPAN;
-        if (b1 < nb)
-            q32_span_coefs(T, P, w, c, (size_t)b1 * bsz, nb - b1 < Q4I_SPAN ? (int)(nb - b1) : Q4I_SPAN, &qb[i ^ 1],
-                           nbb[i ^ 1]);
+        if (b1 < nb) q32_span_coefs(T, P, w, c, (size_t)b1 * bsz, Q32_SPAN_LEN(b1), &qb[i ^ 1], nbb[i ^ 1]);
         const q4i_coefs *q = &qb[i];
         const float *nbs = nbb[i];
         int t = 0;
@@ -351,6 +350,7 @@ Q4I_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, c
         }
     }
 }
+#undef Q32_SPAN_LEN
 
 #define Q4_0_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_0, P, w, c, pf, nb, y)
 #define Q4_1_PASS(P, w, c, pf, nb, y) q32_pass(PI_TYPE_Q4_1, P, w, c, pf, nb, y)
@@ -367,11 +367,10 @@ Q4I_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, c
    coefficient, -dmin * m alike: cd[r] = c_r * (d_r * sc_r,j) and the mins'
    sum nb_j = sum over rows in order of fma(c_r, -(dmin_r * m_r,j), nb_j),
    the same products as the AVX2 table's per-row scale stage, so the same
-   bits. Rows from 2P on repeat row 0 (their lanes are not used). Before,
-   one row at a time, this stage took as long as the sums it feeds. */
-#define K4_B(r, j, src) (uint8_t)(16 * (r) + 4 + (src))
+   bits. Rows from 2P on repeat row 0 (their lanes are not used). */
+#define K4_B(r, src) (uint8_t)(16 * (r) + 4 + (src))
 #define K4_ROW(r, A0, A1, A2, A3, A4, A5, A6, A7) \
-    K4_B(r, 0, A0), K4_B(r, 1, A1), K4_B(r, 2, A2), K4_B(r, 3, A3), K4_B(r, 4, A4), K4_B(r, 5, A5), K4_B(r, 6, A6), K4_B(r, 7, A7)
+    K4_B(r, A0), K4_B(r, A1), K4_B(r, A2), K4_B(r, A3), K4_B(r, A4), K4_B(r, A5), K4_B(r, A6), K4_B(r, A7)
 #define K4_IDX(A0, A1, A2, A3, A4, A5, A6, A7)                                                                  \
     {K4_ROW(0, A0, A1, A2, A3, A4, A5, A6, A7), K4_ROW(1, A0, A1, A2, A3, A4, A5, A6, A7),                       \
      K4_ROW(2, A0, A1, A2, A3, A4, A5, A6, A7), K4_ROW(3, A0, A1, A2, A3, A4, A5, A6, A7),                       \
@@ -429,6 +428,19 @@ Q4I_ATTR INLINE void k4_coefs_group(const int P, const uint8_t *const *w, const 
     _mm256_storeu_ps(nb, b);
 }
 
+/* A group's coefficients of the Q4_K / Q5_K super-block at off: the 8
+   sub-blocks' packed 16-bit pairs, scales and mins' sums. */
+typedef struct {
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
+    float sc[8], nb[8];
+} k4_coefs;
+
+Q4I_ATTR INLINE void k4_coefs_make(const int P, const uint8_t *const *w, const float *c, size_t off, k4_coefs *k) {
+    __m256 cd[PI_AXPY_ROWS_GROUP];
+    k4_coefs_group(P, w, c, off, cd, k->nb);
+    pi_q4i_coefs8(P, cd, k->kp[0], 8, k->sc);
+}
+
 /* Q4_K and Q5_K in integers (axpy_rows.h): a pass adds P pairs of rows (a group).
    Per super-block, the group's scales (k4_coefs_group) give the 8
    sub-blocks' float coefficients, their scales and 16-bit coefficients (8
@@ -461,25 +473,15 @@ Q4I_ATTR INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *cons
     const __m512i m4 = _mm512_set1_epi32(0x000f000f), b4 = _mm512_set1_epi32(0x00100010);
     /* the coefficients of super-block sb + 1 are formed before sb's sums,
        so that their dependency chains overlap those sums */
-    int32_t kpb[2][PI_AXPY_ROWS_GROUP / 2][8];
-    float scb[2][8], nbb[2][8];
-    {
-        __m256 cd[PI_AXPY_ROWS_GROUP];
-        k4_coefs_group(P, w, c, 0, cd, nbb[0]);
-        pi_q4i_coefs8(P, cd, kpb[0][0], 8, scb[0]);
-    }
+    k4_coefs kb[2];
+    k4_coefs_make(P, w, c, 0, &kb[0]);
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * bsz;
 #pragma GCC unroll 8
         for (int r = 0; r < 2 * P; r++) prefetch_span(pf[r] + off, bsz);
-        const int cur = (int)(sb & 1);
-        if (sb + 1 < nsb) {
-            __m256 cd[PI_AXPY_ROWS_GROUP];
-            k4_coefs_group(P, w, c, off + bsz, cd, nbb[cur ^ 1]);
-            pi_q4i_coefs8(P, cd, kpb[cur ^ 1][0], 8, scb[cur ^ 1]);
-        }
-        int32_t (*kp)[8] = kpb[cur];
-        const float *scs = scb[cur], *nbs = nbb[cur];
+        if (sb + 1 < nsb) k4_coefs_make(P, w, c, off + bsz, &kb[(sb + 1) & 1]);
+        int32_t (*kp)[8] = kb[sb & 1].kp;
+        const float *scs = kb[sb & 1].sc, *nbs = kb[sb & 1].nb;
 #pragma GCC unroll 2
         for (int seg = 0; seg < 2; seg++) {
             __m512i acc[8];
