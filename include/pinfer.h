@@ -150,7 +150,7 @@ typedef struct pi_model_params {
                                the model's filesystem, measured now (~12 s, a warning says so) if none */
     uint64_t cache_bytes;   /* with mem_budget: the neuron cache's share (0: the plan's or the default) */
     pi_io_backend io;
-    int queue_depth;        /* reads in flight at most (0: the plan's, else 64) */
+    int queue_depth;        /* reads in flight at most (0: the plan's, else 256) */
     pi_cache_policy cache_policy; /* with mem_budget: the neuron cache's replacement policy */
     bool no_lookahead;      /* with mem_budget: do not read the next layer's likely neurons while a layer
                                computes (the lookahead never changes the output, only when reads happen) */

@@ -293,6 +293,28 @@ static void test_lookahead(void) {
     mp->lookahead = true;
     CHECKF(fabs(all_hot.ms_pred - none.ms_pred) < 1e-12, "all-resident later layers: predictor %.4f ms, %.4f without",
            all_hot.ms_pred, none.ms_pred);
+    /* the ring: nothing reaps while the lookahead's window computes, so of
+       a layer's reads beyond the queue depth none completes in it; a ring
+       that holds them all hides up to the window. On a disk no faster at
+       32 than deeper the solver takes a ring that holds a layer's reads. */
+    pi_hw flat = hw;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int k = 0; k < PI_HW_N_QD; k++) flat.read_iops[b][k] = hw.read_iops[b][flat.qd[k] < 32 ? k : 2];
+    pi_plan s32 = p, s512 = p;
+    s32.queue_depth = 32;
+    s512.queue_depth = 512;
+    pi_cost shallow, deep;
+    pi_plan_cost(mp, &flat, &s32, &shallow);
+    pi_plan_cost(mp, &flat, &s512, &deep);
+    const double R = deep.reads / (double)L;
+    CHECKF(R > 32.0 && deep.ms_io == shallow.ms_io && deep.ms_io_hidden > shallow.ms_io_hidden &&
+               shallow.ms_io_hidden <= 0.85 * 32.0 / R * shallow.ms_io + 1e-9 && deep.tok_s > shallow.tok_s,
+           "%.0f reads a layer: %.3f of %.3f ms hidden at qd 32, %.3f of %.3f at 512", R, shallow.ms_io_hidden,
+           shallow.ms_io, deep.ms_io_hidden, deep.ms_io);
+    pi_plan pf;
+    CHECK(pi_plan_solve(mp, &flat, &lim, &pf) == PI_OK);
+    CHECKF(pf.queue_depth > 32 && pf.queue_depth >= pf.cost.reads / (double)L,
+           "flat disk: queue depth %d for %.0f reads a layer", pf.queue_depth, pf.cost.reads / (double)L);
     pi_mprofile_free(mp);
 }
 

@@ -38,7 +38,7 @@ void app_usage_common(FILE *f) {
             "                       queue depth); without it --mem-budget plans on the fly\n"
             "  --no-plan            with --mem-budget: a uniform split instead of the planner's\n"
             "  --io B               uring (default where the kernel allows it) or pread\n"
-            "  --qd N               reads in flight at most (default 64)\n"
+            "  --qd N               reads in flight at most (default: the plan's, else 256)\n"
             "  --cache SIZE         of the budget, the neuron cache's share (default: room for 15%% of a layer's\n"
             "                       neurons); the rest keeps each layer's hottest neurons resident\n"
             "  --cache-policy P     the neuron cache's replacement: slru (auto: the measured default), lru, lfu\n"

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 
 #define DEFAULT_CTX_MAX 4096 /* sessions' default context: the model's, at most this */
-#define DEFAULT_QD 64
+#define DEFAULT_QD 256 /* a ring that holds a layer's reads and the lookahead's (plan.c: io_left) */
 
 const char *pi_version(void) { return PI_VERSION_STRING; }
 
