@@ -126,12 +126,16 @@ int main(void) {
     }
 
     /* a generated model runs; its shape is what was asked */
-    snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab-size 300 --vocab /nonexistent", conv);
+    snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab /nonexistent", conv);
     CHECK(pinfer(args, NULL, err) == 1 && t_file_has(err, "/nonexistent"));
+    snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --vocab-size 300 --vocab /nonexistent", conv);
+    CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--vocab-size and --vocab /nonexistent"));
     snprintf(args, sizeof args, "gen-model -o %s --preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab-size 300 --type q8_0 --act relu", conv);
     CHECK(pinfer(args, NULL, err) == 0);
     snprintf(args, sizeof args, "inspect %s", conv);
-    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "q8_0") && t_file_has(out, "pinfer.ffn_activation"));
+    /* the size asked for, also where the default vocabulary file is present */
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "q8_0") && t_file_has(out, "pinfer.ffn_activation") &&
+          t_file_has(out, "llama.vocab_size                       u32  = 300\n"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 8 --temp 0", conv);
     CHECK(pinfer(args, out, err) == 0 && t_file_has(out, "hello"));
     /* profiled, reordered and written as a bundle file, it still runs */

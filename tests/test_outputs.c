@@ -207,10 +207,11 @@ static void refused(const char *args, const char *err, const char *kept, const c
     CHECKF(hidden_entries() == 0, "pinfer %s left a temporary", args);
 }
 
-/* Shape options of a small generated model (the tokenizer is the default
-   vocabulary when the fixture exists, else a byte-level one). */
-#define SMALL_MODEL "--preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --vocab-size 300 " \
-                    "--type q8_0 --act relu"
+/* Shape options of a small generated model: with --vocab-size a byte-level
+   tokenizer of 300 tokens; SMALL_SHAPE alone takes the default vocabulary
+   when the fixture exists (or the one --vocab names). */
+#define SMALL_SHAPE "--preset tiny --layers 2 --dim 128 --ffn 256 --n-head 4 --n-head-kv 2 --type q8_0 --act relu"
+#define SMALL_MODEL SMALL_SHAPE " --vocab-size 300"
 
 static void test_commands(void) {
     char model[320], stats[320], hard[320], sym[320], bundle[320], err[320], text[320], args[2048];
@@ -255,7 +256,7 @@ static void test_commands(void) {
            "convert's progress and summary");
 
     /* the other commands: -o is an input */
-    snprintf(args, sizeof args, "gen-model -o %s --vocab %s " SMALL_MODEL, sym, model);
+    snprintf(args, sizeof args, "gen-model -o %s --vocab %s " SMALL_SHAPE, sym, model);
     refused(args, err, model, b_model, n_model);
     snprintf(args, sizeof args, "profile -m %s --tokens 4 -o %s", model, model);
     refused(args, err, model, b_model, n_model);

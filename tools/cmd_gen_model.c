@@ -84,7 +84,8 @@ static void usage(FILE *f) {
             "                       vs measured: active fraction, skew, predictor recall/precision; for a\n"
             "                       mixture per routed expert, and each expert's load and the expert reuse\n"
             "  --vocab FILE         copy the tokenizer from this GGUF (default: ../shared/models/vocab/\n"
-            "                       ggml-vocab-llama-spm.gguf when present, else a byte-level vocabulary)\n"
+            "                       ggml-vocab-llama-spm.gguf when present and --vocab-size is not given,\n"
+            "                       else a byte-level vocabulary of --vocab-size tokens)\n"
             "  --seed N             weights are a function of the seed only (default 1)\n"
             "  -t N                 threads (default: all cores)\n");
 }
@@ -646,7 +647,7 @@ int cmd_gen_model(int argc, char **argv) {
         return 2;
     }
     static const char default_vocab[] = "../shared/models/vocab/ggml-vocab-llama-spm.gguf";
-    bool vocab_given = false, skew_given = false, experts_given = false, used_given = false, router_given = false;
+    bool vocab_given = false, vocab_size_given = false, skew_given = false, experts_given = false, used_given = false, router_given = false;
     long check = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -705,6 +706,7 @@ int cmd_gen_model(int argc, char **argv) {
                 if (strcmp(a, ints[k].opt)) continue;
                 if (!arg_int(cmd, a, v, ints[k].lo, ints[k].hi, &n)) return 2;
                 *ints[k].dst = n;
+                vocab_size_given |= ints[k].dst == &p.n_vocab;
                 found = true;
             }
             if (!found && !strcmp(a, "--seed")) {
@@ -752,7 +754,13 @@ int cmd_gen_model(int argc, char **argv) {
                 cmd);
         return 2;
     }
-    if (!vocab_given && access(default_vocab, R_OK) == 0) vocab = default_vocab;
+    if (vocab_given && vocab_size_given) {
+        fprintf(stderr, "pinfer: %s: --vocab-size and --vocab %s together: a copied vocabulary has the size of its "
+                        "own token list\n", cmd, vocab);
+        return 2;
+    }
+    /* a size asked for is a byte-level vocabulary of that size, never the default file's */
+    if (!vocab_given && !vocab_size_given && access(default_vocab, R_OK) == 0) vocab = default_vocab;
     /* refused before any work: an output that would replace the vocabulary it copies */
     if (pi_outfile_check_distinct(out, vocab, "the vocabulary")) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
