@@ -279,21 +279,35 @@ static void test_observer(const char *name) {
     if (!s) goto done;
     o.ffn_in = calloc(256 * 6 * 128, sizeof(float));
     o.mask = calloc(256 * 6 * 64, 1);
+    /* under qemu the points of the first two windows of 8: the same path, a quarter of the time */
+    const int n_win = t_emulated() ? 2 : 8;
     pi_state_set_observer(s, observe, &o);
-    for (int w = 0; w < 8; w++) {
+    for (int w = 0; w < n_win; w++) {
         o.window = w;
         pi_state_reset(s);
         CHECK(pi_state_decode(s, windows + w * 256, 256) == PI_OK);
     }
     pi_state_set_observer(s, NULL, NULL);
-    double worst = t_rel_err(o.ffn_in, ffn_in, 256 * 6 * 128);
+    /* the decoded windows' points, moved to the front of both sides (k ascends) */
+    const size_t in_pt = 6 * 128, mask_pt = 6 * 64;
+    int64_t n_pts = 0;
+    for (int k = 0; k < 256; k++) {
+        if (positions[2 * k] >= n_win) continue;
+        memmove(o.ffn_in + n_pts * in_pt, o.ffn_in + k * in_pt, in_pt * sizeof(float));
+        memmove(ffn_in + n_pts * in_pt, ffn_in + k * in_pt, in_pt * sizeof(float));
+        memmove(o.mask + n_pts * mask_pt, o.mask + k * mask_pt, mask_pt);
+        memmove(mask + n_pts * mask_pt, mask + k * mask_pt, mask_pt);
+        n_pts++;
+    }
+    CHECK(n_pts > 0);
+    double worst = t_rel_err(o.ffn_in, ffn_in, n_pts * (int64_t)in_pt);
     long differ = 0, active = 0;
-    for (int i = 0; i < 256 * 6 * 64; i++) {
+    for (int64_t i = 0; i < n_pts * (int64_t)mask_pt; i++) {
         differ += __builtin_popcount((unsigned)(o.mask[i] ^ mask[i]));
         active += __builtin_popcount(mask[i]);
     }
-    fprintf(stderr, "%s: observer: ffn_in relative error %.2e; mask bits differing %ld of %ld active\n", name, worst,
-            differ, active);
+    fprintf(stderr, "%s: observer (%lld points in %d windows): ffn_in relative error %.2e; mask bits differing %ld of "
+                    "%ld active\n", name, (long long)n_pts, n_win, worst, differ, active);
     CHECK(worst < 1e-4);
     /* masks from float64 may differ only where a pre-activation is within rounding of zero */
     CHECK(differ <= active / 10000 + 2);
