@@ -21,6 +21,10 @@ usage: $PROG -m MODEL --mem-budget SIZE [options]
   --base-args "ARGS"    arguments for --base instead of pinfer's (e.g. when it lacks an option)
   --base-model FILE     the model file --base reads (default: MODEL), e.g. the bundle file the
                         previous commit's convert makes, for a comparison end to end
+  --base-cache DIR      the cache directory (XDG_CACHE_HOME) --base runs with, instead of the
+                        shared one: its hardware figures and achieved reads then stay its own
+                        (a build with another hwprobe format rewrites the shared file, and each
+                        build's achieved reads would reprice the other's plans)
   --rounds N            repeat the runs N times, alternating pinfer, base and peer (default 1);
                         the summary gives medians and the per-round ratios
   --peer PATH           also run this llama-bench in a cgroup with the same limit
@@ -60,7 +64,7 @@ parse_size() {
 # ---- options
 MODEL="" BUDGET_ARG="" OVERHEAD_ARG=64M PINFER=$ROOT/build/release/pinfer PEER="" PEER_MODEL=""
 THREADS=2 NGEN=64 REPS=3 FREE_RUN=1 DROP="" BUDGET_FLAG=1 PINFER_EXTRA="" PEER_EXTRA=""
-BASE="" BASE_EXTRA="" BASE_EXTRA_SET=0 BASE_MODEL="" ROUNDS=1
+BASE="" BASE_EXTRA="" BASE_EXTRA_SET=0 BASE_MODEL="" BASE_CACHE="" ROUNDS=1
 while [ $# -gt 0 ]; do
     opt=$1
     case $opt in
@@ -70,7 +74,7 @@ while [ $# -gt 0 ]; do
     --no-drop-caches) DROP=0; shift; continue ;;
     --no-budget-flag) BUDGET_FLAG=0; shift; continue ;;
     -m | --mem-budget | --overhead | --pinfer | --peer | --peer-model | -t | -n | -r | --pinfer-args | --peer-args | \
-        --base | --base-args | --base-model | --rounds)
+        --base | --base-args | --base-model | --base-cache | --rounds)
         [ $# -ge 2 ] || die "option $opt needs a value" ;;
     *) usage >&2; die "unknown option '$opt'" ;;
     esac
@@ -88,6 +92,7 @@ while [ $# -gt 0 ]; do
     --base) BASE=$v ;;
     --base-args) BASE_EXTRA=$v BASE_EXTRA_SET=1 ;;
     --base-model) BASE_MODEL=$v ;;
+    --base-cache) BASE_CACHE=$v ;;
     -t | -n | -r | --rounds)
         [[ $v =~ ^[1-9][0-9]*$ ]] || die "$opt expects a positive whole number, got '$v'"
         case $opt in -t) THREADS=$v ;; -n) NGEN=$v ;; -r) REPS=$v ;; --rounds) ROUNDS=$v ;; esac ;;
@@ -107,6 +112,8 @@ fi
 read -r -a PINFER_EXTRA_A <<<"$PINFER_EXTRA"
 read -r -a PEER_EXTRA_A <<<"$PEER_EXTRA"
 [ -z "$BASE" ] || [ -x "$BASE" ] || die "base binary not found or not executable: $BASE"
+[ -z "$BASE_CACHE" ] || [ -n "$BASE" ] || die "--base-cache needs --base"
+[ -z "$BASE_CACHE" ] || mkdir -p "$BASE_CACHE" || die "cannot create the base's cache directory $BASE_CACHE"
 
 if [ -d "$MODEL" ]; then
     MODEL_BYTES=$(du -sb "$MODEL" | awk '{ print $1 }')
@@ -297,7 +304,14 @@ if [ -f "$HWFILE" ]; then
              printf "              %s KiB random reads, queue depth %s: %.1fK reads/s%s\n", $2 / 1024, $3, $4 / 1000, $6 == "est" ? " (est)" : "" }
          $1 == "seq_read_gbs" { printf "              sequential reads: %.2f GB/s\n", $2 }' "$HWFILE"
 else
-    printf 'hwprobe:      none for this filesystem yet (pinfer measures it on its first planned run)\n'
+    # measured here, outside the cgroup: pinfer's first planned run would measure it inside,
+    # and the memory-bandwidth buffer alone is larger than a small budget
+    printf 'hwprobe:      none for this filesystem yet: measuring it now, outside the cgroup\n'
+    "$PINFER" hwprobe -m "$MODEL" --quick 2>&1 | tail -n 1 | sed 's/^/              /'
+fi
+if [ -n "$BASE_CACHE" ] && [ ! -f "$BASE_CACHE/pinfer/hwprobe-$(stat -L -c %d "$BASE_MODEL").txt" ]; then
+    printf 'base hwprobe: none in %s yet: measuring it now, outside the cgroup\n' "$BASE_CACHE"
+    XDG_CACHE_HOME=$BASE_CACHE "$BASE" hwprobe -m "$BASE_MODEL" --quick 2>&1 | tail -n 1 | sed 's/^/              /'
 fi
 
 PCMD=(bench -m "$MODEL")
@@ -349,7 +363,11 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     [ -z "$FLOOR" ] || P_FLOOR=$FLOOR
     P_TGS="$P_TGS $P_TG"
     if [ -n "$BASE" ]; then
-        pinfer_cg base "$BASE" "${BARGS[@]}"
+        if [ -n "$BASE_CACHE" ]; then
+            pinfer_cg base env "XDG_CACHE_HOME=$BASE_CACHE" "$BASE" "${BARGS[@]}"
+        else
+            pinfer_cg base "$BASE" "${BARGS[@]}"
+        fi
         [ -z "$STATE" ] || B_STATE=$STATE
         B_TGS="$B_TGS $TG"
         [ -z "$P_TG" ] || [ -z "$TG" ] || R_BASE="$R_BASE $(ratio "$P_TG" "$TG")"
