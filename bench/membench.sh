@@ -297,7 +297,9 @@ printf 'page cache:   %s before each run\n' "$([ "$DROP" = 1 ] && echo dropped |
 printf 'rounds:       %s (pinfer%s%s, alternated)\n' "$ROUNDS" "${BASE:+, base}" "${PEER:+, peer}"
 
 # the disk's figures the floor is computed from (pinfer hwprobe's cache for the model's filesystem)
-HWFILE=${XDG_CACHE_HOME:-$HOME/.cache}/pinfer/hwprobe-$(stat -L -c %d "$MODEL").txt
+# hwfile CACHE_DIR MODEL: where pinfer keeps the hwprobe figures of MODEL's filesystem
+hwfile() { printf '%s/pinfer/hwprobe-%s.txt' "$1" "$(stat -L -c %d "$2")"; }
+HWFILE=$(hwfile "${XDG_CACHE_HOME:-$HOME/.cache}" "$MODEL")
 if [ -f "$HWFILE" ]; then
     printf 'hwprobe:      %s (%s)\n' "$HWFILE" "$(date -r "$HWFILE" '+%Y-%m-%d %H:%M')"
     awk '$1 == "read" && ($2 == 4096 || $2 == 8192) && ($3 == 1 || $3 == 32 || $3 == 128) {
@@ -309,7 +311,7 @@ else
     printf 'hwprobe:      none for this filesystem yet: measuring it now, outside the cgroup\n'
     "$PINFER" hwprobe -m "$MODEL" --quick 2>&1 | tail -n 1 | sed 's/^/              /'
 fi
-if [ -n "$BASE_CACHE" ] && [ ! -f "$BASE_CACHE/pinfer/hwprobe-$(stat -L -c %d "$BASE_MODEL").txt" ]; then
+if [ -n "$BASE_CACHE" ] && [ ! -f "$(hwfile "$BASE_CACHE" "$BASE_MODEL")" ]; then
     printf 'base hwprobe: none in %s yet: measuring it now, outside the cgroup\n' "$BASE_CACHE"
     XDG_CACHE_HOME=$BASE_CACHE "$BASE" hwprobe -m "$BASE_MODEL" --quick 2>&1 | tail -n 1 | sed 's/^/              /'
 fi

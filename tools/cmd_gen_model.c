@@ -647,7 +647,8 @@ int cmd_gen_model(int argc, char **argv) {
         return 2;
     }
     static const char default_vocab[] = "../shared/models/vocab/ggml-vocab-llama-spm.gguf";
-    bool vocab_given = false, vocab_size_given = false, skew_given = false, experts_given = false, used_given = false, router_given = false;
+    bool vocab_given = false, vocab_size_given = false, skew_given = false, experts_given = false, used_given = false,
+         router_given = false;
     long check = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

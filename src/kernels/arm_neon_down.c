@@ -265,9 +265,9 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
 
 /* Q6_K in integers (axpy_rows.h): per super-block the rows' d * scales[j];
    the group's coefficients four sub-blocks of 16 at a time (q4i_quant4);
-   per sub-block each row's 16 quants assembled in bytes (unsigned), widened and added by
-   vmlal into 4 int32 vectors, which start at -32 times the coefficients'
-   sum. Segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter
+   per sub-block each row's 16 quants assembled in bytes (unsigned),
+   widened and added by vmlal into 4 int32 vectors, which start at -32
+   times the coefficients' sum. Segment s: weights 32 s .. 32 s + 32 (half h = s / 4, quarter
    j = s % 4): ql bytes 64 h + 32 (j & 1), low nibbles for j < 2, high for
    j >= 2; qh bits 2 j, 2 j + 1 to bits 4, 5. */
 INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, int64_t nsb, float *y) {
@@ -320,11 +320,11 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, i
 /* ------------------------------------------- Q4_0, Q4_1, Q5_0, Q5_1 */
 
 /* The blocks of 32 in integers (axpy_rows.h, pi_q32_*): the group's
-   coefficients and mins' sums four blocks at a time (q4i_quant4, where a
-   scalar pi_q4i_quant ran per block before), then per block each row's low and high nibbles (with Q5_0 / Q5_1 the fifth bit: qh's bytes
-   spread over the lanes, tested against each lane's bit, ORed in as 16)
-   widened and added by vmlal into 8 int32 vectors, which start at -o times
-   the coefficients' sum (o the quants' offset). */
+   coefficients and mins' sums four blocks at a time (q4i_quant4), then per
+   block each row's low and high nibbles (with Q5_0 / Q5_1 the fifth bit:
+   qh's bytes spread over the lanes, tested against each lane's bit, ORed
+   in as 16) widened and added by vmlal into 8 int32 vectors, which start at
+   -o times the coefficients' sum (o the quants' offset). */
 INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c, int64_t nb, float *y) {
     static const uint8_t sel[2][16] = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
                                        {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};

@@ -565,7 +565,7 @@ static bool looks_ahead(const pi_mprofile *mp, const int64_t *hot, int64_t l) {
    reads a layer: 13.3, 15.8, 15.9 and 17.3 tok/s at qd 32, 128, 256, 512;
    hidden 42%, 57%, 61%, 86% of the reads' time.) */
 static double io_left(double t_io, double window, double R, double qd) {
-    const double ring = R > qd ? qd / R : 1.0;
+    const double ring = R > qd ? qd / R : 1.0; /* qd as the callers clamp it, min(depth, R) */
     double ahead = C_AHEAD * ring * t_io;
     ahead = ahead < window ? ahead : window;
     return t_io - ahead;
@@ -645,7 +645,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         double qd = (double)p->queue_depth < R / w ? (double)p->queue_depth : R / w;
         double t_io = io_time(hw, mp->stride, M / w, R / w, qd);
         const double t_body = t_pred + t_down + c_visit,
-                     t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_att, visits), R / w, (double)p->queue_depth);
+                     t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_att, visits), R / w, qd);
         /* the lookahead's pass runs before its reads go out: outside their window */
         const double t_la = looks_ahead(mp, p->hot, l) ? t_pred : 0.0;
         double t_l = t_body + t_la + (t_wait > t_gu ? t_wait : t_gu);
@@ -695,8 +695,7 @@ static double layer_time(const tables *tb, int64_t l, int64_t H) {
     double R = (t->miss[H] - t->pairs[H] / w) / w; /* reads per visit, as in cost_with */
     R = R > 0.0 ? R : 0.0;
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
-    double t_wait = io_left(io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd), t->window, R,
-                            (double)tb->queue_depth);
+    double t_wait = io_left(io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd), t->window, R, qd);
     return w * (t->t_fixed_part + (t_wait > t->t_gu ? t_wait : t->t_gu));
 }
 
