@@ -57,6 +57,18 @@ static inline void pi_mm_put(float *y, float v, bool first) { *y = first ? v : *
    never fault, so running past the end of a row or matrix is harmless. */
 #define PI_VEC_DOT_PF 2048
 
+/* How far ahead a matvec over groups of R rows, stride bytes apart,
+   prefetches: the same bytes of the rows one group ahead, but at least
+   PI_MATVEC_PF_MIN bytes. One group ahead of short rows is too close to hide
+   the memory's latency: a Q8_0 matvec over 256-column rows (a predictor's
+   second layer, 272-byte rows, 1088 bytes ahead) streamed 9-10 GB/s on one
+   thread where 4096-column rows streamed 17; 4 to 16 KiB ahead, 13-14. */
+#define PI_MATVEC_PF_MIN 4096
+static inline size_t pi_matvec_pf(size_t stride, int R) {
+    const size_t d = (size_t)R * stride;
+    return d < PI_MATVEC_PF_MIN ? PI_MATVEC_PF_MIN : d;
+}
+
 /* Prefetch a span [p, p + len) of a sequence of contiguous spans (the row
    kernels walk rows span by span): one prefetch per 64 bytes from p covers
    every line of the span except possibly the one holding its last bytes,

@@ -133,8 +133,9 @@ INLINE void float_matvec(pi_type t, int64_t n, const void *W, size_t stride, int
                          const float *x, float *y) {
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4)
-        float_rows(t, 4, n, (const uint8_t *)W + (size_t)r * stride, stride, x, 4 * stride, y + r);
-    for (; r < r1; r++) float_rows(t, 1, n, (const uint8_t *)W + (size_t)r * stride, stride, x, stride, y + r);
+        float_rows(t, 4, n, (const uint8_t *)W + (size_t)r * stride, stride, x, pi_matvec_pf(stride, 4), y + r);
+    for (; r < r1; r++)
+        float_rows(t, 1, n, (const uint8_t *)W + (size_t)r * stride, stride, x, pi_matvec_pf(stride, 1), y + r);
 }
 
 INLINE void float_axpy(pi_type t, int64_t n, float a, const void *w, float *y) {
@@ -391,13 +392,13 @@ INLINE void q4_0_rows(const int R, const uint8_t *const *w, const uint8_t *const
 }
 
 /* The row pointers of rows [r, r + R) of a matrix and, as prefetch targets,
-   the rows R further on. */
+   the rows R further on (at least PI_MATVEC_PF_MIN bytes on). */
 INLINE void matrix_targets(const uint8_t *base, size_t stride, int64_t r, const int R, const uint8_t **w,
                            const uint8_t **pf) {
 #pragma GCC unroll 4
     for (int k = 0; k < R; k++) {
         w[k] = base + (size_t)(r + k) * stride;
-        pf[k] = w[k] + (size_t)R * stride;
+        pf[k] = w[k] + pi_matvec_pf(stride, R);
     }
 }
 

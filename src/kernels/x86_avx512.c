@@ -136,8 +136,9 @@ INLINE void float_matvec(pi_type t, int64_t n, const void *W, size_t stride, int
                          const float *x, float *y) {
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4)
-        float_rows(t, 4, n, (const uint8_t *)W + (size_t)r * stride, stride, x, 4 * stride, y + r);
-    for (; r < r1; r++) float_rows(t, 1, n, (const uint8_t *)W + (size_t)r * stride, stride, x, stride, y + r);
+        float_rows(t, 4, n, (const uint8_t *)W + (size_t)r * stride, stride, x, pi_matvec_pf(stride, 4), y + r);
+    for (; r < r1; r++)
+        float_rows(t, 1, n, (const uint8_t *)W + (size_t)r * stride, stride, x, pi_matvec_pf(stride, 1), y + r);
 }
 
 INLINE void float_axpy(pi_type t, int64_t n, float a, const void *w, float *y) {
@@ -409,14 +410,14 @@ INLINE void q4_0_rows(const int R, const uint8_t *const *w, const uint8_t *const
         for (; r_ + 4 <= (r1); r_ += 4) {                                                               \
             for (int k_ = 0; k_ < 4; k_++) {                                                            \
                 w_[k_] = (base) + (size_t)(r_ + k_) * (stride);                                         \
-                pf_[k_] = w_[k_] + 4 * (stride);                                                        \
+                pf_[k_] = w_[k_] + pi_matvec_pf((stride), 4);                                                     \
             }                                                                                           \
             rows_fn(4, w_, pf_, (g), (ng), NULL, (cb), s_);                                             \
             for (int k_ = 0; k_ < 4; k_++) (y)[r_ + k_] = (first) ? s_[k_] : (y)[r_ + k_] + s_[k_];     \
         }                                                                                               \
         for (; r_ < (r1); r_++) {                                                                       \
             w_[0] = (base) + (size_t)r_ * (stride);                                                     \
-            pf_[0] = w_[0] + (stride);                                                                  \
+            pf_[0] = w_[0] + pi_matvec_pf((stride), 1);                                                               \
             rows_fn(1, w_, pf_, (g), (ng), NULL, (cb), s_);                                             \
             (y)[r_] = (first) ? s_[0] : (y)[r_] + s_[0];                                                \
         }                                                                                               \
@@ -1135,13 +1136,13 @@ INLINE void kq_matvec(pi_type t, int64_t n, const void *W, size_t stride, int64_
     for (; r + 4 <= r1; r += 4) {
         for (int k = 0; k < 4; k++) {
             w[k] = (const uint8_t *)W + (size_t)(r + k) * stride;
-            pf[k] = w[k] + 4 * stride;
+            pf[k] = w[k] + pi_matvec_pf(stride, 4);
         }
         kq_rows(t, 4, w, pf, g, ng, x, nsb, y + r);
     }
     for (; r < r1; r++) {
         w[0] = (const uint8_t *)W + (size_t)r * stride;
-        pf[0] = w[0] + stride;
+        pf[0] = w[0] + pi_matvec_pf(stride, 1);
         kq_rows(t, 1, w, pf, g, ng, x, nsb, y + r);
     }
 }
