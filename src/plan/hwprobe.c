@@ -721,29 +721,10 @@ static double self_cpu_s(void) {
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
-pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out) {
-    memset(out, 0, sizeof *out);
-    if (!o || (!o->dir && !o->file)) return pi_error(PI_ERR_INVALID, "hwprobe: give a file or a directory to measure");
-    if (o->max_threads < 0) return pi_error(PI_ERR_INVALID, "hwprobe: %d threads", o->max_threads);
-    probe_cfg c;
-    if (o->tiny)
-        c = (probe_cfg){.bw_bytes = 4 * MIB, .kern_bytes = 2 * MIB, .bw_reps = 1, .kern_reps = 1, .kern_rows = 64,
-                        .tmp_bytes = 8 * MIB, .min_file = 8 * MIB, .point_s = 0.01, .seq_s = 0.05};
-    else if (o->quick)
-        c = (probe_cfg){.bw_bytes = 512 * MIB, .kern_bytes = 320 * MIB, .bw_reps = 3, .kern_reps = 3,
-                        .kern_rows = 14336, .tmp_bytes = 256 * MIB, .min_file = 256 * MIB, .point_s = 0.4,
-                        .seq_s = 0.5};
-    else
-        c = (probe_cfg){.bw_bytes = 1024 * MIB, .kern_bytes = 768 * MIB, .bw_reps = 5, .kern_reps = 7,
-                        .kern_rows = 14336, .tmp_bytes = 1024 * MIB, .min_file = 256 * MIB, .point_s = 1.5,
-                        .seq_s = 1.5, .all_threads = true, .all_points = true};
-    double t0 = pi_time_s(), busy0 = machine_busy_s(), self0 = self_cpu_s();
-    int n = o->max_threads ? o->max_threads : pi_cpu_count();
-    out->n_threads = n < 1 ? 1 : n > PI_HW_MAX_THREADS ? PI_HW_MAX_THREADS : n;
-    out->quick = o->quick || o->tiny;
-    snprintf(out->cpu, sizeof out->cpu, "%s-%dc", pi_kernels_get()->name, pi_cpu_count());
-    snprintf(out->kernels_build, sizeof out->kernels_build, "%s", pi_kernels_build_id());
-
+/* The flash figures: random and sequential reads of o's file, or of a temp
+   file in its directory. */
+static pi_status measure_flash(const pi_hwprobe_opts *o, const probe_cfg *cp, pi_hw *out) {
+    const probe_cfg c = *cp;
     /* What to read: the file when it is large enough, else a temp file in a directory. */
     char dir_buf[4096], tmp_path[4200] = "", fd_path[64];
     const char *dir = o->dir, *path = NULL;
@@ -793,6 +774,33 @@ pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out) {
     pi_status st = probe_flash(path, label, &c, o->verbose, out);
     if (fd >= 0) close(fd);
     if (fd >= 0 && tmp_path[0]) unlink(tmp_path);
+    return st;
+}
+
+pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out) {
+    memset(out, 0, sizeof *out);
+    if (!o || (!o->dir && !o->file)) return pi_error(PI_ERR_INVALID, "hwprobe: give a file or a directory to measure");
+    if (o->max_threads < 0) return pi_error(PI_ERR_INVALID, "hwprobe: %d threads", o->max_threads);
+    probe_cfg c;
+    if (o->tiny)
+        c = (probe_cfg){.bw_bytes = 4 * MIB, .kern_bytes = 2 * MIB, .bw_reps = 1, .kern_reps = 1, .kern_rows = 64,
+                        .tmp_bytes = 8 * MIB, .min_file = 8 * MIB, .point_s = 0.01, .seq_s = 0.05};
+    else if (o->quick)
+        c = (probe_cfg){.bw_bytes = 512 * MIB, .kern_bytes = 320 * MIB, .bw_reps = 3, .kern_reps = 3,
+                        .kern_rows = 14336, .tmp_bytes = 256 * MIB, .min_file = 256 * MIB, .point_s = 0.4,
+                        .seq_s = 0.5};
+    else
+        c = (probe_cfg){.bw_bytes = 1024 * MIB, .kern_bytes = 768 * MIB, .bw_reps = 5, .kern_reps = 7,
+                        .kern_rows = 14336, .tmp_bytes = 1024 * MIB, .min_file = 256 * MIB, .point_s = 1.5,
+                        .seq_s = 1.5, .all_threads = true, .all_points = true};
+    double t0 = pi_time_s(), busy0 = machine_busy_s(), self0 = self_cpu_s();
+    int n = o->max_threads ? o->max_threads : pi_cpu_count();
+    out->n_threads = n < 1 ? 1 : n > PI_HW_MAX_THREADS ? PI_HW_MAX_THREADS : n;
+    out->quick = o->quick || o->tiny;
+    snprintf(out->cpu, sizeof out->cpu, "%s-%dc", pi_kernels_get()->name, pi_cpu_count());
+    snprintf(out->kernels_build, sizeof out->kernels_build, "%s", pi_kernels_build_id());
+
+    pi_status st = measure_flash(o, &c, out);
     if (st) {
         pi_error_prefix(st, "hwprobe: flash");
         memset(out, 0, sizeof *out);
