@@ -7,7 +7,8 @@
  * grid points, monotonic between them, clamped outside, fallbacks to the
  * nearest thread count and type), the default cache path, and a tiny real
  * probe (a few MiB, ~1 s) whose figures must be positive and finite and whose
- * temp file must be gone afterwards.
+ * temp file must be gone afterwards; a probe of memory and kernels only
+ * (hwprobe --compute) keeps an earlier probe's flash figures bit for bit.
  */
 #include "kernels/kernels.h"
 #include "plan/hwprobe.h"
@@ -647,6 +648,27 @@ static void test_probe(void) {
         pi_hw back;
         CHECK(pi_hw_save(&hw, path) == PI_OK && pi_hw_load(path, &back) == PI_OK && hw_equal(&hw, &back));
         unlink(path);
+
+        /* memory and kernels only (hwprobe --compute): the flash figures and the
+           reads runs achieved come from the earlier probe, bit for bit, and
+           nothing is read from flash (no file or directory given) */
+        pi_hw old = hw, again;
+        snprintf(old.kernels_build, sizeof old.kernels_build, "0123456789abcdef");
+        old.matvec[PI_TYPE_Q4_0][1] = 1e-3;
+        old.read_iops[0][0] *= 3.0;
+        old.run_read_rate = 1234.5, old.run_read_bytes = 8192.0, old.run_time = 1.7e9, old.run_qd = 64;
+        old.run_seq_gbs = 0.75, old.run_seq_time = 1.7e9;
+        pi_hwprobe_opts oc = {.max_threads = 2, .tiny = true, .flash_from = &old};
+        st = pi_hwprobe_run(&oc, &again);
+        CHECKF(st == PI_OK, "%s", pi_last_error());
+        CHECK(!memcmp(again.read_iops, old.read_iops, sizeof old.read_iops) &&
+              !memcmp(again.read_lat_us, old.read_lat_us, sizeof old.read_lat_us) &&
+              !memcmp(again.block, old.block, sizeof old.block) && !memcmp(again.qd, old.qd, sizeof old.qd) &&
+              again.seq_read_gbs == old.seq_read_gbs && again.fs_dev == old.fs_dev &&
+              again.io_file_bytes == old.io_file_bytes && !strcmp(again.io_backend, old.io_backend));
+        CHECK(again.run_read_rate == 1234.5 && again.run_qd == 64 && again.run_seq_gbs == 0.75);
+        CHECK(!strcmp(again.kernels_build, pi_kernels_build_id()) && again.matvec[PI_TYPE_Q4_0][1] > 1e-3);
+        CHECK(pi_hw_validate(&again) == PI_OK && all_positive(&again));
     }
     CHECKF(count_temp_files(tmp) == before, "the probe left its temp file in %s", tmp);
 

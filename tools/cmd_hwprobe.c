@@ -12,13 +12,15 @@
 #include "base/timer.h"
 #include "plan/hwprobe.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: pinfer hwprobe [-m MODEL | --dir DIR] [-o FILE] [--quick] [-t N]\n"
+            "usage: pinfer hwprobe [-m MODEL | --dir DIR] [-o FILE] [--quick] [--compute] [-t N]\n"
             "Measure memory bandwidth, kernel throughput and flash random reads for the planner.\n"
             "  -m MODEL    measure the flash by reading MODEL (read only, O_DIRECT; a file under 256 MiB:\n"
             "              a temp file in its directory instead)\n"
@@ -28,6 +30,9 @@ static void usage(FILE *f) {
             "              /pinfer/hwprobe-<device>.txt)\n"
             "  --quick     fewer points and repetitions (~20 s instead of 1-2 min); the figures not\n"
             "              measured are interpolated and marked \"est\"\n"
+            "  --compute   measure memory and kernels only, keeping the flash figures of the file\n"
+            "              written before (-o, or the one for MODEL's or DIR's filesystem): after an\n"
+            "              update of pinfer, whose kernels' rates plans then warn about (~15-40 s)\n"
             "  -t N        measure 1..N threads (default: every core, at most %d)\n",
             PI_HW_MAX_THREADS);
 }
@@ -101,7 +106,7 @@ int cmd_hwprobe(int argc, char **argv) {
     const char *cmd = "hwprobe";
     const char *model = NULL, *dir = NULL, *out = NULL;
     long threads = 0;
-    bool quick = false;
+    bool quick = false, compute = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -110,6 +115,10 @@ int cmd_hwprobe(int argc, char **argv) {
         }
         if (!strcmp(a, "--quick")) {
             quick = true;
+            continue;
+        }
+        if (!strcmp(a, "--compute")) {
+            compute = true;
             continue;
         }
         bool known = false;
@@ -127,7 +136,7 @@ int cmd_hwprobe(int argc, char **argv) {
     }
     if (!model && !dir) {
         dir = ".";
-        fprintf(stderr, "hwprobe: no -m or --dir: measuring the filesystem of the current directory\n");
+        if (!compute) fprintf(stderr, "hwprobe: no -m or --dir: measuring the filesystem of the current directory\n");
     }
     /* refused before the measuring (1-2 min): an -o that would replace the
        model read, or that cannot be written */
@@ -140,14 +149,35 @@ int cmd_hwprobe(int argc, char **argv) {
         return 1;
     }
     pi_hwprobe_opts o = {.dir = dir, .file = model, .max_threads = (int)threads, .quick = quick, .verbose = true};
-    pi_hw hw;
+    pi_hw hw, before;
+    char path[4096];
+    if (compute) { /* the file whose flash figures stay */
+        struct stat sb;
+        const char *what = model ? model : dir;
+        if (!out && stat(what, &sb) != 0) {
+            fprintf(stderr, "pinfer: %s: %s: %s\n", cmd, what, strerror(errno));
+            return 1;
+        }
+        if (!out && !(out = pi_hw_default_path(path, sizeof path, (uint64_t)sb.st_dev))) {
+            fprintf(stderr, "pinfer: %s: no cache directory (neither XDG_CACHE_HOME nor HOME is set): use -o FILE\n",
+                    cmd);
+            return 1;
+        }
+        if (pi_hw_load(out, &before) != PI_OK) {
+            fprintf(stderr, "pinfer: %s: --compute keeps the flash figures of an earlier probe, and %s has none: %s; "
+                    "measure everything with: pinfer hwprobe %s %s -o %s\n", cmd, out, pi_last_error(),
+                    model ? "-m" : "--dir", what, out);
+            return 1;
+        }
+        o.flash_from = &before;
+        fprintf(stderr, "hwprobe: memory and kernels only; the flash figures stay those of %s\n", out);
+    }
     double t0 = pi_time_s();
     if (pi_hwprobe_run(&o, &hw) != PI_OK) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());
         return 1;
     }
     double dt = pi_time_s() - t0;
-    char path[4096];
     if (!out && !(out = pi_hw_default_path(path, sizeof path, hw.fs_dev))) {
         fprintf(stderr, "pinfer: %s: no cache directory (neither XDG_CACHE_HOME nor HOME is set): use -o FILE\n", cmd);
         return 1;

@@ -60,8 +60,9 @@ static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *mode
                 hw_path, model_path, hw_path);
     else if (strcmp(hw->kernels_build, kb))
         PI_LOGW("%s: its kernel rates were measured by another build of pinfer's kernels (%s; this build: %s), and "
-                "the plan prices compute at them; re-measure with: pinfer hwprobe -m %s -o %s",
-                hw_path, hw->kernels_build, kb, model_path, hw_path);
+                "the plan prices compute at them; re-measure them (the flash figures stay) with: pinfer hwprobe "
+                "--compute -o %s",
+                hw_path, hw->kernels_build, kb, hw_path);
     if (hw->io_buffered)
         PI_LOGW("%s: the flash figures are the page cache's (the filesystem refused O_DIRECT): predictions of "
                 "offloaded speed are optimistic", hw_path);

@@ -100,6 +100,9 @@ typedef struct pi_hwprobe_opts {
     bool verbose;      /* progress lines on stderr */
     bool tiny;         /* tests only: a few MiB everywhere and short points (~2 s); the
                           figures are positive and finite but say nothing about the machine */
+    const pi_hw *flash_from; /* non-NULL: measure memory and kernels only, and take the flash
+                                figures (and the reads runs achieved) from this earlier probe;
+                                dir and file are then not read */
 } pi_hwprobe_opts;
 
 /* Measure everything into *out (zeroed first). Takes ~1-2 min (quick: ~20 s).
