@@ -299,6 +299,13 @@ printf 'rounds:       %s (pinfer%s%s, alternated)\n' "$ROUNDS" "${BASE:+, base}"
 # the disk's figures the floor is computed from (pinfer hwprobe's cache for the model's filesystem)
 # hwfile CACHE_DIR MODEL: where pinfer keeps the hwprobe figures of MODEL's filesystem
 hwfile() { printf '%s/pinfer/hwprobe-%s.txt' "$1" "$(stat -L -c %d "$2")"; }
+# probe_now LABEL CACHE_DIR BINARY MODEL: measure the missing figures here, outside the cgroup:
+# the first planned run would measure them inside, and the memory-bandwidth buffer alone is
+# larger than a small budget
+probe_now() {
+    printf '%-14snone in %s yet: measuring it now, outside the cgroup\n' "$1:" "$2"
+    XDG_CACHE_HOME=$2 "$3" hwprobe -m "$4" --quick 2>&1 | tail -n 1 | sed 's/^/              /'
+}
 HWFILE=$(hwfile "${XDG_CACHE_HOME:-$HOME/.cache}" "$MODEL")
 if [ -f "$HWFILE" ]; then
     printf 'hwprobe:      %s (%s)\n' "$HWFILE" "$(date -r "$HWFILE" '+%Y-%m-%d %H:%M')"
@@ -306,14 +313,10 @@ if [ -f "$HWFILE" ]; then
              printf "              %s KiB random reads, queue depth %s: %.1fK reads/s%s\n", $2 / 1024, $3, $4 / 1000, $6 == "est" ? " (est)" : "" }
          $1 == "seq_read_gbs" { printf "              sequential reads: %.2f GB/s\n", $2 }' "$HWFILE"
 else
-    # measured here, outside the cgroup: pinfer's first planned run would measure it inside,
-    # and the memory-bandwidth buffer alone is larger than a small budget
-    printf 'hwprobe:      none for this filesystem yet: measuring it now, outside the cgroup\n'
-    "$PINFER" hwprobe -m "$MODEL" --quick 2>&1 | tail -n 1 | sed 's/^/              /'
+    probe_now hwprobe "${XDG_CACHE_HOME:-$HOME/.cache}" "$PINFER" "$MODEL"
 fi
 if [ -n "$BASE_CACHE" ] && [ ! -f "$(hwfile "$BASE_CACHE" "$BASE_MODEL")" ]; then
-    printf 'base hwprobe: none in %s yet: measuring it now, outside the cgroup\n' "$BASE_CACHE"
-    XDG_CACHE_HOME=$BASE_CACHE "$BASE" hwprobe -m "$BASE_MODEL" --quick 2>&1 | tail -n 1 | sed 's/^/              /'
+    probe_now "base hwprobe" "$BASE_CACHE" "$BASE" "$BASE_MODEL"
 fi
 
 PCMD=(bench -m "$MODEL")

@@ -101,6 +101,13 @@ static void print_table(const pi_hw *hw) {
     printf("sequential 1 MiB reads, QD 8: %.2f GB/s\n", hw->seq_read_gbs);
 }
 
+/* The cache file for the filesystem dev, or NULL after saying there is none. */
+static const char *cache_file(const char *cmd, char *buf, size_t n, uint64_t dev) {
+    const char *p = pi_hw_default_path(buf, n, dev);
+    if (!p) fprintf(stderr, "pinfer: %s: no cache directory (neither XDG_CACHE_HOME nor HOME is set): use -o FILE\n", cmd);
+    return p;
+}
+
 int cmd_hwprobe(int argc, char **argv) {
     static const char *const valued[] = {"-m", "--model", "--dir", "-o", "-t", "--threads"};
     const char *cmd = "hwprobe";
@@ -158,11 +165,7 @@ int cmd_hwprobe(int argc, char **argv) {
             fprintf(stderr, "pinfer: %s: %s: %s\n", cmd, what, strerror(errno));
             return 1;
         }
-        if (!out && !(out = pi_hw_default_path(path, sizeof path, (uint64_t)sb.st_dev))) {
-            fprintf(stderr, "pinfer: %s: no cache directory (neither XDG_CACHE_HOME nor HOME is set): use -o FILE\n",
-                    cmd);
-            return 1;
-        }
+        if (!out && !(out = cache_file(cmd, path, sizeof path, (uint64_t)sb.st_dev))) return 1;
         if (pi_hw_load(out, &before) != PI_OK) {
             fprintf(stderr, "pinfer: %s: --compute keeps the flash figures of an earlier probe, and %s has none: %s; "
                     "measure everything with: pinfer hwprobe %s %s -o %s\n", cmd, out, pi_last_error(),
@@ -178,10 +181,7 @@ int cmd_hwprobe(int argc, char **argv) {
         return 1;
     }
     double dt = pi_time_s() - t0;
-    if (!out && !(out = pi_hw_default_path(path, sizeof path, hw.fs_dev))) {
-        fprintf(stderr, "pinfer: %s: no cache directory (neither XDG_CACHE_HOME nor HOME is set): use -o FILE\n", cmd);
-        return 1;
-    }
+    if (!out && !(out = cache_file(cmd, path, sizeof path, hw.fs_dev))) return 1;
     print_table(&hw);
     if (pi_hw_save(&hw, out) != PI_OK) {
         fprintf(stderr, "pinfer: %s: %s\n", cmd, pi_last_error());

@@ -410,14 +410,14 @@ INLINE void q4_0_rows(const int R, const uint8_t *const *w, const uint8_t *const
         for (; r_ + 4 <= (r1); r_ += 4) {                                                               \
             for (int k_ = 0; k_ < 4; k_++) {                                                            \
                 w_[k_] = (base) + (size_t)(r_ + k_) * (stride);                                         \
-                pf_[k_] = w_[k_] + pi_matvec_pf((stride), 4);                                                     \
+                pf_[k_] = w_[k_] + pi_matvec_pf((stride), 4);                                           \
             }                                                                                           \
             rows_fn(4, w_, pf_, (g), (ng), NULL, (cb), s_);                                             \
             for (int k_ = 0; k_ < 4; k_++) (y)[r_ + k_] = (first) ? s_[k_] : (y)[r_ + k_] + s_[k_];     \
         }                                                                                               \
         for (; r_ < (r1); r_++) {                                                                       \
             w_[0] = (base) + (size_t)r_ * (stride);                                                     \
-            pf_[0] = w_[0] + pi_matvec_pf((stride), 1);                                                               \
+            pf_[0] = w_[0] + pi_matvec_pf((stride), 1);                                                 \
             rows_fn(1, w_, pf_, (g), (ng), NULL, (cb), s_);                                             \
             (y)[r_] = (first) ? s_[0] : (y)[r_] + s_[0];                                                \
         }                                                                                               \
