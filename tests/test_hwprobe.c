@@ -39,6 +39,7 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            same_bits(a->read_iops, b->read_iops, sizeof a->read_iops) &&
            same_bits(a->read_lat_us, b->read_lat_us, sizeof a->read_lat_us) &&
            same_bits(&a->seq_read_gbs, &b->seq_read_gbs, sizeof a->seq_read_gbs) && a->fs_dev == b->fs_dev &&
+           same_bits(&a->read_cpu_us, &b->read_cpu_us, sizeof a->read_cpu_us) &&
            !strcmp(a->cpu, b->cpu) && !strcmp(a->kernels_build, b->kernels_build) && same_bits(a->mem_bw_est, b->mem_bw_est, sizeof a->mem_bw_est) &&
            same_bits(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
            same_bits(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
@@ -92,6 +93,7 @@ static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
             hw->read_est[b][q] = (b + q) % 3 == 0;
         }
     hw->seq_read_gbs = awkward ? rand_figure(r) : 2.5;
+    hw->read_cpu_us = !awkward ? 2.75 : t_next(r) % 3 == 0 ? 0.0 : rand_figure(r); /* absent in a third */
     hw->fs_dev = awkward ? UINT64_MAX : 2049;
     hw->io_file_bytes = (uint64_t)1 << 30;
     hw->quick = true;
@@ -256,7 +258,7 @@ static void test_malformed(void) {
     expect_reject("\n# just a comment\n\n", 19, "empty", 0, "comments only");
     /* Without the header the first record is on line 2, after the comment. */
     reject_edit(good, "pinfer-hwprobe", NULL, "not a hwprobe file", 2, "missing header");
-    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 3", "format version 3", 1, "wrong version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 4", "format version 4", 1, "wrong version");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 0", "format version 0", 1, "version 0");
     {   /* version 1: the same records without kernels_build */
         char *t1 = edit_line(good, "pinfer-hwprobe", "pinfer-hwprobe 1"), *t = edit_line(t1, "kernels_build", NULL);
@@ -267,6 +269,20 @@ static void test_malformed(void) {
         free(t1);
         free(t);
     }
+    {   /* version 2: the same records without read_cpu_us, which the planner then takes as PI_HW_READ_CPU_S */
+        char *t2 = edit_line(good, "pinfer-hwprobe", "pinfer-hwprobe 2"), *t = edit_line(t2, "read_cpu_us", NULL);
+        pi_hw h;
+        CHECKF(strstr(good, "read_cpu_us 2.75\n") && pi_hw_parse(t, strlen(t), &h) == PI_OK && h.read_cpu_us == 0.0 &&
+                   pi_hw_read_cpu_s(&h) == PI_HW_READ_CPU_S,
+               "version 2: %s", pi_last_error());
+        CHECK(pi_hw_parse(good, n, &h) == PI_OK && fabs(pi_hw_read_cpu_s(&h) - 2.75e-6) < 1e-18);
+        free(t2);
+        free(t);
+    }
+    reject_edit(good, "read_cpu_us", "read_cpu_us 0", "read_cpu_us", line_of(good, "read_cpu_us"), "read_cpu_us 0");
+    reject_edit(good, "read_cpu_us", "read_cpu_us nan", "read_cpu_us", line_of(good, "read_cpu_us"), "read_cpu_us nan");
+    reject_edit(good, "read_cpu_us", "read_cpu_us 1 2", "takes 1 value", line_of(good, "read_cpu_us"),
+                "read_cpu_us two values");
     reject_edit(good, "kernels_build", "kernels_build 0123456789abcdef01234567", "longer",
                 line_of(good, "kernels_build"), "kernels_build too long");
     reject_edit(good, "kernels_build", "kernels_build a b", "takes 1 value", line_of(good, "kernels_build"),
@@ -656,6 +672,7 @@ static void test_probe(void) {
         snprintf(old.kernels_build, sizeof old.kernels_build, "0123456789abcdef");
         old.matvec[PI_TYPE_Q4_0][1] = 1e-3;
         old.read_iops[0][0] *= 3.0;
+        old.read_cpu_us = 4.25;
         old.run_read_rate = 1234.5, old.run_read_bytes = 8192.0, old.run_time = 1.7e9, old.run_qd = 64;
         old.run_seq_gbs = 0.75, old.run_seq_time = 1.7e9;
         pi_hwprobe_opts oc = {.max_threads = 2, .tiny = true, .flash_from = &old};
@@ -664,7 +681,7 @@ static void test_probe(void) {
         CHECK(!memcmp(again.read_iops, old.read_iops, sizeof old.read_iops) &&
               !memcmp(again.read_lat_us, old.read_lat_us, sizeof old.read_lat_us) &&
               !memcmp(again.block, old.block, sizeof old.block) && !memcmp(again.qd, old.qd, sizeof old.qd) &&
-              again.seq_read_gbs == old.seq_read_gbs && again.fs_dev == old.fs_dev &&
+              again.seq_read_gbs == old.seq_read_gbs && again.fs_dev == old.fs_dev && again.read_cpu_us == 4.25 &&
               again.io_file_bytes == old.io_file_bytes && !strcmp(again.io_backend, old.io_backend));
         CHECK(again.run_read_rate == 1234.5 && again.run_qd == 64 && again.run_seq_gbs == 0.75);
         CHECK(!strcmp(again.kernels_build, pi_kernels_build_id()) && again.matvec[PI_TYPE_Q4_0][1] > 1e-3);

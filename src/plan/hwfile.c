@@ -2,8 +2,8 @@
  * hwfile.c — the hwprobe cache file (save, load, a strict parser) and the
  * interpolation helpers the cost model reads it through.
  *
- * Format, version 2 (version 1, read too, is the same without
- * kernels_build): text lines of printable ASCII, fields separated by
+ * Format, version 3 (versions 1 and 2, read too, are the same without
+ * read_cpu_us; version 1 also without kernels_build): text lines of printable ASCII, fields separated by
  * spaces or tabs; blank lines and lines starting with '#' are ignored.
  *
  *   pinfer-hwprobe 2                       header, the first record
@@ -20,6 +20,8 @@
  *   io_file_bytes <bytes>                  the file the random reads were spread over
  *   fs_dev <st_dev>                        decimal
  *   seq_read_gbs <GB/s>
+ *   read_cpu_us <us>                       optional: the submitting thread's CPU time per
+ *                                          random read
  *   block <6 increasing sizes in bytes>
  *   qd <5 increasing queue depths>
  *   read <block> <qd> <reads/s> <mean latency us> [est]   one per (block, qd), all required
@@ -128,6 +130,8 @@ pi_status pi_hw_validate(const pi_hw *hw) {
                 return pi_error(PI_ERR_INVALID, "read %d bytes at qd %d: %g reads/s, %g us", hw->block[b], hw->qd[q],
                                 hw->read_iops[b][q], hw->read_lat_us[b][q]);
     if (!figure_ok(hw->seq_read_gbs)) return pi_error(PI_ERR_INVALID, "seq_read_gbs is %g", hw->seq_read_gbs);
+    if (hw->read_cpu_us != 0.0 && !figure_ok(hw->read_cpu_us))
+        return pi_error(PI_ERR_INVALID, "read_cpu_us is %g", hw->read_cpu_us);
     if (!isfinite(hw->other_cpu) || hw->other_cpu < 0 || signbit(hw->other_cpu))
         return pi_error(PI_ERR_INVALID, "other_cpu is %g", hw->other_cpu);
     const bool run = hw->run_read_rate != 0.0 || hw->run_read_bytes != 0.0 || hw->run_time != 0.0 || hw->run_qd != 0;
@@ -196,6 +200,7 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
     wr(&w, "io_file_bytes %llu\n", (unsigned long long)hw->io_file_bytes);
     wr(&w, "fs_dev %llu\n", (unsigned long long)hw->fs_dev);
     wr(&w, "seq_read_gbs %s\n", fmt_double(d0, sizeof d0, hw->seq_read_gbs));
+    if (hw->read_cpu_us > 0.0) wr(&w, "read_cpu_us %s\n", fmt_double(d0, sizeof d0, hw->read_cpu_us));
     wr(&w, "block");
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) wr(&w, " %d", hw->block[b]);
     wr(&w, "\nqd");
@@ -263,11 +268,11 @@ pi_status pi_hw_save(const pi_hw *hw, const char *path) {
 /* ---- reading ---- */
 
 enum { K_CPU, K_NTHREADS, K_QUICK, K_IO_BACKEND, K_IO_BUFFERED, K_IO_FILE_BYTES, K_FS_DEV, K_SEQ, K_BLOCK, K_QD,
-       K_OTHER_CPU, K_KERNELS_BUILD, K_SCALARS };
+       K_OTHER_CPU, K_KERNELS_BUILD, K_READ_CPU, K_SCALARS };
 static const char *const k_scalar_names[K_SCALARS] = {"cpu",           "n_threads", "quick",        "io_backend",
                                                       "io_buffered",   "io_file_bytes", "fs_dev", "seq_read_gbs",
                                                       "block",         "qd",     "other_cpu",
-                                                      "kernels_build"};
+                                                      "kernels_build", "read_cpu_us"};
 
 typedef struct pstate {
     int line;                                                     /* current line, 1-based */
@@ -380,8 +385,9 @@ static pi_status parse_scalar(pstate *ps, pi_hw *hw, int k, char **tok, int ntok
             return perr(ps, PI_ERR_FORMAT, "%s: '%s' is not a 64-bit unsigned decimal", key, tok[1]);
         break;
     case K_SEQ:
-        if (!parse_figure(tok[1], &hw->seq_read_gbs))
-            return perr(ps, PI_ERR_FORMAT, "seq_read_gbs: '%s' is not a finite number > 0", tok[1]);
+    case K_READ_CPU:
+        if (!parse_figure(tok[1], k == K_SEQ ? &hw->seq_read_gbs : &hw->read_cpu_us))
+            return perr(ps, PI_ERR_FORMAT, "%s: '%s' is not a finite number > 0", key, tok[1]);
         break;
     case K_OTHER_CPU: {
         char *end;
@@ -505,7 +511,7 @@ static pi_status parse_run_seq(pstate *ps, pi_hw *hw, char **tok, int ntok) {
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
-        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD)
+        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU)
             return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
     for (int t = 1; t <= hw->n_threads; t++)
         if (!ps->mem_bw_line[t]) return perr(ps, PI_ERR_FORMAT, "no 'mem_bw %d' record before 'end'", t);
@@ -570,9 +576,9 @@ static pi_status parse_all(pstate *ps, const char *text, size_t n, pi_hw *hw) {
             long long v;
             if (ntok != 2 || !parse_int(tok[1], 0, 1000000, &v))
                 return perr(ps, PI_ERR_FORMAT, "header: expected '%s <version>'", HW_HEADER);
-            if (v != PI_HW_FILE_VERSION && v != 1)
+            if (v < 1 || v > PI_HW_FILE_VERSION)
                 return perr(ps, PI_ERR_FORMAT,
-                            "format version %lld; this build reads versions 1 and %d (run hwprobe again)", v,
+                            "format version %lld; this build reads versions 1 to %d (run hwprobe again)", v,
                             PI_HW_FILE_VERSION);
             header = true;
             continue;
@@ -771,4 +777,8 @@ double pi_hw_kernel_gbs(const pi_hw *hw, int what, pi_type t, int threads) {
         if (th + d <= PI_HW_MAX_THREADS && tab[ty][th + d] > 0.0) return tab[ty][th + d];
     }
     return 0.0;
+}
+
+double pi_hw_read_cpu_s(const pi_hw *hw) {
+    return hw && hw->read_cpu_us > 0.0 ? hw->read_cpu_us * 1e-6 : PI_HW_READ_CPU_S;
 }

@@ -294,6 +294,12 @@ pi_status pi_probe_kernel(pi_pool *pool, const pi_kernels *k, const pi_probe_mat
 
 /* ---- flash: the measuring loop ---- */
 
+/* The calling thread's CPU time (user + system), seconds. */
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0 ? (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 : 0.0;
+}
+
 pi_status pi_probe_io(const char *path, pi_io_backend b, int qd, size_t max_len, double seconds,
                       pi_probe_next_fn next, void *ctx, pi_probe_io_point *out) {
     memset(out, 0, sizeof *out);
@@ -316,6 +322,7 @@ pi_status pi_probe_io(const char *path, pi_io_backend b, int qd, size_t max_len,
     }
     memset(buf, 0, buf_len);
     if ((st = pi_io_register(io, buf, buf_len))) goto out;
+    const double cpu0 = thread_cpu_s();
     uint64_t t0 = pi_time_ns(), t_end = t0 + (uint64_t)(seconds * 1e9), t_last = t0;
     int n = 0; /* free slots, listed in tags[0..n) */
     for (int s = 0; s < qd; s++) tags[n++] = (uint64_t)s;
@@ -359,6 +366,7 @@ pi_status pi_probe_io(const char *path, pi_io_backend b, int qd, size_t max_len,
         if (now >= t_end) counting = submitting = false;
     }
     out->seconds = (double)(t_last - t0) * 1e-9;
+    out->cpu_s = thread_cpu_s() - cpu0;
 out:
     if (st) {
         pi_error_saved e;
@@ -606,6 +614,7 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
     bool meas_b[PI_HW_N_BLOCKS], meas_q[PI_HW_N_QD];
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) meas_b[b] = c->all_points || k_quick_block[b];
     for (int q = 0; q < PI_HW_N_QD; q++) meas_q[q] = c->all_points || k_quick_qd[q];
+    double cpu_s = 0.0, cpu_reads = 0.0; /* the submitting thread's, at queue depths of 8 and more */
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) {
         for (int q = 0; q < PI_HW_N_QD; q++) {
             if (!meas_b[b] || !meas_q[q]) continue;
@@ -620,6 +629,7 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
             hw->read_iops[b][q] = (double)pt.reads / pt.seconds;
             hw->read_lat_us[b][q] = pt.lat_sum_us / (double)pt.reads;
             if (!(hw->read_lat_us[b][q] > 0)) hw->read_lat_us[b][q] = 1e-3; /* a clock too coarse */
+            if (k_qds[q] >= 8) cpu_s += pt.cpu_s, cpu_reads += (double)pt.reads;
             if (verbose) {
                 char r[32];
                 fmt_k(r, sizeof r, hw->read_iops[b][q]);
@@ -628,6 +638,8 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
             }
         }
     }
+    hw->read_cpu_us = cpu_reads > 0 && cpu_s > 0 ? cpu_s / cpu_reads * 1e6 : 0.0;
+    if (verbose && hw->read_cpu_us > 0) fprintf(stderr, "hwprobe: flash: %.2f us of CPU per read\n", hw->read_cpu_us);
     /* Interpolate what was not measured: along blocks in measured rows, then along qd. */
     for (int q = 0; q < PI_HW_N_QD; q++)
         if (meas_q[q]) fill_log_axis(&hw->read_iops[0][q], PI_HW_N_QD, k_blocks, meas_b, PI_HW_N_BLOCKS);
@@ -786,6 +798,7 @@ static void copy_flash(const pi_hw *from, pi_hw *out) {
     memcpy(out->read_lat_us, from->read_lat_us, sizeof out->read_lat_us);
     memcpy(out->read_est, from->read_est, sizeof out->read_est);
     out->seq_read_gbs = from->seq_read_gbs;
+    out->read_cpu_us = from->read_cpu_us;
     out->fs_dev = from->fs_dev;
     out->io_buffered = from->io_buffered;
     out->io_file_bytes = from->io_file_bytes;

@@ -29,7 +29,7 @@
 #define PI_HW_MAX_THREADS 16
 #define PI_HW_N_BLOCKS 6 /* 4K 8K 16K 32K 64K 128K */
 #define PI_HW_N_QD 5     /* 1 8 32 64 128 */
-#define PI_HW_FILE_VERSION 2 /* 1 is read too: it has no kernels_build */
+#define PI_HW_FILE_VERSION 3 /* 1 and 2 are read too: 1 has no kernels_build, 1 and 2 no read_cpu_us */
 
 enum { PI_HW_MATVEC = 0, PI_HW_ROWDOT = 1, PI_HW_AXPY = 2, PI_HW_N_KERNELS = 3 };
 
@@ -54,6 +54,9 @@ typedef struct pi_hw {
     double read_iops[PI_HW_N_BLOCKS][PI_HW_N_QD];    /* reads per second */
     double read_lat_us[PI_HW_N_BLOCKS][PI_HW_N_QD];  /* mean latency */
     double seq_read_gbs;                             /* sequential 1 MiB reads, QD 8 */
+    double read_cpu_us;                              /* the submitting thread's CPU time per random read
+                                                        (queue depth >= 8): the kernel submits a read
+                                                        inline; 0: not measured (an older file) */
     uint64_t fs_dev;                                 /* st_dev of the measured filesystem */
     char cpu[64];                                    /* kernel set name + core count, for the cache key */
     char kernels_build[24];                          /* pi_kernels_build_id() of the build that measured the
@@ -191,6 +194,12 @@ double pi_hw_iops(const pi_hw *hw, int block_bytes, int qd);
    bits per weight. 0 when nothing is measured. */
 double pi_hw_kernel_gbs(const pi_hw *hw, int what, pi_type t, int threads);
 
+/* The submitting thread's CPU seconds per random read: hw->read_cpu_us, or
+   for a file without it (or a NULL hw) PI_HW_READ_CPU_S, what the project
+   machine measured. */
+#define PI_HW_READ_CPU_S 2.7e-6
+double pi_hw_read_cpu_s(const pi_hw *hw);
+
 /* ---- the measuring cores, shared with bench-kernels and bench-io ---- */
 
 /* Memory read bandwidth in GB/s (1e9 bytes/s): the median of `reps` passes of
@@ -240,6 +249,7 @@ typedef struct pi_probe_io_point {
     uint64_t reads, bytes; /* completed while the clock ran */
     double seconds;        /* from the first submit to the last counted completion */
     double lat_sum_us;     /* sum over counted reads of (completion seen - submitted) */
+    double cpu_s;          /* the calling thread's CPU time (user + system) meanwhile */
 } pi_probe_io_point;
 
 /* The next read of a workload: its offset and length (aligned for the file),
