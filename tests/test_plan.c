@@ -48,6 +48,7 @@ static void fake_hw(pi_hw *hw) {
         }
     }
     hw->seq_read_gbs = 2.5;
+    hw->read_cpu_us = 0.2; /* a fast submission path: the tests of the disk's model see the disk */
     snprintf(hw->io_backend, sizeof hw->io_backend, "io_uring");
 }
 
@@ -222,21 +223,40 @@ static void test_mixture(void) {
     pi_mprofile_free(mp);
 }
 
+/* Four identical layers of 2048 neurons under a budget that keeps 30% of
+   the bundles resident, with fake_hw and the plan solved for it. */
+typedef struct {
+    pi_hw hw;
+    int64_t L, F;
+    pi_plan_limits lim;
+    pi_plan p;
+    pi_mprofile *mp;
+} layers4;
+
+static void identical_layers(layers4 *x) {
+    fake_hw(&x->hw);
+    const int64_t L = x->L = 4, F = x->F = 2048;
+    pi_mprofile *mp = x->mp = fake_profile(L, F);
+    for (int64_t l = 1; l < L; l++)
+        for (int64_t i = 0; i < F; i++) mp->act[l * F + i] = mp->act[i], mp->sel[l * F + i] = mp->sel[i];
+    const uint64_t base = mp->fixed + mp->session + mp->io;
+    x->lim = (pi_plan_limits){base + mp->min_cold + (uint64_t)((double)mp->bundle_mem * (double)(L * F) * 0.3), 0, 0.0,
+                              0.0};
+    CHECK(pi_plan_solve(mp, &x->hw, &x->lim, &x->p) == PI_OK);
+}
+
 /* The lookahead: each unit's predicted misses are read while the step
    before computes, so reads that computation covers cost nothing, the
    first layer's reads wait whole, and never more than C_AHEAD of a unit's
    reads are hidden that way. */
 static void test_lookahead(void) {
-    pi_hw hw;
-    fake_hw(&hw);
-    const int64_t L = 4, F = 2048;
-    pi_mprofile *mp = fake_profile(L, F);
-    for (int64_t l = 1; l < L; l++) /* identical layers */
-        for (int64_t i = 0; i < F; i++) mp->act[l * F + i] = mp->act[i], mp->sel[l * F + i] = mp->sel[i];
-    const uint64_t base = mp->fixed + mp->session + mp->io;
-    pi_plan_limits lim = {base + mp->min_cold + (uint64_t)((double)mp->bundle_mem * (double)(L * F) * 0.3), 0, 0.0, 0.0};
-    pi_plan p;
-    CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
+    layers4 x;
+    identical_layers(&x);
+    pi_hw hw = x.hw;
+    const int64_t L = x.L, F = x.F;
+    pi_plan_limits lim = x.lim;
+    pi_plan p = x.p;
+    pi_mprofile *mp = x.mp;
     for (int64_t l = 1; l < L; l++)
         CHECKF(p.hot[0] >= p.hot[l], "layer 0 (no lookahead) %lld hot, layer %lld %lld", (long long)p.hot[0],
                (long long)l, (long long)p.hot[l]);
@@ -294,7 +314,8 @@ static void test_lookahead(void) {
     CHECKF(fabs(all_hot.ms_pred - none.ms_pred) < 1e-12, "all-resident later layers: predictor %.4f ms, %.4f without",
            all_hot.ms_pred, none.ms_pred);
     /* the ring: nothing reaps while the lookahead's window computes, so of
-       a layer's reads beyond the queue depth none completes in it; a ring
+       a layer's reads beyond the queue depth none completes in it (those
+       the reap loop submits hide only behind their own CPU); a ring
        that holds them all hides up to the window. On a disk no faster at
        32 than deeper the solver takes a ring that holds a layer's reads. */
     pi_hw flat = hw;
@@ -308,7 +329,8 @@ static void test_lookahead(void) {
     pi_plan_cost(mp, &flat, &s512, &deep);
     const double R = deep.reads / (double)L;
     CHECKF(R > 32.0 && deep.ms_io == shallow.ms_io && deep.ms_io_hidden > shallow.ms_io_hidden &&
-               shallow.ms_io_hidden <= 0.85 * 32.0 / R * shallow.ms_io + 1e-9 && deep.tok_s > shallow.tok_s,
+               shallow.ms_io_hidden <= 0.85 * 32.0 / R * shallow.ms_io + (double)L * 0.2e-3 * (R - 32.0) + 1e-9 &&
+               deep.tok_s > shallow.tok_s,
            "%.0f reads a layer: %.3f of %.3f ms hidden at qd 32, %.3f of %.3f at 512", R, shallow.ms_io_hidden,
            shallow.ms_io, deep.ms_io_hidden, deep.ms_io);
     pi_plan pf;
@@ -755,10 +777,50 @@ static void test_real_file(void) {
     unlink(bundle);
 }
 
+/* The reads' CPU on the submitting thread: c a read, the reads that go
+   out at once (up to the queue depth) before anything overlaps them, the
+   rest hidden under the wait where the disk is the slower. */
+static void test_read_cpu(void) {
+    layers4 x;
+    identical_layers(&x);
+    const pi_hw hw = x.hw;
+    const double L = (double)x.L;
+    pi_mprofile *mp = x.mp;
+    pi_plan *p = &x.p;
+    pi_hw dear = hw, none = hw;
+    dear.read_cpu_us = 20.0;
+    none.read_cpu_us = 0.0; /* an older file: the default */
+    CHECK(pi_hw_read_cpu_s(&none) == PI_HW_READ_CPU_S && pi_hw_read_cpu_s(&hw) == 0.2e-6);
+    pi_cost cheap, costly;
+    pi_plan_cost(mp, &hw, p, &cheap);
+    pi_plan_cost(mp, &dear, p, &costly);
+    CHECKF(cheap.reads > 0.0, "%.0f reads", cheap.reads);
+    CHECKF(fabs(cheap.ms_read_cpu - cheap.reads * 0.2e-3) < 1e-9 && fabs(costly.ms_read_cpu - costly.reads * 20e-3) < 1e-9,
+           "reads' CPU %.4f / %.4f ms for %.0f reads", cheap.ms_read_cpu, costly.ms_read_cpu, cheap.reads);
+    const double extra = 1e3 / costly.tok_s - 1e3 / cheap.tok_s;
+    CHECKF(extra > 0.0 && extra <= costly.ms_read_cpu - cheap.ms_read_cpu + 1e-9,
+           "%.4f ms more a token for %.4f ms more of the reads' CPU", extra, costly.ms_read_cpu - cheap.ms_read_cpu);
+    /* a disk 200 times slower: the wait covers all but the reads that go out at once */
+    pi_hw slow = hw, slow_dear = dear;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 200.0, slow_dear.read_iops[b][q] /= 200.0;
+    pi_plan q = *p;
+    q.queue_depth = 32; /* fewer than a layer's reads: the rest go out as the ring refills */
+    pi_plan_cost(mp, &slow, &q, &cheap);
+    pi_plan_cost(mp, &slow_dear, &q, &costly);
+    const double R = cheap.reads / L, at_once = R < (double)q.queue_depth ? R : (double)q.queue_depth;
+    const double issue = L * at_once * (20.0 - 0.2) * 1e-3, more = 1e3 / costly.tok_s - 1e3 / cheap.tok_s;
+    CHECKF(R > 32.0 && fabs(more - issue) < 1e-6 * (1.0 + issue),
+           "slow disk, %.0f reads a layer at qd %d: %.4f ms more a token, the issue's share %.4f", R, q.queue_depth,
+           more, issue);
+    pi_mprofile_free(mp);
+}
+
 int main(void) {
     test_cost_and_solver();
     test_mixture();
     test_lookahead();
+    test_read_cpu();
     test_recall_choice();
     test_plan_file();
     test_real_file();

@@ -56,8 +56,9 @@ static void print_plan(const pi_plan *p, FILE *f) {
                    "every token, %.2f ms of the fixed region's time\n", kept, c->ms_head_read);
     }
     fprintf(f, "predicted: %.2f tok/s (ms per token: fixed %.2f, predictor %.2f, gate/up %.2f, down %.2f, reads %.2f "
-               "of which %.2f hidden behind compute, overhead %.2f)\n",
-            c->tok_s, c->ms_fixed, c->ms_pred, c->ms_gu, c->ms_down, c->ms_io, c->ms_io_hidden, c->ms_overhead);
+               "of which %.2f hidden behind compute, the reads' CPU %.2f, overhead %.2f)\n",
+            c->tok_s, c->ms_fixed, c->ms_pred, c->ms_gu, c->ms_down, c->ms_io, c->ms_io_hidden, c->ms_read_cpu,
+            c->ms_overhead);
 }
 
 int cmd_plan(int argc, char **argv) {

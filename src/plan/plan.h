@@ -196,6 +196,8 @@ typedef struct pi_cost {
     double tok_s;
     double ms_fixed, ms_pred, ms_gu, ms_down, ms_io, ms_io_hidden, ms_overhead; /* per token */
     double ms_head_read;    /* of ms_fixed: the output head read from flash (0: resident) */
+    double ms_read_cpu;     /* the submitting thread's CPU for the reads (pi_hw_read_cpu_s each): part at
+                               issue, the rest overlapping the reads still in flight */
     double resident, hits, misses, reads; /* neurons / reads per token, all layers */
 } pi_cost;
 

@@ -40,9 +40,9 @@ pi_status pi_plan_save(const pi_plan *p, const char *path) {
     }
     fprintf(f, "predicted_tok_s %.17g\n", p->cost.tok_s);
     fprintf(f, "# breakdown (ms per token): fixed %.3f, predictor %.3f, gate/up %.3f, down %.3f, reads %.3f "
-               "(%.3f hidden), overhead %.3f\n",
+               "(%.3f hidden), reads' CPU %.3f, overhead %.3f\n",
             p->cost.ms_fixed, p->cost.ms_pred, p->cost.ms_gu, p->cost.ms_down, p->cost.ms_io, p->cost.ms_io_hidden,
-            p->cost.ms_overhead);
+            p->cost.ms_read_cpu, p->cost.ms_overhead);
     /* a failed fprintf leaves the stream's error flag set: commit reports it */
     return pi_outfile_commit(of);
 }
