@@ -426,6 +426,9 @@ typedef struct pi_token_stats {
     uint64_t prompt_bytes_read; /* FFN streamed for prompt batches */
     double io_wait_s;           /* decoding blocked on reads */
     double io_busy_s;           /* reads in flight until computed; minus io_wait_s: hidden behind compute */
+    double io_queue_s;          /* reads handed to the kernel and not yet reaped: at least one */
+    double io_depth_s;          /* over io_queue_s, how many times the time (read-seconds): over io_queue_s,
+                                   the mean queue depth the reads ran at */
     double ffn_s;               /* decode time in the FFN */
     /* the lookahead: neurons read for the next layer while a layer computed */
     uint64_t neurons_ahead;     /* read ahead (their reads are in reads and bytes_read) */

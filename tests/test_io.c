@@ -175,6 +175,9 @@ static void run_plan(pi_io *io, plan *p, uint8_t *arena, size_t arena_len, const
     CHECKF(st.reads == N_READS && st.bytes == bytes, "%s: stats %llu reads %llu bytes, want %d %llu", what,
            (unsigned long long)st.reads, (unsigned long long)st.bytes, N_READS, (unsigned long long)bytes);
     CHECK(st.submit_calls > 0);
+    /* the reads were with the backend a while, each of those moments at least one deep */
+    CHECKF(st.busy_ns > 0 && st.depth_ns >= (double)st.busy_ns && st.depth_ns <= (double)N_READS * (double)st.busy_ns,
+           "%s: %llu ns busy, %.0f read-ns", what, (unsigned long long)st.busy_ns, st.depth_ns);
     check_plan(p, arena, arena_len, what);
 }
 

@@ -22,6 +22,7 @@
 #include "store/io_internal.h"
 
 #include "base/log.h"
+#include "base/timer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,8 +118,19 @@ static int reap_error(const pi_io *io) {
     return -1;
 }
 
+/* Before n_active changes: the time since the last change at its depth. */
+static void depth_tick(pi_io *io) {
+    const uint64_t now = pi_time_ns();
+    if (io->n_active > 0 && now > io->t_depth) {
+        io->st.busy_ns += now - io->t_depth;
+        io->st.depth_ns += (double)io->n_active * (double)(now - io->t_depth);
+    }
+    io->t_depth = now;
+}
+
 bool pi_io_slot_finish(pi_io *io, int si, int64_t got, uint64_t *tag) {
     io_slot *s = &io->slots[si];
+    depth_tick(io);
     io->free_slots[io->n_free++] = si;
     io->n_active--;
     if (got < 0 || (size_t)got < s->len) {
@@ -139,6 +151,7 @@ bool pi_io_slot_finish(pi_io *io, int si, int64_t got, uint64_t *tag) {
    batch. Only while the engine has not failed. */
 static void start_pending(pi_io *io) {
     int n = 0;
+    if (io->fifo_n > 0 && io->n_free > 0) depth_tick(io);
     while (io->fifo_n > 0 && io->n_free > 0) {
         io_pending *p = &io->fifo[io->fifo_head];
         io->fifo_head = (io->fifo_head + 1) % io->fifo_cap;
@@ -289,7 +302,10 @@ void pi_io_get_stats(const pi_io *io, pi_io_stats *st) {
 }
 
 void pi_io_reset_stats(pi_io *io) {
-    if (io) memset(&io->st, 0, sizeof io->st);
+    if (io) {
+        memset(&io->st, 0, sizeof io->st);
+        io->t_depth = pi_time_ns(); /* what was in flight before counts from now */
+    }
 }
 
 /* ---- open, close, registration ---------------------------------------- */

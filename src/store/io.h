@@ -83,6 +83,9 @@ typedef struct pi_io_stats {
     uint64_t submit_calls;    /* io_uring_submit calls; pread/test: batches handed to the backend */
     uint64_t fixed_reads;     /* reads done with READ_FIXED into registered buffers */
     uint64_t retries;         /* io_uring: reads re-issued after EAGAIN/EINTR or a partial result */
+    uint64_t busy_ns;         /* time with reads handed to the backend and not yet reaped */
+    double depth_ns;          /* over that time, the reads so handed times the time (read-ns): over
+                                 busy_ns, the mean queue depth the reads ran at */
 } pi_io_stats;
 
 typedef struct pi_io pi_io;
