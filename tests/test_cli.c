@@ -300,6 +300,11 @@ int main(void) {
     hwv.kernels_build[0] = '\0';
     CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
     CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "does not say which build"));
+    /* a probe from before the reads' CPU was measured: priced at the default, and said */
+    CHECK(t_write_hw(hwf) && pi_hw_load(hwf, &hwv) == PI_OK);
+    hwv.read_cpu_us = 0.0;
+    CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "the CPU time a read costs") && t_file_has(err, "2.7 us"));
     CHECK(t_write_hw(hwf));
     CHECK(pinfer(args, out, err) == 0 && !t_file_has(err, "another filesystem") && !t_file_has(err, "warn"));
     /* without activation counts the hot neurons are spread evenly, and the

@@ -66,6 +66,10 @@ static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *mode
     if (hw->io_buffered)
         PI_LOGW("%s: the flash figures are the page cache's (the filesystem refused O_DIRECT): predictions of "
                 "offloaded speed are optimistic", hw_path);
+    if (!(hw->read_cpu_us > 0.0))
+        PI_LOGW("%s does not hold the CPU time a read costs (a file from before format version 3): the plan takes "
+                "%.1f us a read; measure it with: pinfer hwprobe -m %s -o %s",
+                hw_path, PI_HW_READ_CPU_S * 1e6, model_path, hw_path);
 }
 
 /* The hardware file for model_path: hw_path when given, else the cache file
