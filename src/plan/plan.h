@@ -11,7 +11,11 @@
  *   t_token = t_fixed + sum over layers l of t_l + c_token
  *   t_fixed = sum over types y of W_y / matvec(y, T)
  *             W_y: bytes of type y read every token (attention, output head)
- *   t_l     = t_body + max(t_wait, t_gu)
+ *   t_l     = t_body + t_la + c_r min(R_l, Q) + max(t_wait, t_gu + c_r (R_l - min(R_l, Q)))
+ *             c_r: the submitting thread's CPU per read (hwprobe's read_cpu_us): the
+ *             reads that go out at once cost it first, the rest overlap reads in flight;
+ *             t_la: the lookahead's own predictor pass (t_pred) where a later layer
+ *             has neurons off its hot prefix
  *   t_body  = t_pred + t_down + c_layer
  *   t_wait  = t_io - min(C_AHEAD t_io, t_win)               the reads the lookahead has not done:
  *             t_win = t_body + t_att / (visits per token)    it reads up to C_AHEAD of a unit's
