@@ -311,7 +311,8 @@ if [ -f "$HWFILE" ]; then
     printf 'hwprobe:      %s (%s)\n' "$HWFILE" "$(date -r "$HWFILE" '+%Y-%m-%d %H:%M')"
     awk '$1 == "read" && ($2 == 4096 || $2 == 8192) && ($3 == 1 || $3 == 32 || $3 == 128) {
              printf "              %s KiB random reads, queue depth %s: %.1fK reads/s%s\n", $2 / 1024, $3, $4 / 1000, $6 == "est" ? " (est)" : "" }
-         $1 == "seq_read_gbs" { printf "              sequential reads: %.2f GB/s\n", $2 }' "$HWFILE"
+         $1 == "seq_read_gbs" { printf "              sequential reads: %.2f GB/s\n", $2 }
+         $1 == "read_cpu_us" { printf "              CPU per random read: %.2f us\n", $2 }' "$HWFILE"
 else
     probe_now hwprobe "${XDG_CACHE_HOME:-$HOME/.cache}" "$PINFER" "$MODEL"
 fi
