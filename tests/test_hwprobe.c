@@ -208,6 +208,18 @@ static char *edit_line(const char *text, const char *key, const char *repl) {
     return out;
 }
 
+/* text as an older format version writes it: that header, without the
+   record `dropped`; whether it parses into *h. */
+static bool parse_older(const char *text, int version, const char *dropped, pi_hw *h) {
+    char header[32];
+    snprintf(header, sizeof header, "pinfer-hwprobe %d", version);
+    char *t1 = edit_line(text, "pinfer-hwprobe", header), *t = edit_line(t1, dropped, NULL);
+    const bool ok = pi_hw_parse(t, strlen(t), h) == PI_OK;
+    free(t1);
+    free(t);
+    return ok;
+}
+
 /* The line number of the first line of text starting with key. */
 static int line_of(const char *text, const char *key) {
     int line = 1;
@@ -260,25 +272,16 @@ static void test_malformed(void) {
     reject_edit(good, "pinfer-hwprobe", NULL, "not a hwprobe file", 2, "missing header");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 4", "format version 4", 1, "wrong version");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 0", "format version 0", 1, "version 0");
-    {   /* version 1: the same records without kernels_build */
-        char *t1 = edit_line(good, "pinfer-hwprobe", "pinfer-hwprobe 1"), *t = edit_line(t1, "kernels_build", NULL);
-        pi_hw h;
-        CHECKF(strstr(good, "kernels_build 0123456789abcdef\n") && pi_hw_parse(t, strlen(t), &h) == PI_OK &&
-                   h.kernels_build[0] == '\0',
-               "version 1: %s", pi_last_error());
-        free(t1);
-        free(t);
-    }
-    {   /* version 2: the same records without read_cpu_us, which the planner then takes as PI_HW_READ_CPU_S */
-        char *t2 = edit_line(good, "pinfer-hwprobe", "pinfer-hwprobe 2"), *t = edit_line(t2, "read_cpu_us", NULL);
-        pi_hw h;
-        CHECKF(strstr(good, "read_cpu_us 2.75\n") && pi_hw_parse(t, strlen(t), &h) == PI_OK && h.read_cpu_us == 0.0 &&
-                   pi_hw_read_cpu_s(&h) == PI_HW_READ_CPU_S,
-               "version 2: %s", pi_last_error());
-        CHECK(pi_hw_parse(good, n, &h) == PI_OK && fabs(pi_hw_read_cpu_s(&h) - 2.75e-6) < 1e-18);
-        free(t2);
-        free(t);
-    }
+    pi_hw older;
+    /* version 1: the same records without kernels_build */
+    CHECKF(strstr(good, "kernels_build 0123456789abcdef\n") && parse_older(good, 1, "kernels_build", &older) &&
+               older.kernels_build[0] == '\0',
+           "version 1: %s", pi_last_error());
+    /* version 2: the same records without read_cpu_us, which the planner then takes as PI_HW_READ_CPU_S */
+    CHECKF(strstr(good, "read_cpu_us 2.75\n") && parse_older(good, 2, "read_cpu_us", &older) && older.read_cpu_us == 0.0 &&
+               pi_hw_read_cpu_s(&older) == PI_HW_READ_CPU_S,
+           "version 2: %s", pi_last_error());
+    CHECK(pi_hw_parse(good, n, &older) == PI_OK && fabs(pi_hw_read_cpu_s(&older) - 2.75e-6) < 1e-18);
     reject_edit(good, "read_cpu_us", "read_cpu_us 0", "read_cpu_us", line_of(good, "read_cpu_us"), "read_cpu_us 0");
     reject_edit(good, "read_cpu_us", "read_cpu_us nan", "read_cpu_us", line_of(good, "read_cpu_us"), "read_cpu_us nan");
     reject_edit(good, "read_cpu_us", "read_cpu_us 1 2", "takes 1 value", line_of(good, "read_cpu_us"),

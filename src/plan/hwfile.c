@@ -3,10 +3,11 @@
  * interpolation helpers the cost model reads it through.
  *
  * Format, version 3 (versions 1 and 2, read too, are the same without
- * read_cpu_us; version 1 also without kernels_build): text lines of printable ASCII, fields separated by
- * spaces or tabs; blank lines and lines starting with '#' are ignored.
+ * read_cpu_us; version 1 also without kernels_build): text lines of
+ * printable ASCII, fields separated by spaces or tabs; blank lines and
+ * lines starting with '#' are ignored.
  *
- *   pinfer-hwprobe 2                       header, the first record
+ *   pinfer-hwprobe 3                       header, the first record
  *   cpu avx512-2c                          kernel set and core count (cache key)
  *   kernels_build <id>                     optional: pi_kernels_build_id() of the build that
  *                                          measured the kernel rates (one printable word)

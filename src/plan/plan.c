@@ -704,6 +704,7 @@ typedef struct {
     layer_tab *tab;
     double *store;
     int queue_depth;
+    double c_read; /* pi_hw_read_cpu_s */
 } tables;
 
 static double layer_time(const tables *tb, int64_t l, int64_t H) {
@@ -712,9 +713,8 @@ static double layer_time(const tables *tb, int64_t l, int64_t H) {
     double R = (t->miss[H] - t->pairs[H] / w) / w; /* reads per visit, as in cost_with */
     R = R > 0.0 ? R : 0.0;
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
-    const double c_read = pi_hw_read_cpu_s(tb->hw);
     double t_wait = io_left(io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd), t->window, R, qd);
-    return w * (t->t_fixed_part + visit_io(t_wait, t->t_gu, R, qd, c_read, NULL));
+    return w * (t->t_fixed_part + visit_io(t_wait, t->t_gu, R, qd, tb->c_read, NULL));
 }
 
 static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int threads, int qd, double tc) {
@@ -722,6 +722,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
     tb->mp = mp;
     tb->hw = hw;
     tb->queue_depth = qd;
+    tb->c_read = pi_hw_read_cpu_s(hw);
     tb->tab = calloc((size_t)L, sizeof *tb->tab);
     tb->store = malloc((size_t)(2 * L * (F + 1)) * sizeof *tb->store);
     if (!tb->tab || !tb->store) return false;

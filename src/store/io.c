@@ -118,19 +118,20 @@ static int reap_error(const pi_io *io) {
     return -1;
 }
 
-/* Before n_active changes: the time since the last change at its depth. */
-static void depth_tick(pi_io *io) {
+/* The time since the last count, at `depth` reads with the backend: once
+   per submit and per reap call (a reap's completions are seen together, so
+   the wait before them counts at the depth it began with), not per read. */
+static void depth_tick(pi_io *io, int64_t depth) {
     const uint64_t now = pi_time_ns();
-    if (io->n_active > 0 && now > io->t_depth) {
+    if (depth > 0 && now > io->t_depth) {
         io->st.busy_ns += now - io->t_depth;
-        io->st.depth_ns += (double)io->n_active * (double)(now - io->t_depth);
+        io->st.depth_ns += (double)depth * (double)(now - io->t_depth);
     }
     io->t_depth = now;
 }
 
 bool pi_io_slot_finish(pi_io *io, int si, int64_t got, uint64_t *tag) {
     io_slot *s = &io->slots[si];
-    depth_tick(io);
     io->free_slots[io->n_free++] = si;
     io->n_active--;
     if (got < 0 || (size_t)got < s->len) {
@@ -151,7 +152,6 @@ bool pi_io_slot_finish(pi_io *io, int si, int64_t got, uint64_t *tag) {
    batch. Only while the engine has not failed. */
 static void start_pending(pi_io *io) {
     int n = 0;
-    if (io->fifo_n > 0 && io->n_free > 0) depth_tick(io);
     while (io->fifo_n > 0 && io->n_free > 0) {
         io_pending *p = &io->fifo[io->fifo_head];
         io->fifo_head = (io->fifo_head + 1) % io->fifo_cap;
@@ -212,6 +212,7 @@ pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n) {
         p->seq = io->seq++;
         io->fifo_n++;
     }
+    depth_tick(io, io->n_active);
     start_pending(io);
     return io->failed ? pi_error(PI_ERR_IO, "%s", io->err) : PI_OK;
 }
@@ -231,7 +232,9 @@ int pi_io_reap(pi_io *io, uint64_t *tags, int max, bool wait) {
     int n = 0;
     for (;;) {
         bool block = wait && n == 0 && io->n_active > 0;
+        const int64_t depth = io->n_active;
         n += io->ops->reap(io, tags + n, max - n, block);
+        depth_tick(io, depth);
         if (!io->failed) start_pending(io);
         if (io->failed) return n > 0 ? n : reap_error(io); /* the error comes with the next call */
         if (n > 0 || !wait || io->n_active == 0) break;

@@ -95,7 +95,7 @@ struct pi_io {
     int *free_slots;  /* (qd) stack */
     int n_free;
     int64_t n_active; /* slots with the backend, not yet reaped */
-    uint64_t t_depth; /* when n_active last changed (pi_io_stats busy_ns, depth_ns) */
+    uint64_t t_depth; /* when busy_ns and depth_ns were last counted (pi_io_stats) */
     int reap_min;     /* pi_io_reap_min: completions to wait for (io_uring) */
     int *batch;       /* (qd) slots started by one start_pending call */
 
