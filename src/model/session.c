@@ -35,6 +35,9 @@
    blocks. Each row is still computed whole by one call, so results do not
    depend on the thread count. A multiple of 16, the widest row tile. */
 #define MATMUL_BLOCK_ROWS 256
+/* Query tokens taken together per KV head in attention: their queries share
+   each read of the head's keys and values. */
+#define ATT_TOKENS 4
 
 /* Allocations of a session: counted, and made unless only counting. */
 typedef struct {
@@ -78,7 +81,10 @@ static void session_buffers(pi_state *s, const pi_lm *m, int64_t n_ctx, allocato
     s->xb = xalloc(B * (size_t)s->xb_dim * f, st);
     s->xb2 = xalloc(B * (size_t)E * f, st);
     s->q = xalloc(B * (size_t)QD * f, st);
-    s->att = xalloc((size_t)hp->n_head * (size_t)n_ctx * f, st);
+    s->att = xalloc((size_t)ATT_TOKENS * (size_t)hp->n_head * (size_t)n_ctx * f, st);
+    s->att_q = xalloc((size_t)ATT_TOKENS * (size_t)QD * f, st);
+    s->att_o = xalloc((size_t)ATT_TOKENS * (size_t)QD * f, st);
+    s->vtmp = xalloc(B * (size_t)KV * f, st);
     s->hb = xalloc(hb_floats * f, st);
     s->hb2 = xalloc(hb_floats * f, st);
     s->logits = xalloc((size_t)hp->n_vocab * f, st);
@@ -158,6 +164,9 @@ void pi_state_free(pi_state *s) {
     free(s->xb2);
     free(s->q);
     free(s->att);
+    free(s->att_q);
+    free(s->att_o);
+    free(s->vtmp);
     free(s->hb);
     free(s->hb2);
     free(s->logits);
@@ -193,7 +202,8 @@ pi_status pi_state_discard(pi_state *s, int64_t p0, int64_t n) {
         float *kc = s->k_cache + (size_t)il * (size_t)s->n_ctx * (size_t)KV;
         float *vc = s->v_cache + (size_t)il * (size_t)s->n_ctx * (size_t)KV;
         memmove(kc + p0 * KV, kc + (p0 + n) * KV, (size_t)(moved * KV) * sizeof(float));
-        memmove(vc + p0 * KV, vc + (p0 + n) * KV, (size_t)(moved * KV) * sizeof(float));
+        for (int64_t c = 0; c < KV; c++)
+            memmove(vc + c * s->n_ctx + p0, vc + c * s->n_ctx + p0 + n, (size_t)moved * sizeof(float));
         for (int64_t t = 0; t < moved; t++) rope(s, kc + (p0 + t) * KV, hp->n_head_kv, -n);
     }
     s->n_past -= n;
@@ -315,32 +325,56 @@ typedef struct {
     int64_t layer, pos0, nb;
 } attn_job;
 
-/* Heads [h0, h1) for every token of the batch; token b sits at pos0 + b and
-   attends to positions 0..pos0+b (causal). */
-static void attention_heads(void *ctx, int64_t h0, int64_t h1, int tid) {
+/* The heads of KV heads [g0, g1) (each with the group of query heads that
+   share it) for every token of the batch; token b sits at pos0 + b and
+   attends to positions 0..pos0+b (causal). Per KV head and block of up to
+   ATT_TOKENS tokens, the block's queries (tokens x group) are one matrix:
+   their scores against the keys are one F32 matmul over the key rows, and
+   their outputs one F32 matmul over the rows of the transposed values, so
+   each key and value is read once per block instead of once per query head
+   and position. */
+static void attention_heads(void *ctx, int64_t g0, int64_t g1, int tid) {
     (void)tid;
     attn_job *j = ctx;
     pi_state *s = j->s;
     const pi_hparams *hp = &s->m->hp;
     const int64_t D = hp->head_dim, KV = hp->n_head_kv * D, QD = hp->n_head * D, group = hp->n_head / hp->n_head_kv;
-    const float *kc = s->k_cache + (size_t)j->layer * (size_t)s->n_ctx * (size_t)KV;
-    const float *vc = s->v_cache + (size_t)j->layer * (size_t)s->n_ctx * (size_t)KV;
+    const int64_t n_ctx = s->n_ctx;
+    const float *kc = s->k_cache + (size_t)j->layer * (size_t)n_ctx * (size_t)KV;
+    const float *vt = s->v_cache + (size_t)j->layer * (size_t)n_ctx * (size_t)KV;
     const float scale = 1.0f / sqrtf((float)D);
-    /* the F32 kernels: a plain float reduction does not vectorise, and
-       attention over a long prompt costs as much as the matmuls */
-    const pi_vec_dot_fn dot = s->k->vec_dot[PI_TYPE_F32];
-    const pi_axpy_fn axpy = s->k->axpy[PI_TYPE_F32];
-    for (int64_t h = h0; h < h1; h++) {
-        float *att = s->att + h * s->n_ctx;
-        const int64_t kvh = h / group;
-        for (int64_t b = 0; b < j->nb; b++) {
-            const int64_t pos = j->pos0 + b;
-            const float *q = s->q + b * QD + h * D;
-            for (int64_t t = 0; t <= pos; t++) att[t] = dot(D, kc + t * KV + kvh * D, q) * scale;
-            softmax(att, pos + 1);
-            float *out = s->xb + b * s->xb_dim + h * D;
-            memset(out, 0, (size_t)D * sizeof *out);
-            for (int64_t t = 0; t <= pos; t++) axpy(D, att[t], vc + t * KV + kvh * D, out);
+    const pi_matmul_fn mm = s->k->matmul[PI_TYPE_F32];
+    for (int64_t g = g0; g < g1; g++) {
+        /* this KV head's scratch: queries and outputs (rows: token, head of
+           the group) and scores (the same rows, n_ctx apart) */
+        float *qb = s->att_q + g * ATT_TOKENS * group * D, *ob = s->att_o + g * ATT_TOKENS * group * D;
+        float *pb = s->att + g * ATT_TOKENS * group * n_ctx;
+        const float *kg = kc + g * D, *vg = vt + (size_t)g * (size_t)D * (size_t)n_ctx;
+        for (int64_t b0 = 0; b0 < j->nb; b0 += ATT_TOKENS) {
+            const int64_t bn = j->nb - b0 < ATT_TOKENS ? j->nb - b0 : ATT_TOKENS, rows = bn * group;
+            const int64_t T = j->pos0 + b0 + bn; /* positions the block's last token sees */
+            for (int64_t b = 0; b < bn; b++)
+                memcpy(qb + b * group * D, s->q + (b0 + b) * QD + g * group * D, (size_t)(group * D) * sizeof(float));
+            mm(D, kg, (size_t)KV * sizeof(float), 0, T, qb, (size_t)D * sizeof(float), rows, pb, n_ctx);
+            for (int64_t r = 0; r < rows; r++) {
+                float *p = pb + r * n_ctx;
+                const int64_t len = j->pos0 + b0 + r / group + 1;
+                for (int64_t t = 0; t < len; t++) p[t] *= scale;
+                softmax(p, len);
+                memset(p + len, 0, (size_t)(T - len) * sizeof(float)); /* later positions: masked */
+            }
+            /* ob = P V over positions [0, T), in pieces the kernels take */
+            for (int64_t t0 = 0; t0 < T; t0 += PI_MAX_ROW) {
+                const int64_t tn = T - t0 < PI_MAX_ROW ? T - t0 : PI_MAX_ROW;
+                float *dst = t0 == 0 ? ob : qb; /* the queries are no longer needed */
+                mm(tn, vg + t0, (size_t)n_ctx * sizeof(float), 0, D, pb + t0, (size_t)n_ctx * sizeof(float), rows,
+                   dst, D);
+                if (t0 > 0)
+                    for (int64_t i = 0; i < rows * D; i++) ob[i] += qb[i];
+            }
+            for (int64_t b = 0; b < bn; b++)
+                memcpy(s->xb + (b0 + b) * s->xb_dim + g * group * D, ob + b * group * D,
+                       (size_t)(group * D) * sizeof(float));
         }
     }
 }
@@ -350,20 +384,22 @@ static void attention(pi_state *s, int64_t il, int64_t pos0, int64_t nb) {
     const pi_layer *l = &s->m->layers[il];
     const int64_t E = hp->n_embd, KV = hp->n_head_kv * hp->head_dim, QD = hp->n_head * hp->head_dim;
     float *kdst = s->k_cache + ((size_t)il * (size_t)s->n_ctx + (size_t)pos0) * (size_t)KV;
-    float *vdst = s->v_cache + ((size_t)il * (size_t)s->n_ctx + (size_t)pos0) * (size_t)KV;
+    float *vt = s->v_cache + (size_t)il * (size_t)s->n_ctx * (size_t)KV;
 
     for (int64_t b = 0; b < nb; b++)
         pi_rmsnorm(s->xb + b * s->xb_dim, s->x + b * E, l->attn_norm.data, E, hp->rms_eps);
     pi_state_input_changed(s);
     pi_state_matmul(s, &l->wq, 0, QD, s->xb, s->xb_dim, nb, s->q, QD);
     pi_state_matmul(s, &l->wk, 0, KV, s->xb, s->xb_dim, nb, kdst, KV);
-    pi_state_matmul(s, &l->wv, 0, KV, s->xb, s->xb_dim, nb, vdst, KV);
+    pi_state_matmul(s, &l->wv, 0, KV, s->xb, s->xb_dim, nb, s->vtmp, KV);
+    for (int64_t c = 0; c < KV; c++) /* values transposed: row c holds every position's value c */
+        for (int64_t b = 0; b < nb; b++) vt[c * s->n_ctx + pos0 + b] = s->vtmp[b * KV + c];
     for (int64_t b = 0; b < nb; b++) {
         rope(s, s->q + b * QD, hp->n_head, pos0 + b);
         rope(s, kdst + b * KV, hp->n_head_kv, pos0 + b);
     }
     attn_job j = {s, il, pos0, nb};
-    pi_pool_for(s->pool, hp->n_head, 1, attention_heads, &j);
+    pi_pool_for(s->pool, hp->n_head_kv, 1, attention_heads, &j);
     pi_state_input_changed(s);
     pi_state_matmul(s, &l->wo, 0, E, s->xb, s->xb_dim, nb, s->xb2, E);
     for (int64_t i = 0; i < nb * E; i++) s->x[i] += s->xb2[i];

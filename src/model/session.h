@@ -34,14 +34,17 @@ typedef struct pi_state {
     int64_t n_past;        /* positions already in the cache */
     int64_t n_batch;       /* tokens evaluated together (B below, <= PI_MAX_BATCH) */
     int64_t hb_cols;       /* row stride of hb / hb2: n_ff, or an installed FFN's piece (ffn.h) */
-    /* KV cache, F32: (n_layer, n_ctx, n_head_kv * head_dim) each */
+    /* KV cache, F32: keys (n_layer, n_ctx, n_head_kv * head_dim), values
+       transposed (n_layer, n_head_kv * head_dim, n_ctx) */
     float *k_cache, *v_cache;
     /* activations of the tokens of one batch, row b for token b */
     float *x;              /* (B, n_embd) residual stream */
     float *xb;             /* (B, xb_dim) normed input / attention output */
     float *xb2;            /* (B, n_embd) */
     float *q;              /* (B, n_head * head_dim) */
-    float *att;            /* (n_head, n_ctx) attention scores */
+    float *att;            /* (n_head_kv, ATT_TOKENS * group, n_ctx) attention scores */
+    float *att_q, *att_o;  /* (n_head_kv, ATT_TOKENS * group, head_dim) queries, outputs */
+    float *vtmp;           /* (B, n_head_kv * head_dim) values before they enter the cache */
     float *hb, *hb2;       /* (B, hb_cols) FFN gate / up, and at least n_ff floats */
     float *logits;         /* (n_vocab) of the last token */
     float *rope_inv_freq;  /* (n_rot / 2) */
