@@ -33,7 +33,12 @@
  *      coefficients skip their (possibly NULL) rows; a list split into two
  *      calls gives the bits of one (those: split between groups); lists of
  *      0..64 rows with repeats, rows at odd addresses, sentinels around y.
- *   7. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
+ *   7. softmax of every table against ref: lengths 1..4099 (partial
+ *      vectors), spreads of the inputs from 0.01 to 100 (exponents down to
+ *      where exp underflows), each output within 2e-6 of ref's relative to
+ *      it plus 1e-30, the outputs summing to 1, nothing written past n; a
+ *      NaN input makes every output NaN.
+ *   8. Dispatch: names, by_name, PI_KERNELS forcing and fallback.
  *
  * Tolerances are relative to S = sum |w_i x_i| over the dequantized values: a
  * float sum of k terms is off by at most about k * 2^-24 * S however the terms
@@ -1483,6 +1488,50 @@ static bool child_picks(const char *env, const char *want) {
     return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+static void test_softmax(const pi_kernels *const *ks, int nk) {
+    static const int64_t lens[] = {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 1000, 4099};
+    static const float spreads[] = {0.01f, 1.0f, 10.0f, 100.0f};
+    t_rng r = {0x50f7};
+    float *x = malloc(4100 * sizeof(float)), *want = malloc(4100 * sizeof(float)), *got = malloc(4101 * sizeof(float));
+    for (int k = 0; k < nk; k++) {
+        double worst = 0.0;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+            for (size_t si = 0; si < sizeof spreads / sizeof spreads[0]; si++) {
+                const int64_t n = lens[li];
+                for (int64_t i = 0; i < n; i++) x[i] = spreads[si] * t_uniform(&r) + 3.0f;
+                memcpy(want, x, (size_t)n * sizeof(float));
+                memcpy(got, x, (size_t)n * sizeof(float));
+                got[n] = 12345.0f;
+                pi_kernels_ref.softmax(want, n);
+                ks[k]->softmax(got, n);
+                double sum = 0.0, err = 0.0;
+                for (int64_t i = 0; i < n; i++) {
+                    sum += got[i];
+                    const double e = fabs((double)got[i] - want[i]) / ((double)want[i] + 1e-30 / 2e-6);
+                    err = e > err ? e : err;
+                }
+                worst = err > worst ? err : worst;
+                CHECKF(err <= 2e-6, "%s softmax of %lld values (spread %g) off ref by %.3g relative", ks[k]->name,
+                       (long long)n, spreads[si], err);
+                CHECKF(fabs(sum - 1.0) <= 1e-5, "%s softmax of %lld values sums to %.9g", ks[k]->name, (long long)n,
+                       sum);
+                CHECKF(got[n] == 12345.0f, "%s softmax of %lld values wrote past them", ks[k]->name, (long long)n);
+            }
+        for (int64_t n = 1; n <= 40; n += 13) { /* a NaN anywhere poisons every output */
+            for (int64_t i = 0; i < n; i++) x[i] = t_uniform(&r);
+            x[n / 2] = NAN;
+            ks[k]->softmax(x, n);
+            bool all_nan = true;
+            for (int64_t i = 0; i < n; i++) all_nan &= isnan(x[i]);
+            CHECKF(all_nan, "%s softmax of %lld values with a NaN: not all NaN", ks[k]->name, (long long)n);
+        }
+        fprintf(stderr, "%s softmax: worst relative difference from ref %.3g\n", ks[k]->name, worst);
+    }
+    free(x);
+    free(want);
+    free(got);
+}
+
 static void test_dispatch(void) {
     const char *const *names = pi_kernels_names();
     const char *best = NULL;
@@ -1525,7 +1574,8 @@ static void test_dispatch(void) {
     for (const char *const *nm = pi_kernels_names(); *nm; nm++) {
         const pi_kernels *k = pi_kernels_by_name(*nm);
         if (!k) continue;
-        CHECKF(k->quantize_q8_0 && k->quantize_q8_K, "%s lacks an activation quantizer", k->name);
+        CHECKF(k->quantize_q8_0 && k->quantize_q8_K && k->softmax, "%s lacks an activation quantizer or softmax",
+               k->name);
         int missing = 0;
         for (int t = 0; t < PI_TYPE_COUNT; t++)
             missing += (!pi_kernels_ref.vec_dot[t] != !k->vec_dot[t]) + (!pi_kernels_ref.vec_dot_rows[t] != !k->vec_dot_rows[t]) +
@@ -1561,5 +1611,7 @@ int main(void) {
     test_vec_dot_rows(ks, nk);
     fprintf(stderr, "testing axpy_rows of %d kernel sets\n", nk);
     test_axpy_rows(ks, nk);
+    fprintf(stderr, "testing softmax of %d kernel sets\n", nk);
+    test_softmax(ks, nk);
     return t_done("test_kernels");
 }

@@ -36,6 +36,7 @@
 #include "ref_k.h"
 
 #include <arm_neon.h>
+#include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -1050,10 +1051,65 @@ static void pi_axpy_q6_K_neon(int64_t n, float a, const void *vw, float *y) {
 #pragma GCC pop_options
 #endif
 
+/* ------------------------------------------------------------- softmax */
+
+/* exp(x): x = n ln 2 + r, |r| <= ln 2 / 2, exp(r) by Cephes' polynomial,
+   2^n built in the exponent field; x below -87.3 gives 0 (x held there so
+   that n stays a normal exponent), x up to 88.7 is exact to a few ulp. A
+   NaN stays NaN (vmaxq passes it). */
+INLINE float32x4_t exp_f32x4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.3365448f);
+    const uint32x4_t under = vcltq_f32(x, lo);
+    x = vmaxq_f32(x, lo);
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    const float32x4_t y = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(vmulq_f32(y, vreinterpretq_f32_s32(e))), under));
+}
+
+static void pi_softmax_neon(float *x, int64_t n) {
+    float32x4_t mv = vdupq_n_f32(x[0]);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) mv = vmaxq_f32(mv, vld1q_f32(x + i));
+    float m = vmaxvq_f32(mv);
+    for (; i < n; i++) m = x[i] > m || x[i] != x[i] ? x[i] : m;
+    const float32x4_t mm = vdupq_n_f32(m);
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = vdupq_n_f64(0.0);
+    for (i = 0; i + 4 <= n; i += 4) {
+        const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(x + i), mm));
+        vst1q_f32(x + i, e);
+        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(e)));
+        s1 = vaddq_f64(s1, vcvt_high_f64_f32(e));
+    }
+    if (i < n) { /* the last n % 4 through a zero-padded vector */
+        float t[4] = {0};
+        memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
+        const uint32x4_t live = vcltq_u32(vld1q_u32((const uint32_t[4]){0, 1, 2, 3}), vdupq_n_u32((uint32_t)(n - i)));
+        const float32x4_t e = vreinterpretq_f32_u32(
+            vandq_u32(vreinterpretq_u32_f32(exp_f32x4(vsubq_f32(vld1q_f32(t), mm))), live));
+        vst1q_f32(t, e);
+        memcpy(x + i, t, (size_t)(n - i) * sizeof(float));
+        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(e)));
+        s1 = vaddq_f64(s1, vcvt_high_f64_f32(e));
+    }
+    const float inv = (float)(1.0 / vaddvq_f64(vaddq_f64(s0, s1)));
+    for (i = 0; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
+    for (; i < n; i++) x[i] *= inv;
+}
+
 const pi_kernels pi_kernels_neon = {
     .name = "neon",
     .quantize_q8_0 = pi_quantize_q8_0_neon,
     .quantize_q8_K = pi_quantize_q8_K_neon,
+    .softmax = pi_softmax_neon,
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_neon,

@@ -100,10 +100,20 @@ typedef void (*pi_quantize_q8_0_fn)(const float *x, pi_block_q8_0 *y, int64_t n)
    (ggml's quantize_row_q8_K: the same bytes in every table). */
 typedef void (*pi_quantize_q8_K_fn)(const float *x, pi_block_q8_K *y, int64_t n);
 
+/* In place, x[0..n) (n >= 1) becomes its softmax: exp(x[i] - m) / the sum
+   of them, m the largest x. ref: expf, the sum in double, one multiply by
+   the sum's float reciprocal. The SIMD versions: a polynomial exp (within a
+   few ulp of expf; arguments below -87.3 give 0 or a denormal where expf
+   gives a denormal), lanes summed in double; they agree with ref within
+   the softmax tolerance of tests/test_kernels.c. A NaN anywhere makes every
+   output NaN. */
+typedef void (*pi_softmax_fn)(float *x, int64_t n);
+
 typedef struct pi_kernels {
     const char *name;
     pi_quantize_q8_0_fn quantize_q8_0;
     pi_quantize_q8_K_fn quantize_q8_K;
+    pi_softmax_fn softmax;
     pi_vec_dot_fn vec_dot[PI_TYPE_COUNT]; /* indexed by weight type; NULL if unsupported */
     pi_vec_dot_rows_fn vec_dot_rows[PI_TYPE_COUNT]; /* non-NULL wherever vec_dot is */
     pi_axpy_fn axpy[PI_TYPE_COUNT];

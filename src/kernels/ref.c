@@ -734,10 +734,23 @@ REF_AXPY_ROWS(pi_axpy_rows_q4_1_ref, pi_axpy_q4_1_ref)
 REF_AXPY_ROWS(pi_axpy_rows_q5_0_ref, pi_axpy_q5_0_ref)
 REF_AXPY_ROWS(pi_axpy_rows_q5_1_ref, pi_axpy_q5_1_ref)
 
+static void pi_softmax_ref(float *x, int64_t n) {
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
 const pi_kernels pi_kernels_ref = {
     .name = "ref",
     .quantize_q8_0 = pi_quantize_q8_0_ref,
     .quantize_q8_K = pi_quantize_q8_K_ref,
+    .softmax = pi_softmax_ref,
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_ref,

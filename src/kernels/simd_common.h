@@ -176,4 +176,21 @@ static inline void pi_tail_axpy_bf16(int64_t i, int64_t n, float a, const pi_bf1
     .matmul[PI_TYPE_Q4_1] = pi_matmul_q4_1_q8_0_##isa, .matmul[PI_TYPE_Q5_0] = pi_matmul_q5_0_q8_0_##isa,            \
     .matmul[PI_TYPE_Q5_1] = pi_matmul_q5_1_q8_0_##isa
 
+/* The x86 softmax kernels' exp(x) = 2^n exp(r), x = n ln 2 + r: defines
+   `static inline T name(T x, T n)` giving exp(r) (|r| <= ln 2 / 2, by
+   Cephes' polynomial) for the vector type T of intrinsic prefix pfx
+   (_mm256, _mm512), n = x / ln 2 rounded; the caller scales by 2^n. */
+#define PI_DEFINE_EXP_R(name, T, pfx)                                                                  \
+    static inline T name(T x, T n) {                                                                   \
+        T r = pfx##_fnmadd_ps(n, pfx##_set1_ps(0.693359375f), x);                                      \
+        r = pfx##_fnmadd_ps(n, pfx##_set1_ps(-2.12194440e-4f), r);                                     \
+        T p = pfx##_set1_ps(1.9875691500e-4f);                                                         \
+        p = pfx##_fmadd_ps(p, r, pfx##_set1_ps(1.3981999507e-3f));                                     \
+        p = pfx##_fmadd_ps(p, r, pfx##_set1_ps(8.3334519073e-3f));                                     \
+        p = pfx##_fmadd_ps(p, r, pfx##_set1_ps(4.1665795894e-2f));                                     \
+        p = pfx##_fmadd_ps(p, r, pfx##_set1_ps(1.6666665459e-1f));                                     \
+        p = pfx##_fmadd_ps(p, r, pfx##_set1_ps(5.0000001201e-1f));                                     \
+        return pfx##_fmadd_ps(p, pfx##_mul_ps(r, r), pfx##_add_ps(r, pfx##_set1_ps(1.0f)));            \
+    }
+
 #endif

@@ -1152,10 +1152,66 @@ LQ_KERNELS(avx2, PI_TYPE_Q4_1, q4_1)
 LQ_KERNELS(avx2, PI_TYPE_Q5_0, q5_0)
 LQ_KERNELS(avx2, PI_TYPE_Q5_1, q5_1)
 
+/* ------------------------------------------------------------- softmax */
+
+PI_DEFINE_EXP_R(exp_r256, __m256, _mm256)
+
+/* exp(x): exp(r) times 2^n built in the exponent field; x below -87.3
+   gives 0 (x held there so that n stays a normal exponent). A NaN stays
+   NaN. */
+static inline __m256 exp256(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3365448f);
+    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(lo, x); /* the second operand passes a NaN through */
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(exp_r256(x, n), _mm256_castsi256_ps(e)));
+}
+
+/* The lanes of the last n % 8 elements (n - i of them). */
+static inline __m256i tail_mask8(int64_t left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline __m256d add_pd8(__m256d s, __m256 e) {
+    return _mm256_add_pd(_mm256_add_pd(s, _mm256_cvtps_pd(_mm256_castps256_ps128(e))),
+                         _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+}
+
+static void pi_softmax_avx2(float *x, int64_t n) {
+    __m256 mv = _mm256_set1_ps(x[0]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    const __m256i tm = tail_mask8(n - i);
+    if (i < n) mv = _mm256_max_ps(mv, _mm256_blendv_ps(mv, _mm256_maskload_ps(x + i, tm), _mm256_castsi256_ps(tm)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const __m256 m = _mm256_set1_ps(_mm_cvtss_f32(m4));
+    __m256d sum = _mm256_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        _mm256_storeu_ps(x + i, e);
+        sum = add_pd8(sum, e);
+    }
+    if (i < n) {
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(x + i, tm), m)), _mm256_castsi256_ps(tm));
+        _mm256_maskstore_ps(x + i, tm, e);
+        sum = add_pd8(sum, e);
+    }
+    __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1));
+    s2 = _mm_add_sd(s2, _mm_unpackhi_pd(s2, s2));
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / _mm_cvtsd_f64(s2)));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    if (i < n) _mm256_maskstore_ps(x + i, tm, _mm256_mul_ps(_mm256_maskload_ps(x + i, tm), inv));
+}
+
 const pi_kernels pi_kernels_avx2 = {
     .name = "avx2",
     .quantize_q8_0 = pi_quantize_q8_0_avx2,
     .quantize_q8_K = pi_quantize_q8_K_avx2,
+    .softmax = pi_softmax_avx2,
     .vec_dot =
         {
             [PI_TYPE_F32] = pi_vec_dot_f32_avx2,

@@ -1357,12 +1357,51 @@ static void pi_matmul_q8_0_q8_0_amx(int64_t n, const void *W, size_t stride, int
         pi_matmul_q8_0_q8_0_avx512(n, W, stride, r0, r1, X, xs, nb, Y, ys);
 }
 
+/* ------------------------------------------------------------- softmax */
+
+PI_DEFINE_EXP_R(exp_r512, __m512, _mm512)
+
+/* exp(x) for x <= 88.7: exp(r) times 2^n by vscalefps (0 or a denormal far
+   below; x held at -104 or above so that r stays finite). A NaN stays NaN. */
+static inline __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x); /* the second operand passes a NaN through */
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_scalef_ps(exp_r512(x, n), n);
+}
+
+static void pi_softmax_avx512(float *x, int64_t n) {
+    __m512 mv = _mm512_set1_ps(x[0]);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(x + i));
+    const __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    if (tail) mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, x + i));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    for (i = 0; i + 16 <= n; i += 16) {
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(x + i, e);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    if (tail) {
+        const __m512 e = _mm512_maskz_mov_ps(tail, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), m)));
+        _mm512_mask_storeu_ps(x + i, tail, e);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))));
+    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    if (tail) _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
+}
+
 /* The two tables differ only in their quant matmuls. */
 #define AVX512_TABLE(NAME, MATMUL_Q8_0, MATMUL_Q4_0)                                                          \
     {                                                                                                          \
         .name = NAME,                                                                                          \
         .quantize_q8_0 = pi_quantize_q8_0_avx512,                                                             \
         .quantize_q8_K = pi_quantize_q8_K_avx512,                                                             \
+        .softmax = pi_softmax_avx512,                                                                          \
         .vec_dot =                                                                                             \
             {                                                                                                  \
                 [PI_TYPE_F32] = pi_vec_dot_f32_avx512,                                                         \

@@ -237,18 +237,6 @@ void pi_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-static void softmax(float *x, int64_t n) {
-    float mx = x[0];
-    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++) x[i] *= inv;
-}
-
 /* Rotate adjacent pairs (2i, 2i+1) of the first n_rot dims of each head
    (llama.cpp's "normal" RoPE mode, as GGUF llama files expect). */
 static void rope(const pi_state *s, float *v, int64_t n_heads, int64_t pos) {
@@ -360,7 +348,7 @@ static void attention_heads(void *ctx, int64_t g0, int64_t g1, int tid) {
                 float *p = pb + r * n_ctx;
                 const int64_t len = j->pos0 + b0 + r / group + 1;
                 for (int64_t t = 0; t < len; t++) p[t] *= scale;
-                softmax(p, len);
+                s->k->softmax(p, len);
                 memset(p + len, 0, (size_t)(T - len) * sizeof(float)); /* later positions: masked */
             }
             /* ob = P V over positions [0, T), in pieces the kernels take */
@@ -484,7 +472,7 @@ int64_t pi_moe_route(pi_state *s, const pi_layer *l, const float *xin, int64_t *
         chosen[k] = best;
         wsel[k] = s->router[best];
     }
-    softmax(wsel, K);
+    s->k->softmax(wsel, K);
     return K;
 }
 
