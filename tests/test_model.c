@@ -11,6 +11,7 @@
  *  - malformed models: missing tensors, wrong shapes, unknown architecture.
  */
 #include "gguf/gguf.h"
+#include "model/genmodel.h"
 #include "model/llama2c.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -581,10 +582,64 @@ static void test_discard(const char *path) {
     pi_lm_free(m);
 }
 
+/* Attention takes each KV head's queries a block of tokens at a time, with
+   the later positions of a block masked: a prompt evaluated in one batch,
+   in batches of 5 (blocks cut mid-batch) and one token at a time gives the
+   same last logits (to rounding: the projections' batched and single
+   kernels differ in the last bits), for one KV head (multi-query), two
+   (grouped) and one per head. */
+static void test_attention_batches(void) {
+    enum { N = 37 };
+    for (int kv = 1; kv <= 8; kv *= 2) {
+        if (kv == 4) continue;
+        pi_genmodel_params p;
+        CHECK(pi_genmodel_preset("tiny", &p) == PI_OK);
+        p.n_embd = 128, p.n_head = 8, p.n_head_kv = kv, p.n_ff = 256, p.n_layer = 2, p.n_vocab = 300, p.n_ctx = 64;
+        p.vocab_path = NULL, p.type = p.embd_type = p.output_type = PI_TYPE_F32, p.n_threads = 2;
+        char path[512];
+        t_tmp_path(path, sizeof path, "attn.gguf");
+        CHECK(pi_genmodel_write(&p, path) == PI_OK);
+        pi_lm *m = NULL;
+        CHECK(pi_lm_load(path, PI_MAP_LOAD, &m) == PI_OK);
+        unlink(path);
+        if (!m) continue;
+        int32_t toks[N];
+        for (int i = 0; i < N; i++) toks[i] = 1 + (i * 37) % 299;
+        float *want = malloc(300 * sizeof(float));
+        double worst = 0.0;
+        static const int steps[] = {1, 5, N}; /* tokens per call */
+        for (int si = 0; si < 3; si++) {
+            const int step = steps[si];
+            pi_state *s = NULL;
+            CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
+            if (!s) break;
+            for (int i = 0; i < N; i += step) CHECK(pi_state_decode(s, toks + i, N - i < step ? N - i : step) == PI_OK);
+            const float *l = pi_state_logits(s);
+            if (step == 1) {
+                memcpy(want, l, 300 * sizeof(float));
+            } else {
+                double err = 0.0, scale = 0.0;
+                for (int i = 0; i < 300; i++) {
+                    err = fmax(err, fabs((double)l[i] - want[i]));
+                    scale = fmax(scale, fabs((double)want[i]));
+                }
+                CHECKF(err <= 1e-5 * scale, "%d KV heads, %d tokens a call: last logits off those of one at a time by %.3g "
+                       "(scale %.3g)", kv, step, err, scale);
+                worst = fmax(worst, err / scale);
+            }
+            pi_state_free(s);
+        }
+        fprintf(stderr, "attention with %d KV heads of 8: batched vs one token at a time, relative %.3g\n", kv, worst);
+        free(want);
+        pi_lm_free(m);
+    }
+}
+
 int main(void) {
     char p[512];
     if (t_fixture(p, sizeof p, "stories260K.gguf")) test_stories_gguf(p, "stories260K.gguf");
     if (t_fixture(p, sizeof p, "stories260K.gguf")) test_discard(p);
+    test_attention_batches();
     test_golden("relu-stories", PI_FFN_DENSE);
     test_golden("drelu-stories", PI_FFN_DENSE);
     test_golden("moe-relu-stories", PI_FFN_DENSE);
