@@ -620,8 +620,9 @@ static void test_attention_batches(void) {
             } else {
                 double err = 0.0, scale = 0.0;
                 for (int i = 0; i < 300; i++) {
-                    err = fmax(err, fabs((double)l[i] - want[i]));
-                    scale = fmax(scale, fabs((double)want[i]));
+                    const double d = fabs((double)l[i] - want[i]), w = fabs((double)want[i]);
+                    if (d > err) err = d;
+                    if (w > scale) scale = w;
                 }
                 CHECKF(err <= 1e-5 * scale, "%d KV heads, %d tokens a call: last logits off those of one at a time by %.3g "
                        "(scale %.3g)", kv, step, err, scale);
