@@ -1089,12 +1089,10 @@ static void pi_softmax_neon(float *x, int64_t n) {
         s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(e)));
         s1 = vaddq_f64(s1, vcvt_high_f64_f32(e));
     }
-    if (i < n) { /* the last n % 4 through a zero-padded vector */
-        float t[4] = {0};
+    if (i < n) { /* the last n % 4 through a vector padded with -inf, whose exp is 0 */
+        float t[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
         memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
-        const uint32x4_t live = vcltq_u32(vld1q_u32((const uint32_t[4]){0, 1, 2, 3}), vdupq_n_u32((uint32_t)(n - i)));
-        const float32x4_t e = vreinterpretq_f32_u32(
-            vandq_u32(vreinterpretq_u32_f32(exp_f32x4(vsubq_f32(vld1q_f32(t), mm))), live));
+        const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(t), mm));
         vst1q_f32(t, e);
         memcpy(x + i, t, (size_t)(n - i) * sizeof(float));
         s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(e)));

@@ -50,6 +50,13 @@ INLINE float f16_scalar(pi_f16 h) { return _cvtsh_ss(h); }
 
 /* f16_bcast and hsum256 are in x86_q4_1_q5.h */
 
+/* The largest of v's 8 lanes. */
+INLINE float hmax256(__m256 v) {
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
 /* 8 weights of a float-like type, widened to f32. */
 INLINE __m256 load8(pi_type t, const void *w, int64_t i) {
     switch (t) {
@@ -84,10 +91,7 @@ static void pi_quantize_q8_0_avx2(const float *x, pi_block_q8_0 *y, int64_t n) {
            even, like nearbyintf). */
         __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask)),
                                  _mm256_max_ps(_mm256_and_ps(v[2], absmask), _mm256_and_ps(v[3], absmask)));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float d = _mm_cvtss_f32(m4) / 127.0f;
+        const float d = hmax256(m) / 127.0f;
         const __m256 id = _mm256_set1_ps(pi_simd_recip_scale(d));
         y[b].d = pi_f32_to_f16(d);
         __m256i i[4];
@@ -749,10 +753,7 @@ static void pi_quantize_q8_K_avx2(const float *x, pi_block_q8_K *y, int64_t n) {
         const float *xb = x + b * PI_QK_K;
         __m256 m = _mm256_setzero_ps();
         for (int k = 0; k < 32; k++) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), absmask));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
+        const float amax = hmax256(m);
         if (amax == 0.0f) {
             __builtin_memset(&y[b], 0, sizeof y[b]);
             continue;
@@ -1185,10 +1186,7 @@ static void pi_softmax_avx2(float *x, int64_t n) {
     for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
     const __m256i tm = tail_mask8(n - i);
     if (i < n) mv = _mm256_max_ps(mv, _mm256_blendv_ps(mv, _mm256_maskload_ps(x + i, tm), _mm256_castsi256_ps(tm)));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const __m256 m = _mm256_set1_ps(_mm_cvtss_f32(m4));
+    const __m256 m = _mm256_set1_ps(hmax256(mv));
     __m256d sum = _mm256_setzero_pd();
     for (i = 0; i + 8 <= n; i += 8) {
         const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
