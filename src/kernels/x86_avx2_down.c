@@ -42,6 +42,13 @@ INLINE uint32_t u32_at(const uint8_t *p) {
     return v;
 }
 
+/* Four f16 values at p, p + bsz, p + 2 bsz, p + 3 bsz in one 64-bit word
+   (the first in the low bits). */
+INLINE uint64_t f16x4_at(const uint8_t *p, size_t bsz) {
+    return (uint64_t)u16_at(p) | (uint64_t)u16_at(p + bsz) << 16 | (uint64_t)u16_at(p + 2 * bsz) << 32 |
+           (uint64_t)u16_at(p + 3 * bsz) << 48;
+}
+
 /* 8 bytes at p, sign-extended to 32-bit lanes. */
 INLINE __m256i s8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
@@ -117,8 +124,7 @@ INLINE void block_scales(const int R, const uint8_t *const *w, const float *c, s
     for (int k = 0; k < R; k++) {
         const uint8_t *p = w[k] + off;
         if (nleft >= 4) {
-            const uint64_t d = (uint64_t)u16_at(p) | (uint64_t)u16_at(p + bsz) << 16 |
-                               (uint64_t)u16_at(p + 2 * bsz) << 32 | (uint64_t)u16_at(p + 3 * bsz) << 48;
+            const uint64_t d = f16x4_at(p, bsz);
             _mm_storeu_ps(cd[k], _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d)), _mm_set1_ps(c[k])));
         } else {
             for (int64_t e = 0; e < nleft; e++) cd[k][e] = c[k] * f16_at(p + e * bsz);
@@ -202,6 +208,31 @@ INLINE void q4i_order16(__m256i even, __m256i odd, __m256 *f) {
     const __m256i u1 = _mm256_unpackhi_epi32(even, odd); /* 4-7 | 12-15 */
     f[0] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u0, u1, 0x20));
     f[1] = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* The integer passes leave a pair's sums with the even elements of each 16
+   in one vector and the odd ones in the next (q4i_add16's acc[0], acc[1]).
+   Rather than put every group's sums back in element order (4 shuffles per
+   16 elements and group), a call keeps y in that order while it runs: y_deal
+   moves each 16 floats' even elements before the odd ones, y_undeal moves
+   them back (n a multiple of 16; values moved, not changed). */
+INLINE void y_deal(float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(y + i), b = _mm256_loadu_ps(y + i + 8);
+        const __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* 0 2 8 10 | 4 6 12 14 */
+        const __m256 od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm256_storeu_ps(y + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
+        _mm256_storeu_ps(y + i + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
+    }
+}
+
+INLINE void y_undeal(float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m256 ev = _mm256_loadu_ps(y + i), od = _mm256_loadu_ps(y + i + 8);
+        const __m256 lo = _mm256_unpacklo_ps(ev, od), hi = _mm256_unpackhi_ps(ev, od); /* 0-3 | 8-11, 4-7 | 12-15 */
+        _mm256_storeu_ps(y + i, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y + i + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
 }
 
 /* Two rows' quants as bytes (32 each, one weight a byte) added by pmaddwd
@@ -369,8 +400,19 @@ INLINE __m256i q5_bytes(pi_type T, const uint8_t *p) {
 }
 
 /* The f16 values at p, p + bsz, .. of the next n <= 8 blocks, converted
-   (the others 0): f[0] from p, and with two f[1] from p + 2. */
+   (the others 0): f[0] from p, and with two f[1] from p + 2. Eight values
+   are put together in general registers and moved to a vector whole: 16-bit
+   stores read back as one vector would stall store forwarding (a quarter
+   of Q4_0's time). */
 INLINE void f16_blocks8(const uint8_t *p, size_t bsz, int n, const int two, __m256 *f) {
+    if (n == 8) {
+        for (int i = 0; i < 1 + two; i++) {
+            const uint8_t *q = p + 2 * i;
+            const __m128i h = _mm_set_epi64x((long long)f16x4_at(q + 4 * bsz, bsz), (long long)f16x4_at(q, bsz));
+            f[i] = _mm256_cvtph_ps(h);
+        }
+        return;
+    }
     uint16_t h[2][8] = {{0}};
     for (int t = 0; t < n; t++) {
         h[0][t] = u16_at(p + t * bsz);
@@ -385,48 +427,69 @@ INLINE void f16_blocks8(const uint8_t *p, size_t bsz, int n, const int two, __m2
    (pi_q4i_coefs8) and the mins' sums. Then per block and pair of rows:
    Q4_0 / Q4_1 by q4i_add16 on the packed nibbles; Q5_0 / Q5_1 with the
    rows' quants as bytes (q5_bytes, bytes_madd32). */
+/* One span of up to 8 blocks' coefficients (axpy_rows.h): kp[p][t] the
+   packed pair p of block t, corr[t] the accumulators' start, sc[t] the
+   scale, nbs[t] the mins' sum. */
+typedef struct {
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
+    int32_t corr[8];
+    float sc[8], nbs[8];
+} q32_coefs;
+
+/* The coefficients of the nbk <= 8 blocks from block b0 on: each row's
+   scales d (and mins m), 8 in one conversion, times its coefficient. */
+INLINE void q32_span_coefs(pi_type T, const int P, const uint8_t *const *w, const float *c, int64_t b0, int nbk,
+                           q32_coefs *q) {
+    const size_t bsz = pi_q32_bsz(T);
+    const int mins = pi_q32_has_min(T);
+    __m256 cd[PI_AXPY_ROWS_GROUP], nbv = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++) {
+        const __m256 a = _mm256_set1_ps(c[r]);
+        __m256 dm[2];
+        f16_blocks8(w[r] + (size_t)b0 * bsz, bsz, nbk, mins, dm);
+        cd[r] = _mm256_mul_ps(dm[0], a);
+        if (mins) nbv = _mm256_fmadd_ps(a, dm[1], nbv);
+    }
+    const __m256i ksum = pi_q4i_coefs8(P, cd, q->kp[0], 8, q->sc);
+    _mm256_storeu_si256((__m256i *)q->corr, _mm256_mullo_epi32(ksum, _mm256_set1_epi32(-pi_q32_offset(T))));
+    _mm256_storeu_ps(q->nbs, nbv);
+}
+
 INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                      int64_t nb, float *y) {
     const size_t bsz = pi_q32_bsz(T);
     const int mins = pi_q32_has_min(T);
-    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8], corr[8];
-    float sc[8], nbs[8];
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    q32_coefs qc[2];
+    q32_span_coefs(T, P, w, c, 0, nb < 8 ? (int)nb : 8, &qc[0]);
+    for (int64_t b0 = 0, cur = 0; b0 < nb; b0 += 8, cur ^= 1) {
         const int nbk = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        __m256 cd[PI_AXPY_ROWS_GROUP], nbv = _mm256_setzero_ps();
 #pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            const uint8_t *p = w[r] + (size_t)b0 * bsz;
-            prefetch_span(pf[r] + (size_t)b0 * bsz, (size_t)nbk * bsz);
-            const __m256 a = _mm256_set1_ps(c[r]);
-            __m256 dm[2];
-            f16_blocks8(p, bsz, nbk, mins, dm);
-            cd[r] = _mm256_mul_ps(dm[0], a);
-            if (mins) nbv = _mm256_fmadd_ps(a, dm[1], nbv);
-        }
-        const __m256i ksum = pi_q4i_coefs8(P, cd, kp[0], 8, sc);
-        _mm256_storeu_si256((__m256i *)corr, _mm256_mullo_epi32(ksum, _mm256_set1_epi32(-pi_q32_offset(T))));
-        _mm256_storeu_ps(nbs, nbv);
+        for (int r = 0; r < 2 * P; r++) prefetch_span(pf[r] + (size_t)b0 * bsz, (size_t)nbk * bsz);
+        /* the next span's coefficients first: their dependency chains then
+           overlap this span's sums */
+        if (b0 + 8 < nb) q32_span_coefs(T, P, w, c, b0 + 8, nb - b0 - 8 < 8 ? (int)(nb - b0 - 8) : 8, &qc[cur ^ 1]);
+        const q32_coefs *q = &qc[cur];
         for (int t = 0; t < nbk; t++) {
             const size_t off = (size_t)(b0 + t) * bsz;
             __m256i acc[4];
 #pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(corr[t]);
+            for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(q->corr[t]);
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
                 const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
-                const __m256i kv = _mm256_set1_epi32(kp[p][t]);
+                const __m256i kv = _mm256_set1_epi32(q->kp[p][t]);
                 if (pi_q32_five(T)) bytes_madd32(acc, q5_bytes(T, A), q5_bytes(T, B), kv);
                 else q4i_add16(acc, A + pi_q32_qs(T), B + pi_q32_qs(T), kv, kv);
             }
             __m256 f[4];
             if (pi_q32_five(T)) {
                 bytes_order32(acc, f);
-            } else {
-                q4i_order16(acc[0], acc[1], f);
-                q4i_order16(acc[2], acc[3], f + 2);
+            } else { /* y dealt (y_deal): the sums' order */
+#pragma GCC unroll 4
+                for (int e = 0; e < 4; e++) f[e] = _mm256_cvtepi32_ps(acc[e]);
             }
-            const __m256 s = _mm256_set1_ps(sc[t]), bv = _mm256_set1_ps(nbs[t]);
+            const __m256 s = _mm256_set1_ps(q->sc[t]), bv = _mm256_set1_ps(q->nbs[t]);
             float *yb = y + 32 * (b0 + t);
 #pragma GCC unroll 4
             for (int e = 0; e < 4; e++) {
@@ -462,7 +525,9 @@ void pi_axpy_rows_q8_0_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q4_0_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nb = n / PI_QK4_0;
+    y_deal(y, n);
     PI_AXPY_ROWS_DRIVE_PAIRS(Q4_0_PASS, a, rows, count, (size_t)nb * sizeof(pi_block_q4_0), nb, y);
+    y_undeal(y, n);
 }
 
 void pi_axpy_rows_q4_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
@@ -481,7 +546,9 @@ void pi_axpy_rows_q6_K_avx2(int64_t n, const float *a, const void *const *rows, 
 }
 
 void pi_axpy_rows_q4_1_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
+    y_deal(y, n);
     PI_AXPY_ROWS_DRIVE_PAIRS(Q4_1_PASS, a, rows, count, (size_t)(n / 32) * sizeof(pi_block_q4_1), n / 32, y);
+    y_undeal(y, n);
 }
 
 void pi_axpy_rows_q5_0_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
