@@ -165,14 +165,26 @@ INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, cons
    pmaddwd with the pair's coefficients (the low and high nibbles' may
    differ: Q4_K's belong to two sub-blocks). The accumulators are put back
    in element order once per group. */
+/* q4i_add16's accumulators hold their sums times Q4I_MUL[e]: the second
+   and third vectors' nibbles are taken where they lie in their 16-bit
+   units (bits 8-11, 4-7) instead of shifted down. The factors are powers of
+   two and the sums stay below 2^31 (8 rows x 32767 x 15 x 256 < 2^30), so
+   the sums convert to float exactly and a scale divided by the same factor
+   (exact, down to 2^-134) gives the same bits. */
+static const int Q4I_MUL[4] = {1, 256, 16, 1};
+
 INLINE void q4i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, __m256i kv_lo, __m256i kv_hi) {
-    const __m256i m4 = _mm256_set1_epi32(0x000f000f);
     const __m128i a = _mm_loadu_si128((const __m128i *)qa), b = _mm_loadu_si128((const __m128i *)qb);
     const __m256i d = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));
-    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_and_si256(d, m4), kv_lo));
-    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 8), m4), kv_lo));
-    acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 4), m4), kv_hi));
-    acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi32(d, 12), m4), kv_hi));
+    /* the nibbles in place where they fit (Q4I_MUL): one shift, not three */
+    const __m256i q0 = _mm256_and_si256(d, _mm256_set1_epi32(0x000f000f));
+    const __m256i q1 = _mm256_and_si256(d, _mm256_set1_epi32(0x0f000f00));
+    const __m256i q2 = _mm256_and_si256(d, _mm256_set1_epi32(0x00f000f0));
+    const __m256i q3 = _mm256_and_si256(_mm256_srli_epi32(d, 12), _mm256_set1_epi32(0x000f000f));
+    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(q0, kv_lo));
+    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(q1, kv_lo));
+    acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(q2, kv_hi));
+    acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(q3, kv_hi));
 }
 
 /* Bit b + o of each 32-bit lane of v moved to bit 4 + o, o = 0 and 16 (the
@@ -314,16 +326,17 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
             }
 #pragma GCC unroll 2
             for (int s = 0; s < 2; s++) { /* s = 0: sub-block 2 i (low nibbles), 1: 2 i + 1 */
-                const __m256 scv = _mm256_set1_ps(sc[2 * i + s]), b = _mm256_set1_ps(nbs[2 * i + s]);
+                const __m256 b = _mm256_set1_ps(nbs[2 * i + s]);
                 float *ys = y + 64 * i + 32 * s;
 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
-                    __m256 f[2];
-                    q4i_order16(acc[4 * h + 2 * s], acc[4 * h + 2 * s + 1], f);
 #pragma GCC unroll 2
-                    for (int j = 0; j < 2; j++) {
+                    for (int j = 0; j < 2; j++) { /* y dealt: the even elements' sums, then the odd ones' */
+                        const int e = 2 * s + j;
+                        const __m256 scv = _mm256_set1_ps(Q5 ? sc[2 * i + s] : sc[2 * i + s] / (float)Q4I_MUL[e]);
+                        const __m256 f = _mm256_cvtepi32_ps(acc[4 * h + e]);
                         float *yp = ys + 16 * h + 8 * j;
-                        _mm256_storeu_ps(yp, _mm256_add_ps(_mm256_loadu_ps(yp), _mm256_fmadd_ps(f[j], scv, b)));
+                        _mm256_storeu_ps(yp, _mm256_add_ps(_mm256_loadu_ps(yp), _mm256_fmadd_ps(f, scv, b)));
                     }
                 }
             }
@@ -474,7 +487,7 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
             const size_t off = (size_t)(b0 + t) * bsz;
             __m256i acc[4];
 #pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(q->corr[t]);
+            for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(q->corr[t] * (pi_q32_five(T) ? 1 : Q4I_MUL[e]));
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
                 const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
@@ -489,10 +502,11 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
 #pragma GCC unroll 4
                 for (int e = 0; e < 4; e++) f[e] = _mm256_cvtepi32_ps(acc[e]);
             }
-            const __m256 s = _mm256_set1_ps(q->sc[t]), bv = _mm256_set1_ps(q->nbs[t]);
+            const __m256 bv = _mm256_set1_ps(q->nbs[t]);
             float *yb = y + 32 * (b0 + t);
 #pragma GCC unroll 4
             for (int e = 0; e < 4; e++) {
+                const __m256 s = _mm256_set1_ps(pi_q32_five(T) ? q->sc[t] : q->sc[t] / (float)Q4I_MUL[e]);
                 const __m256 yv = _mm256_loadu_ps(yb + 8 * e);
                 _mm256_storeu_ps(yb + 8 * e, mins ? _mm256_add_ps(yv, _mm256_fmadd_ps(f[e], s, bv))
                                                   : _mm256_fmadd_ps(f[e], s, yv));
@@ -532,12 +546,16 @@ void pi_axpy_rows_q4_0_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q4_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
+    y_deal(y, n);
     PI_AXPY_ROWS_DRIVE_PAIRS(Q4K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q4_K), nsb, y);
+    y_undeal(y, n);
 }
 
 void pi_axpy_rows_q5_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
+    y_deal(y, n);
     PI_AXPY_ROWS_DRIVE_PAIRS(Q5K_INT_PASS, a, rows, count, (size_t)nsb * sizeof(pi_block_q5_K), nsb, y);
+    y_undeal(y, n);
 }
 
 void pi_axpy_rows_q6_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
