@@ -247,6 +247,35 @@ INLINE void y_undeal(float *y, int64_t n) {
     }
 }
 
+/* Q6_K's passes (bytes_madd32) leave each 32 elements' sums as
+   0 2 4 6 16 18 20 22 | 1 3 5 7 17 .. | 8 10 12 14 24 .. | 9 11 13 15 25 ..
+   (4 vectors): y_deal32 puts each 32 floats of y in that order for the
+   call, y_undeal32 back. */
+INLINE void y_deal32(float *y, int64_t n) {
+    const __m256i ev_od = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int64_t i = 0; i < n; i += 32) {
+        __m256 e[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) e[j] = _mm256_permutevar8x32_ps(_mm256_loadu_ps(y + i + 8 * j), ev_od);
+        _mm256_storeu_ps(y + i, _mm256_permute2f128_ps(e[0], e[2], 0x20));
+        _mm256_storeu_ps(y + i + 8, _mm256_permute2f128_ps(e[0], e[2], 0x31));
+        _mm256_storeu_ps(y + i + 16, _mm256_permute2f128_ps(e[1], e[3], 0x20));
+        _mm256_storeu_ps(y + i + 24, _mm256_permute2f128_ps(e[1], e[3], 0x31));
+    }
+}
+
+INLINE void y_undeal32(float *y, int64_t n) {
+    const __m256i back = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < n; i += 32) {
+        const __m256 v0 = _mm256_loadu_ps(y + i), v1 = _mm256_loadu_ps(y + i + 8);
+        const __m256 v2 = _mm256_loadu_ps(y + i + 16), v3 = _mm256_loadu_ps(y + i + 24);
+        _mm256_storeu_ps(y + i, _mm256_permutevar8x32_ps(_mm256_permute2f128_ps(v0, v1, 0x20), back));
+        _mm256_storeu_ps(y + i + 8, _mm256_permutevar8x32_ps(_mm256_permute2f128_ps(v2, v3, 0x20), back));
+        _mm256_storeu_ps(y + i + 16, _mm256_permutevar8x32_ps(_mm256_permute2f128_ps(v0, v1, 0x31), back));
+        _mm256_storeu_ps(y + i + 24, _mm256_permutevar8x32_ps(_mm256_permute2f128_ps(v2, v3, 0x31), back));
+    }
+}
+
 /* Two rows' quants as bytes (32 each, one weight a byte) added by pmaddwd
    with the pair's coefficients kv: the rows' bytes interleaved in 16-bit
    units, each lane's two bytes taken by a shift and an AND. acc[0] gets
@@ -385,13 +414,13 @@ INLINE void q6k_int_pass(const int P, const uint8_t *const *w, const float *c, c
                 const __m256i kv = _mm256_set_m128i(_mm_set1_epi32(kp[p][2 * s + 1]), _mm_set1_epi32(kp[p][2 * s]));
                 bytes_madd32(acc, qa, qb, kv);
             }
-            /* lane 0 of the accumulators: sub-block 2 s, lane 1: 2 s + 1 */
-            __m256 f[4];
-            bytes_order32(acc, f);
+            /* lane 0 of the accumulators: sub-block 2 s, lane 1: 2 s + 1; y
+               dealt (y_deal32) in their order */
+            const __m256 sv = _mm256_set_m128(_mm_set1_ps(sc[2 * s + 1]), _mm_set1_ps(sc[2 * s]));
 #pragma GCC unroll 4
             for (int e = 0; e < 4; e++) {
                 float *yp = y + 32 * s + 8 * e;
-                _mm256_storeu_ps(yp, _mm256_fmadd_ps(f[e], _mm256_set1_ps(sc[2 * s + e / 2]), _mm256_loadu_ps(yp)));
+                _mm256_storeu_ps(yp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[e]), sv, _mm256_loadu_ps(yp)));
             }
         }
     }
@@ -560,7 +589,9 @@ void pi_axpy_rows_q5_K_avx2(int64_t n, const float *a, const void *const *rows, 
 
 void pi_axpy_rows_q6_K_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
     const int64_t nsb = n / PI_QK_K;
+    y_deal32(y, n);
     PI_AXPY_ROWS_DRIVE_PAIRS(q6k_int_pass, a, rows, count, (size_t)nsb * sizeof(pi_block_q6_K), nsb, y);
+    y_undeal32(y, n);
 }
 
 void pi_axpy_rows_q4_1_avx2(int64_t n, const float *a, const void *const *rows, int64_t count, float *y) {
