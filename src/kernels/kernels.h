@@ -14,10 +14,9 @@
  * and is always present; the SIMD tables share its semantics and agree with it
  * within the tolerances in tests/test_kernels.c. pi_kernels_get() picks the
  * best table the CPU runs, once; PI_KERNELS=<name> in the environment forces
- * one. "amx" is "avx512" with the quant matmuls on Intel AMX tiles. The
- * K-quant kernels (Q4_K, Q5_K, Q6_K weights, and quantize_q8_K) exist only as
- * scalar reference code so far: every SIMD table points those slots at ref's
- * (ref_k.h), so every table has every kernel.
+ * one. "amx" is "avx512" with the quant matmuls on Intel AMX tiles. Every
+ * table has every kernel, the K-quants' (Q4_K, Q5_K, Q6_K weights with Q8_K
+ * activations) included.
  *
  * All kernels are thread-safe, allocate nothing, and never write outside the
  * ranges described. Row lengths n are multiples of the weight type's block

@@ -2,10 +2,9 @@
  * ref_k.h — ref.c's scalar K-quant kernels (Q4_K, Q5_K, Q6_K weights with
  * Q8_K activations) and its Q8_K activation quantizer, with external linkage.
  *
- * pi_kernels_ref holds them like its other kernels. The SIMD tables (avx2,
- * avx512, amx, neon) point their K-quant slots and quantize_q8_K at them too
- * until they have K-quant kernels of their own, so that every table has every
- * slot ref has. Semantics are described in ref.c and kernels.h.
+ * pi_kernels_ref holds them like its other kernels. The SIMD tables have
+ * their own; the x86 quantizers hand ref's a block with NaNs. Semantics are
+ * described in ref.c and kernels.h.
  */
 #ifndef PI_KERNELS_REF_K_H
 #define PI_KERNELS_REF_K_H
