@@ -197,27 +197,36 @@ INLINE void q4i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, __m256
     acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(q3, kv_hi));
 }
 
-/* Bit b + o of each 32-bit lane of v moved to bit 4 + o, o = 0 and 16 (the
-   other bits anywhere but there). */
-INLINE __m256i bit_to_4d(__m256i v, int b) {
-    return b <= 4 ? _mm256_sll_epi32(v, _mm_cvtsi32_si128(4 - b)) : _mm256_srl_epi32(v, _mm_cvtsi32_si128(b - 4));
+/* v shifted left by s bits (right by -s when s < 0), 32-bit lanes. */
+INLINE __m256i shift_by(__m256i v, int s) {
+    return s >= 0 ? _mm256_sll_epi32(v, _mm_cvtsi32_si128(s)) : _mm256_srl_epi32(v, _mm_cvtsi32_si128(-s));
 }
 
-/* q4i_add16 for Q5_K: ha, hb the rows' qh bytes for the same 16 elements,
-   whose bit jlo (jlo + 1) is bit 4 of the low (high) nibbles' quants. */
-INLINE void q5i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, const uint8_t *ha, const uint8_t *hb,
-                      int jlo, __m256i kv_lo, __m256i kv_hi) {
-    const __m256i m4 = _mm256_set1_epi32(0x000f000f), b4 = _mm256_set1_epi32(0x00100010);
-    const __m128i a = _mm_loadu_si128((const __m128i *)qa), b = _mm_loadu_si128((const __m128i *)qb);
+/* The two rows' qh bytes for 16 elements interleaved in 16-bit units as
+   q4i_add16 does their quants (once per super-block and pair). */
+INLINE __m256i q5_qh_pair(const uint8_t *ha, const uint8_t *hb) {
     const __m128i x = _mm_loadu_si128((const __m128i *)ha), z = _mm_loadu_si128((const __m128i *)hb);
+    return _mm256_set_m128i(_mm_unpackhi_epi16(x, z), _mm_unpacklo_epi16(x, z));
+}
+
+/* q4i_add16 for Q5_K, with the same factors Q4I_MUL: h the pair's qh for
+   the same 16 elements (q5_qh_pair), whose bit jlo (jlo + 1) is the fifth
+   bit of the low (high) nibbles' quants, moved next to the nibble where it
+   lies (the sums stay below 2^31: 8 rows x 32767 x 31 x 256). */
+INLINE void q5i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, __m256i h, int jlo, __m256i kv_lo,
+                      __m256i kv_hi) {
+    const __m128i a = _mm_loadu_si128((const __m128i *)qa), b = _mm_loadu_si128((const __m128i *)qb);
     const __m256i d = _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));
-    const __m256i h = _mm256_set_m128i(_mm_unpackhi_epi16(x, z), _mm_unpacklo_epi16(x, z));
-    /* bytes 2 t of a lane at bits 0 and 16, bytes 2 t + 1 at 8 and 24 */
+    const __m256i h01 = shift_by(h, 4 - jlo); /* bit jlo of byte 0 to bit 4, of byte 1 to bit 12 */
     const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(d, m4), _mm256_and_si256(bit_to_4d(h, jlo), b4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(d, 8), m4), _mm256_and_si256(bit_to_4d(h, jlo + 8), b4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(d, 4), m4), _mm256_and_si256(bit_to_4d(h, jlo + 1), b4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(d, 12), m4), _mm256_and_si256(bit_to_4d(h, jlo + 9), b4)),
+        _mm256_or_si256(_mm256_and_si256(d, _mm256_set1_epi32(0x000f000f)),
+                        _mm256_and_si256(h01, _mm256_set1_epi32(0x00100010))),
+        _mm256_or_si256(_mm256_and_si256(d, _mm256_set1_epi32(0x0f000f00)),
+                        _mm256_and_si256(h01, _mm256_set1_epi32(0x10001000))),
+        _mm256_or_si256(_mm256_and_si256(d, _mm256_set1_epi32(0x00f000f0)),
+                        _mm256_and_si256(shift_by(h, 7 - jlo), _mm256_set1_epi32(0x01000100))),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(d, 12), _mm256_set1_epi32(0x000f000f)),
+                        _mm256_and_si256(shift_by(h, -5 - jlo), _mm256_set1_epi32(0x00100010))),
     };
 #pragma GCC unroll 4
     for (int e = 0; e < 4; e++) acc[e] = _mm256_add_epi32(acc[e], _mm256_madd_epi16(q[e], e < 2 ? kv_lo : kv_hi));
@@ -324,6 +333,11 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
             k4_scales(w[r] + off, sm[r]);
         }
         pi_q4k_coefs8(P, (const float (*)[16])sm, c, kp, sc, nbs);
+        __m256i hq[PI_AXPY_ROWS_GROUP / 2][2]; /* Q5_K: the pairs' qh, for every i */
+        if (Q5)
+#pragma GCC unroll 4
+            for (int p = 0; p < P; p++)
+                for (int h = 0; h < 2; h++) hq[p][h] = q5_qh_pair(w[2 * p] + off + 16 + 16 * h, w[2 * p + 1] + off + 16 + 16 * h);
         for (int i = 0; i < 4; i++) {
             /* acc[4 h + ..]: bytes 16 h .. 16 h + 15 of the pair of sub-blocks */
             __m256i acc[8];
@@ -337,8 +351,7 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
                 for (int h = 0; h < 2; h++) {
                     const uint8_t *A = w[2 * p], *B = w[2 * p + 1];
                     if (Q5)
-                        q5i_add16(acc + 4 * h, A + q + 16 * h, B + q + 16 * h, A + off + 16 + 16 * h,
-                                  B + off + 16 + 16 * h, 2 * i, klo, khi);
+                        q5i_add16(acc + 4 * h, A + q + 16 * h, B + q + 16 * h, hq[p][h], 2 * i, klo, khi);
                     else
                         q4i_add16(acc + 4 * h, A + q + 16 * h, B + q + 16 * h, klo, khi);
                 }
@@ -352,7 +365,7 @@ INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, con
 #pragma GCC unroll 2
                     for (int j = 0; j < 2; j++) { /* y dealt: the even elements' sums, then the odd ones' */
                         const int e = 2 * s + j;
-                        const __m256 scv = _mm256_set1_ps(Q5 ? sc[2 * i + s] : sc[2 * i + s] / (float)Q4I_MUL[e]);
+                        const __m256 scv = _mm256_set1_ps(sc[2 * i + s] / (float)Q4I_MUL[e]);
                         const __m256 f = _mm256_cvtepi32_ps(acc[4 * h + e]);
                         float *yp = ys + 16 * h + 8 * j;
                         _mm256_storeu_ps(yp, _mm256_add_ps(_mm256_loadu_ps(yp), _mm256_fmadd_ps(f, scv, b)));
