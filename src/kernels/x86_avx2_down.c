@@ -174,13 +174,13 @@ INLINE void q8_0_pass(const int R, const uint8_t *const *w, const float *c, cons
    2 j + 1 (low nibbles) and the same of the high nibbles, each added by
    one pmaddwd with the pair's coefficients (the low and high nibbles' may
    differ: Q4_K's belong to two sub-blocks). The sums stay in that order:
-   y is kept in it during the call (y_deal below). */
-/* q4i_add16's accumulators hold their sums times Q4I_MUL[e]: the second
-   and third vectors' nibbles are taken where they lie in their 16-bit
-   units (bits 8-11, 4-7) instead of shifted down. The factors are powers of
-   two and the sums stay below 2^31 (8 rows x 32767 x 15 x 256 < 2^30), so
-   the sums convert to float exactly and a scale divided by the same factor
-   (exact, down to 2^-134) gives the same bits. */
+   y is kept in it during the call (y_deal below).
+   The accumulators hold their sums times Q4I_MUL[e]: the second and third
+   vectors' nibbles are taken where they lie in their 16-bit units (bits
+   8-11, 4-7) instead of shifted down. The factors are powers of two and
+   the sums stay below 2^31 (8 rows x 32767 x 15 x 256 < 2^30, with Q4_0's
+   start below 2^30 too), so they convert to float exactly and a scale
+   divided by the same factor (exact, down to 2^-134) gives the same bits. */
 static const int Q4I_MUL[4] = {1, 256, 16, 1};
 
 INLINE void q4i_add16(__m256i *acc, const uint8_t *qa, const uint8_t *qb, __m256i kv_lo, __m256i kv_hi) {
@@ -466,12 +466,6 @@ INLINE void f16_blocks8(const uint8_t *p, size_t bsz, int n, const int two, __m2
     for (int i = 0; i < 1 + two; i++) f[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h[i]));
 }
 
-/* The blocks of 32 in integers (axpy_rows.h; their layout pi_q32_*): a
-   pass adds P pairs of rows (a group). Per 8 blocks, the rows' scales d
-   (and mins m), 8 a row in one conversion, give the blocks' coefficients
-   (pi_q4i_coefs8) and the mins' sums. Then per block and pair of rows:
-   Q4_0 / Q4_1 by q4i_add16 on the packed nibbles; Q5_0 / Q5_1 with the
-   rows' quants as bytes (q5_bytes, bytes_madd32). */
 /* One span of up to 8 blocks' coefficients (axpy_rows.h): kp[p][t] the
    packed pair p of block t, corr[t] the accumulators' start, sc[t] the
    scale, nbs[t] the mins' sum. */
@@ -501,6 +495,13 @@ INLINE void q32_span_coefs(pi_type T, const int P, const uint8_t *const *w, cons
     _mm256_storeu_ps(q->nbs, nbv);
 }
 
+/* The blocks of 32 in integers (axpy_rows.h; their layout pi_q32_*): a
+   pass adds P pairs of rows (a group). Per span of 8 blocks, the rows'
+   scales d (and mins m), 8 a row in one conversion, give the blocks'
+   coefficients (pi_q4i_coefs8) and the mins' sums, a span ahead. Then
+   per block and pair of rows: Q4_0 / Q4_1 by q4i_add16 on the packed
+   nibbles; Q5_0 / Q5_1 with the rows' quants as bytes (q5_bytes,
+   bytes_madd32). */
 INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                      int64_t nb, float *y) {
     const size_t bsz = pi_q32_bsz(T);
