@@ -316,23 +316,39 @@ INLINE void k4_scales(const uint8_t *p, float *sm) {
 }
 
 
+/* One Q4_K / Q5_K super-block's coefficients for a group: kp[p][j] the
+   packed pair p of sub-block j, sc[j] its scale, nbs[j] its mins' sum. */
+typedef struct {
+    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
+    float sc[8], nbs[8];
+} q4k_coefs;
+
+/* The coefficients of the super-block at byte offset off of the rows. */
+INLINE void q4k_sb_coefs(const int P, const uint8_t *const *w, const float *c, size_t off, q4k_coefs *q) {
+    float sm[PI_AXPY_ROWS_GROUP][16];
+#pragma GCC unroll 8
+    for (int r = 0; r < 2 * P; r++) k4_scales(w[r] + off, sm[r]);
+    pi_q4k_coefs8(P, (const float (*)[16])sm, c, q->kp, q->sc, q->nbs);
+}
+
 /* Q4_K (Q5 = 0) and Q5_K (Q5 = 1) in integers (axpy_rows.h): per super-block, the rows' scales
-   (k4_scales) give the 8 sub-blocks' coefficients and the mins' sums; then
-   per pair of sub-blocks (32 quant bytes a row: low nibbles the first, high
+   (k4_scales) give the 8 sub-blocks' coefficients and the mins' sums, a
+   super-block ahead; then per pair of sub-blocks (32 quant bytes a row: low nibbles the first, high
    the second) two q4i_add16 per pair of rows. */
 INLINE void q4k_int_pass(const int Q5, const int P, const uint8_t *const *w, const float *c, const uint8_t *const *pf,
                          int64_t nsb, float *y) {
     const size_t bsz = Q5 ? sizeof(pi_block_q5_K) : sizeof(pi_block_q4_K), qs_off = Q5 ? 48 : 16;
-    float sm[PI_AXPY_ROWS_GROUP][16], sc[8], nbs[8];
-    int32_t kp[PI_AXPY_ROWS_GROUP / 2][8];
+    q4k_coefs qc[2];
+    q4k_sb_coefs(P, w, c, 0, &qc[0]);
     for (int64_t sb = 0; sb < nsb; sb++, y += PI_QK_K) {
         const size_t off = (size_t)sb * bsz;
 #pragma GCC unroll 8
-        for (int r = 0; r < 2 * P; r++) {
-            prefetch_span(pf[r] + off, bsz);
-            k4_scales(w[r] + off, sm[r]);
-        }
-        pi_q4k_coefs8(P, (const float (*)[16])sm, c, kp, sc, nbs);
+        for (int r = 0; r < 2 * P; r++) prefetch_span(pf[r] + off, bsz);
+        /* the next super-block's coefficients first: their dependency
+           chains then overlap this one's sums */
+        if (sb + 1 < nsb) q4k_sb_coefs(P, w, c, off + bsz, &qc[(sb + 1) & 1]);
+        const int32_t (*kp)[8] = qc[sb & 1].kp;
+        const float *sc = qc[sb & 1].sc, *nbs = qc[sb & 1].nbs;
         __m256i hq[PI_AXPY_ROWS_GROUP / 2][2]; /* Q5_K: the pairs' qh, for every i */
         if (Q5)
 #pragma GCC unroll 4
