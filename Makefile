@@ -163,6 +163,13 @@ $(BUILD)/%.o: %.c Makefile
 	$(CC) $(ALL_CFLAGS) $(ISA) -MMD -MP -c $< -o $@
 
 $(TOOL_OBJ) $(TEST_BIN:%=%.o): ALL_CFLAGS += $(TOOL_CFLAGS)
+# What the optional libraries made of the tools, rewritten when it changes,
+# so that installing libmicrohttpd-dev or libcjson-dev after a build rebuilds
+# the tools with them (the objects would otherwise count as up to date).
+TOOL_CONFIG := $(BUILD)/tool-config
+TOOL_CONFIG_TEXT := $(TOOL_CFLAGS) $(TOOL_LDLIBS)
+$(shell mkdir -p $(BUILD) && (echo '$(TOOL_CONFIG_TEXT)' | cmp -s - $(TOOL_CONFIG) || echo '$(TOOL_CONFIG_TEXT)' > $(TOOL_CONFIG)))
+$(TOOL_OBJ) $(TEST_BIN:%=%.o): $(TOOL_CONFIG)
 # the page is assembled into the binary (.incbin)
 $(BUILD)/tools/serve_page.o: tools/serve_page.html
 
