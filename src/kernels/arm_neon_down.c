@@ -30,13 +30,22 @@ INLINE float f16_at(const uint8_t *p) {
     return (float)h;
 }
 
-/* The f16 values at p, p + bsz, p + 2 bsz, p + 3 bsz, converted: put
-   together in a general register and moved to a vector whole (four scalar
-   stores read back as one vector would miss store forwarding). */
-INLINE float32x4_t f16x4_at(const uint8_t *p, size_t bsz) {
-    uint16_t h[4];
-    for (int t = 0; t < 4; t++) memcpy(&h[t], p + (size_t)t * bsz, sizeof h[t]);
-    const uint64_t v = (uint64_t)h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
+/* The f16 values at p, p + bsz, .. of the next n blocks, at most 4,
+   converted (absent ones 0): put together in a general register and moved
+   to a vector whole (four scalar stores read back as one vector would miss
+   store forwarding). */
+INLINE uint64_t u16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return h;
+}
+
+INLINE float32x4_t f16x4_at(const uint8_t *p, size_t bsz, int n) {
+    uint64_t v = 0;
+    if (n >= 4) /* the common case without a loop */
+        v = u16_at(p) | u16_at(p + bsz) << 16 | u16_at(p + 2 * bsz) << 32 | u16_at(p + 3 * bsz) << 48;
+    else
+        for (int t = 0; t < n; t++) v |= u16_at(p + (size_t)t * bsz) << (16 * t);
     return vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(v)));
 }
 
@@ -351,20 +360,8 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
             const int nbk = nb - b < 4 ? (int)(nb - b) : 4;
 #pragma GCC unroll 8
             for (int r = 0; r < 2 * P; r++) {
-                float32x4_t dv, mv;
-                if (nbk == 4) {
-                    dv = f16x4_at(w[r] + off, bsz);
-                    mv = mins ? f16x4_at(w[r] + off + 2, bsz) : vdupq_n_f32(0.0f);
-                } else {
-                    float d[4] = {0, 0, 0, 0}, mn[4] = {0, 0, 0, 0};
-                    for (int t = 0; t < nbk; t++) {
-                        d[t] = f16_at(w[r] + off + (size_t)t * bsz);
-                        if (mins) mn[t] = f16_at(w[r] + off + (size_t)t * bsz + 2);
-                    }
-                    dv = vld1q_f32(d), mv = vld1q_f32(mn);
-                }
-                cd[r] = vmulq_n_f32(dv, c[r]);
-                if (mins) nbv = vfmaq_n_f32(nbv, mv, c[r]);
+                cd[r] = vmulq_n_f32(f16x4_at(w[r] + off, bsz, nbk), c[r]);
+                if (mins) nbv = vfmaq_n_f32(nbv, f16x4_at(w[r] + off + 2, bsz, nbk), c[r]);
             }
             q4i_coefs4_make(cd, 2 * P, pi_q32_offset(T), &qc);
             vst1q_f32(nbb, nbv);

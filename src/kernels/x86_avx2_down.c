@@ -21,8 +21,8 @@
  * call instead), three shifts per pair of nibble vectors (two nibbles are
  * used in place, their factors folded into the scale) and the scales'
  * dependency chains in front of the sums (the next span's coefficients are
- * computed first). Q4_0's gathered axpy went from 38% to about 60% of a
- * matvec's rate.
+ * computed first). Q4_0's gathered axpy went from 38-46% to 47-60% of a
+ * matvec's rate (bench-kernels, 1 and 2 threads).
  */
 #include "axpy_rows.h"
 #include "x86_q4i.h"
@@ -52,11 +52,18 @@ INLINE uint32_t u32_at(const uint8_t *p) {
     return v;
 }
 
-/* Four f16 values at p, p + bsz, p + 2 bsz, p + 3 bsz in one 64-bit word
-   (the first in the low bits). */
-INLINE uint64_t f16x4_at(const uint8_t *p, size_t bsz) {
-    return (uint64_t)u16_at(p) | (uint64_t)u16_at(p + bsz) << 16 | (uint64_t)u16_at(p + 2 * bsz) << 32 |
-           (uint64_t)u16_at(p + 3 * bsz) << 48;
+/* The f16 values at p, p + bsz, .. of the next n blocks, at most 4, in one
+   64-bit word (the first in the low bits, absent ones 0): put together in
+   a general register and moved to a vector whole, since 16-bit stores read
+   back as one vector would stall store forwarding (a quarter of Q4_0's
+   time). */
+INLINE uint64_t f16x4_at(const uint8_t *p, size_t bsz, int64_t n) {
+    if (n >= 4) /* the common case without a loop */
+        return (uint64_t)u16_at(p) | (uint64_t)u16_at(p + bsz) << 16 | (uint64_t)u16_at(p + 2 * bsz) << 32 |
+               (uint64_t)u16_at(p + 3 * bsz) << 48;
+    uint64_t v = 0;
+    for (int t = 0; t < n; t++) v |= (uint64_t)u16_at(p + (size_t)t * bsz) << (16 * t);
+    return v;
 }
 
 /* 8 bytes at p, sign-extended to 32-bit lanes. */
@@ -132,13 +139,8 @@ INLINE void block_scales(const int R, const uint8_t *const *w, const float *c, s
                          int64_t nleft, float cd[][4]) {
 #pragma GCC unroll 8
     for (int k = 0; k < R; k++) {
-        const uint8_t *p = w[k] + off;
-        if (nleft >= 4) {
-            const uint64_t d = f16x4_at(p, bsz);
-            _mm_storeu_ps(cd[k], _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d)), _mm_set1_ps(c[k])));
-        } else {
-            for (int64_t e = 0; e < nleft; e++) cd[k][e] = c[k] * f16_at(p + e * bsz);
-        }
+        const uint64_t d = f16x4_at(w[k] + off, bsz, nleft);
+        _mm_storeu_ps(cd[k], _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d)), _mm_set1_ps(c[k])));
     }
 }
 
@@ -461,25 +463,13 @@ INLINE __m256i q5_bytes(pi_type T, const uint8_t *p) {
 }
 
 /* The f16 values at p, p + bsz, .. of the next n <= 8 blocks, converted
-   (the others 0): f[0] from p, and with two f[1] from p + 2. Eight values
-   are put together in general registers and moved to a vector whole: 16-bit
-   stores read back as one vector would stall store forwarding (a quarter
-   of Q4_0's time). */
+   (the others 0): f[0] from p, and with two f[1] from p + 2. */
 INLINE void f16_blocks8(const uint8_t *p, size_t bsz, int n, const int two, __m256 *f) {
-    if (n == 8) {
-        for (int i = 0; i < 1 + two; i++) {
-            const uint8_t *q = p + 2 * i;
-            const __m128i h = _mm_set_epi64x((long long)f16x4_at(q + 4 * bsz, bsz), (long long)f16x4_at(q, bsz));
-            f[i] = _mm256_cvtph_ps(h);
-        }
-        return;
+    for (int i = 0; i < 1 + two; i++) {
+        const uint8_t *q = p + 2 * i;
+        f[i] = _mm256_cvtph_ps(
+            _mm_set_epi64x((long long)f16x4_at(q + 4 * bsz, bsz, n - 4), (long long)f16x4_at(q, bsz, n)));
     }
-    uint16_t h[2][8] = {{0}};
-    for (int t = 0; t < n; t++) {
-        h[0][t] = u16_at(p + t * bsz);
-        if (two) h[1][t] = u16_at(p + t * bsz + 2);
-    }
-    for (int i = 0; i < 1 + two; i++) f[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h[i]));
 }
 
 /* One span of up to 8 blocks' coefficients (axpy_rows.h): kp[p][t] the
@@ -522,6 +512,8 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
                      int64_t nb, float *y) {
     const size_t bsz = pi_q32_bsz(T);
     const int mins = pi_q32_has_min(T);
+    static const int ones[4] = {1, 1, 1, 1};
+    const int *mul = pi_q32_five(T) ? ones : Q4I_MUL; /* the sums' factors (bytes_madd32: none) */
     q32_coefs qc[2];
     q32_span_coefs(T, P, w, c, 0, nb < 8 ? (int)nb : 8, &qc[0]);
     for (int64_t b0 = 0, cur = 0; b0 < nb; b0 += 8, cur ^= 1) {
@@ -536,7 +528,7 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
             const size_t off = (size_t)(b0 + t) * bsz;
             __m256i acc[4];
 #pragma GCC unroll 4
-            for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(q->corr[t] * (pi_q32_five(T) ? 1 : Q4I_MUL[e]));
+            for (int e = 0; e < 4; e++) acc[e] = _mm256_set1_epi32(q->corr[t] * mul[e]);
 #pragma GCC unroll 4
             for (int p = 0; p < P; p++) {
                 const uint8_t *A = w[2 * p] + off, *B = w[2 * p + 1] + off;
@@ -552,7 +544,7 @@ INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, const floa
             float *yb = y + 32 * (b0 + t);
 #pragma GCC unroll 4
             for (int e = 0; e < 4; e++) {
-                const __m256 s = _mm256_set1_ps(pi_q32_five(T) ? q->sc[t] : q->sc[t] / (float)Q4I_MUL[e]);
+                const __m256 s = _mm256_set1_ps(q->sc[t] / (float)mul[e]);
                 const __m256 yv = _mm256_loadu_ps(yb + 8 * e);
                 _mm256_storeu_ps(yb + 8 * e, mins ? _mm256_add_ps(yv, _mm256_fmadd_ps(f[e], s, bv))
                                                   : _mm256_fmadd_ps(f[e], s, yv));
