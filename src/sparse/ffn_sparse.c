@@ -280,16 +280,45 @@ pi_sparse_job pi_sparse_input(pi_sparse_ffn *f, pi_state *s, int64_t first) {
 
 /* ---- the in-memory implementation ---- */
 
-/* Down projection and bookkeeping once val[0, n) is known: out = sum of
-   val * down row, in fixed chunks of the list. */
-static void sparse_finish(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t n, float *out) {
+/* One chunk of the list, whole: the values of its entries past the hot
+   prefix (compute_entries), then its down rows added into the chunk's
+   partial sum (pi_sparse_down_chunk). */
+typedef struct {
+    pi_sparse_job c;
+    pi_sparse_down d;
+} chunk_job;
+
+static void chunk_rows(void *ctx, int64_t k0, int64_t k1, float *acc, int tid) {
+    chunk_job *j = ctx;
+    const int64_t first = j->c.first, a = k0 > first ? k0 : first;
+    if (a < k1) cold_rows(&j->c, a - first, k1 - first, tid);
+    pi_sparse_down_chunk(&j->d, k0, k1, acc, tid);
+}
+
+/* The values of the list's entries past the hot prefix, the down
+   projection out = sum of val * down row in the fixed chunks of the list,
+   and the bookkeeping. Where the list makes at least FUSE_CHUNKS chunks per
+   thread, each chunk is computed whole (chunk_rows): one pass over the
+   pool instead of two, and one thread's down rows are read while the other
+   reads gate and up rows (measured on 7b-l8, 10% active, 2 threads: the
+   layer's gate, up and down 4-5% faster). Fewer chunks would share the
+   values unevenly, so they are computed first, in even shares. The chunks
+   and their sums are the same either way, and so are the bits. */
+#define FUSE_CHUNKS 4
+static void sparse_finish(pi_sparse_ffn *f, pi_state *s, const pi_sparse_job *cj, int64_t il, int64_t n,
+                          float *out) {
     const pi_layer *l = &f->m->layers[il];
+    chunk_job j = {*cj, {f, f->m->hp.n_embd, s->k->axpy_rows[f->types.down]}};
+    const int64_t chunk = pi_down_chunk_rows(n, f->m->hp.n_ff);
+    if ((n + chunk - 1) / chunk >= FUSE_CHUNKS * (int64_t)pi_pool_size(s->pool)) {
+        pi_pool_reduce_f32(s->pool, n, chunk, chunk_rows, &j, out, f->m->hp.n_embd, s->reduce_scratch);
+    } else {
+        if (n > cj->first) pi_pool_for(s->pool, n - cj->first, 16, cold_rows, &j.c);
+        pi_pool_reduce_f32(s->pool, n, chunk, pi_sparse_down_chunk, &j.d, out, f->m->hp.n_embd,
+                           s->reduce_scratch);
+    }
     const int64_t a = pi_sparse_count_list(f, il, n);
     f->stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
-    pi_sparse_down dj = {f, f->m->hp.n_embd, s->k->axpy_rows[f->types.down]};
-    const int64_t chunk = pi_down_chunk_rows(n, f->m->hp.n_ff);
-    pi_pool_reduce_f32(s->pool, n, chunk, pi_sparse_down_chunk, &dj, out, f->m->hp.n_embd,
-                       s->reduce_scratch);
 }
 
 /* The FFN of row 0 of xb through one expert x (x = 0 for a dense layer) on
@@ -330,13 +359,12 @@ static void sparse_expert(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x, 
                            (const uint8_t *)up->data + i * up->row_bytes,
                            (const uint8_t *)l->ffn_down_t.data + i * l->ffn_down_t.row_bytes);
     }
-    if (n > first) pi_pool_for(s->pool, n - first, 16, cold_rows, &cj);
+    sparse_finish(f, s, &cj, il, n, out);
     if (f->mode != PI_FFN_ORACLE) {
         uint64_t computed_up = 0;
         for (int64_t k = first; k < n; k++) computed_up += f->val[k] != 0.0f;
         st->bytes += gate->row_bytes * (uint64_t)(n - first) + up->row_bytes * computed_up;
     }
-    sparse_finish(f, s, il, n, out);
 }
 
 int64_t pi_sparse_route(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t *chosen, float *w) {
