@@ -310,13 +310,10 @@ static void sparse_finish(pi_sparse_ffn *f, pi_state *s, const pi_sparse_job *cj
     const pi_layer *l = &f->m->layers[il];
     chunk_job j = {*cj, {f, f->m->hp.n_embd, s->k->axpy_rows[f->types.down]}};
     const int64_t chunk = pi_down_chunk_rows(n, f->m->hp.n_ff);
-    if ((n + chunk - 1) / chunk >= FUSE_CHUNKS * (int64_t)pi_pool_size(s->pool)) {
-        pi_pool_reduce_f32(s->pool, n, chunk, chunk_rows, &j, out, f->m->hp.n_embd, s->reduce_scratch);
-    } else {
-        if (n > cj->first) pi_pool_for(s->pool, n - cj->first, 16, cold_rows, &j.c);
-        pi_pool_reduce_f32(s->pool, n, chunk, pi_sparse_down_chunk, &j.d, out, f->m->hp.n_embd,
-                           s->reduce_scratch);
-    }
+    const bool whole = (n + chunk - 1) / chunk >= FUSE_CHUNKS * (int64_t)pi_pool_size(s->pool);
+    if (!whole && n > cj->first) pi_pool_for(s->pool, n - cj->first, 16, cold_rows, &j.c);
+    pi_pool_reduce_f32(s->pool, n, chunk, whole ? chunk_rows : pi_sparse_down_chunk, whole ? (void *)&j : &j.d, out,
+                       f->m->hp.n_embd, s->reduce_scratch);
     const int64_t a = pi_sparse_count_list(f, il, n);
     f->stats[il].bytes += l->ffn_down_t.row_bytes * (uint64_t)a;
 }
