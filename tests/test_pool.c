@@ -1,7 +1,7 @@
 /*
  * test_pool.c — the thread pool: coverage of every index exactly once, many
- * back-to-back jobs (wake-up races), jobs after workers went to sleep, and
- * reductions that are bit-identical for every thread count.
+ * back-to-back jobs (wake-up races), jobs after workers went to sleep or
+ * were parked, and reductions that are bit-identical for every thread count.
  */
 #include "base/pool.h"
 #include "test_util.h"
@@ -72,6 +72,29 @@ static void test_many_jobs(int threads) {
     pi_pool_free(p);
 }
 
+/* Parking between jobs (pi_pool_park, as the flash reads' waits do): every
+   job still runs whole, whether the workers were spinning, parked while
+   spinning, asleep, or parked again before the job after; parking a pool
+   of one thread or NULL does nothing. */
+static void test_park(int threads) {
+    pi_pool *p;
+    CHECK(pi_pool_create(threads, &p) == PI_OK);
+    atomic_long sum = 0;
+    const int jobs = 3000;
+    for (int j = 0; j < jobs; j++) {
+        if (j % 3 != 2) pi_pool_park(p);
+        if (j % 7 == 0) pi_pool_park(p);            /* twice in a row */
+        if (j % 500 == 499) {                          /* parked, then asleep for a while */
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        pi_pool_for_dynamic(p, 64, 1, add_one, &sum);
+    }
+    CHECKF(atomic_load(&sum) == 64L * jobs, "threads %d, parked: sum %ld", threads, (long)atomic_load(&sum));
+    pi_pool_free(p);
+    pi_pool_park(NULL);
+}
+
 typedef struct {
     const float *x;
     int64_t dim;
@@ -127,6 +150,7 @@ int main(void) {
     test_cover(8);
     test_many_jobs(2);
     test_many_jobs(4);
+    for (int t = 1; t <= 4; t++) test_park(t);
     test_reduce_deterministic();
     pi_pool *p = NULL;
     CHECK(pi_pool_create(0, &p) == PI_OK && pi_pool_size(p) >= 1);

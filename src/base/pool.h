@@ -36,6 +36,14 @@ pi_status pi_pool_create(int n_threads, pi_pool **out);
 void pi_pool_free(pi_pool *p); /* accepts NULL; joins the workers */
 int pi_pool_size(const pi_pool *p);
 
+/* The driving thread is about to block (on reads from disk): workers waiting
+   for the next job sleep now instead of spinning out their spell. On a
+   virtual machine a spinning core is taken from the virtual disk: with both
+   of 2 cores spinning, random 8 KiB reads at queue depth 128 fell from
+   61-84K/s to 36-38K/s, and an offloaded decode achieved 38-39K reads/s
+   against 45-52K with the worker asleep while it waited. The next job wakes
+   them as usual (a futex wake instead of a spin's exit). */
+void pi_pool_park(pi_pool *p);
 /* Run fn over [0, n) in chunks of at least `grain` items. Static split: thread t
    gets the t-th contiguous share of the chunks (best for streaming memory). */
 void pi_pool_for(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx);

@@ -80,6 +80,7 @@ static int reap(pi_offload *o, int64_t own_left, int min, pi_status *err) {
     want = want < o->n_ff ? want : o->n_ff; /* the tags array */
     if (want <= 0) return 0;
     const uint64_t t = pi_time_ns();
+    pi_pool_park(o->pool);
     const int got = pi_io_reap_min(o->io, o->tags, (int)want, min);
     o->st.io_wait_ns += pi_time_ns() - t;
     if (got < 0) {
@@ -407,6 +408,7 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
             if ((err = pi_io_submit(o->io, &rq, 1))) return err;
         }
         uint64_t tag;
+        pi_pool_park(o->pool);
         if (pi_io_reap(o->io, &tag, 1, true) != 1) return PI_ERR_IO;
         if (i0 + R < F) {
             const int64_t next = F - i0 - R < R ? F - i0 - R : R;
@@ -541,6 +543,7 @@ static pi_status head_issue(pi_offload *o, head_batch *b, int64_t at, int64_t wa
 static pi_status head_wait(pi_offload *o, head_batch *bs, uint64_t tag) {
     while (bs[tag].done < bs[tag].n) {
         uint64_t tags[2 * HEAD_MAX_SUB];
+        pi_pool_park(o->pool);
         const int got = pi_io_reap(o->head_io, tags, 2 * HEAD_MAX_SUB, true);
         if (got < 0) return PI_ERR_IO;
         if (got == 0) return pi_error(PI_ERR_IO, "%s: the output head's reads were lost", o->path);
@@ -706,6 +709,7 @@ static pi_status refused(const pi_offload *o) {
 
 static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
     offload_ffn *x = impl;
+    x->off->pool = s->pool;
     pi_status st = refused(x->off);
     if (st) return st;
     if (!x->sp) return ffn_stream(x->off, s, il, 1);
@@ -715,6 +719,7 @@ static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
 }
 
 static pi_status offload_batch(void *impl, pi_state *s, int64_t il, int64_t nb) {
+    ((offload_ffn *)impl)->off->pool = s->pool;
     pi_status st = refused(((offload_ffn *)impl)->off);
     return st ? st : ffn_stream(((offload_ffn *)impl)->off, s, il, nb);
 }
@@ -725,6 +730,7 @@ static pi_status offload_embed(void *impl, pi_state *s, int32_t tok, float *out)
 
 static pi_status offload_head(void *impl, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
                               int64_t y_stride) {
+    ((offload_ffn *)impl)->off->pool = s->pool;
     pi_status st = refused(((offload_ffn *)impl)->off);
     return st ? st : head_rows(((offload_ffn *)impl)->off, s, X, x_stride, nb, Y, y_stride);
 }

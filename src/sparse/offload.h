@@ -32,6 +32,7 @@
 #ifndef PI_SPARSE_OFFLOAD_H
 #define PI_SPARSE_OFFLOAD_H
 
+#include "base/pool.h"
 #include "gguf/bundle.h"
 #include "model/model.h"
 #include "store/budget.h"
@@ -158,6 +159,8 @@ typedef struct pi_offload {
     int64_t la_guess;            /* a mixture: the expert the next layer's router was guessed to rank
                                     first (its set is in flight), or -1 */
     pi_offload_stats st;
+    pi_pool *pool;               /* the pool of the session whose step runs (set as each step starts):
+                                    parked before every wait for reads (pi_pool_park) */
 } pi_offload;
 
 /* Refuse a bundle of unit u (neuron `neuron`) read from flash whose parts
