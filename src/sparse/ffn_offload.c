@@ -725,6 +725,7 @@ static pi_status offload_batch(void *impl, pi_state *s, int64_t il, int64_t nb) 
 }
 
 static pi_status offload_embed(void *impl, pi_state *s, int32_t tok, float *out) {
+    ((offload_ffn *)impl)->off->pool = s->pool; /* never a pool of a session since freed */
     return embedding_row(((offload_ffn *)impl)->off, s, tok, out);
 }
 
