@@ -6,8 +6,9 @@
  * pi_hw_validate, (2) formats and parses back to the same result bit for bit,
  * and (3) gives the cost model's helpers positive finite figures (reads/s at
  * any block size and queue depth; kernel GB/s >= 0 for every kernel, type and
- * thread count), and (4) a run's achieved reads rescale the read figures
- * once, within [1/8, 8], leaving a valid result. A violated invariant aborts.
+ * thread count), and (4) a run's achieved reads rescale the read figures,
+ * and its compute factor the memory and kernel figures, once, within
+ * [1/8, 8], leaving a valid result. A violated invariant aborts.
  *
  * Build with clang from the repository root (`make fuzz`): fuzz/fuzz_hwfile.c,
  * src/plan/hwfile.c, every .c of src/base and src/kernels/types.c, with
@@ -50,7 +51,11 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            same(&a->other_cpu, &b->other_cpu, sizeof a->other_cpu) &&
            same(&a->run_read_rate, &b->run_read_rate, sizeof a->run_read_rate) &&
            same(&a->run_read_bytes, &b->run_read_bytes, sizeof a->run_read_bytes) &&
-           same(&a->run_time, &b->run_time, sizeof a->run_time) && a->run_qd == b->run_qd;
+           same(&a->run_time, &b->run_time, sizeof a->run_time) && a->run_qd == b->run_qd &&
+           same(&a->run_seq_gbs, &b->run_seq_gbs, sizeof a->run_seq_gbs) &&
+           same(&a->run_seq_time, &b->run_seq_time, sizeof a->run_seq_time) &&
+           same(&a->run_compute_k, &b->run_compute_k, sizeof a->run_compute_k) &&
+           same(&a->run_compute_time, &b->run_compute_time, sizeof a->run_compute_time);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -94,5 +99,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         double v = pi_hw_iops(&hw, blocks[b], 128);
         FUZZ_REQUIRE(v > 0 && isfinite(v));
     }
+    /* a run's compute factor rescales memory and kernels the same way */
+    const double kc = pi_hw_compute_factor(&hw);
+    FUZZ_REQUIRE(kc >= 0.125 && kc <= 8.0);
+    const double kc2 = pi_hw_apply_compute(&hw);
+    FUZZ_REQUIRE((kc2 == kc || kc2 == 1.0) && hw.run_compute_k == 0.0 && pi_hw_validate(&hw) == PI_OK);
+    FUZZ_REQUIRE(pi_hw_apply_compute(&hw) == 1.0);
     return 0;
 }

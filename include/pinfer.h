@@ -258,6 +258,14 @@ PI_API pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int q
    with params.hw_path. */
 PI_API pi_status pi_model_note_head_reads(const pi_model *m, double gbs, char *path_out, size_t path_n);
 
+/* The same for compute: k is how much faster than its plan predicted a
+   run under a budget that kept every row in memory decoded (measured tok/s
+   over pi_model_info's plan_tok_s); later plans price memory and kernels
+   at the cached figures times k (averaged with what a run before kept),
+   until hwprobe measures compute again. PI_ERR_INVALID for a k not
+   > 0 or a model opened with params.hw_path. */
+PI_API pi_status pi_model_note_compute(const pi_model *m, double k, char *path_out, size_t path_n);
+
 /* What a budget must hold to run the bundle file at path with a context of
    n_ctx (0: the default), before any hot neuron, and what would make every
    neuron resident. Reads metadata only. */

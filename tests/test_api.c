@@ -462,6 +462,13 @@ static void test_note_reads(const char *bundle, pi_model_params *mp) {
           pi_model_note_head_reads(NULL, 1.0, NULL, 0) == PI_ERR_INVALID);
     CHECKF(pi_model_note_head_reads(m, 0.6, got, sizeof got) == PI_OK && !strcmp(got, cpath), "%s", pi_last_error());
     CHECKF(pi_hw_load(cpath, &h) == PI_OK && h.run_seq_gbs == 0.6 && h.run_read_rate == 3e5, "%s", pi_last_error());
+    /* compute: a factor over what the plan was priced at (the file's none: the probe's), beside the rest */
+    CHECK(pi_model_note_compute(m, 0.0, NULL, 0) == PI_ERR_INVALID && pi_model_note_compute(m, NAN, NULL, 0) == PI_ERR_INVALID &&
+          pi_model_note_compute(m, -1.5, NULL, 0) == PI_ERR_INVALID && pi_model_note_compute(NULL, 1.5, NULL, 0) == PI_ERR_INVALID);
+    CHECKF(pi_model_note_compute(m, 1.5, got, sizeof got) == PI_OK && !strcmp(got, cpath), "%s", pi_last_error());
+    CHECKF(pi_hw_load(cpath, &h) == PI_OK && h.run_compute_k == 1.5 && h.run_seq_gbs == 0.6 && h.run_read_rate == 3e5,
+           "%s", pi_last_error());
+    const double mem1 = h.mem_bw[1];
     struct stat cs;
     CHECK(stat(cpath, &cs) == 0 && cs.st_mtime == 1000000000);
     double r128 = 0.0;
@@ -472,6 +479,8 @@ static void test_note_reads(const char *bundle, pi_model_params *mp) {
     CHECKF(fabs(pi_hw_iops(&planned, 8192, 128) - 3e5) < 1.0 && fabs(pi_hw_iops(&planned, 4096, 8) - 1.2e5) < 1.0 &&
                planned.run_read_rate == 0.0 && fabs(planned.seq_read_gbs - 0.6) < 1e-12 && planned.run_seq_gbs == 0.0,
            "planned at %.1f, sequential %.3f GB/s", pi_hw_iops(&planned, 8192, 128), planned.seq_read_gbs);
+    CHECKF(fabs(planned.mem_bw[1] / mem1 - 1.5) < 1e-12 && planned.run_compute_k == 0.0, "compute planned at %.3fx",
+           planned.mem_bw[1] / mem1);
     /* a new probe (a save without the run's figure) drops it */
     CHECK(t_write_hw(cpath) && pi_engine_hw(bundle, NULL, &planned) == PI_OK &&
           fabs(pi_hw_iops(&planned, 8192, 128) - 1e5) < 1.0);

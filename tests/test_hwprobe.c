@@ -540,6 +540,52 @@ static void test_run_reads(void) {
         snprintf(doc, sizeof doc, "%.*s\nrun_seq 1.5 1.8e9\nend\n", (int)(end - text), text);
         CHECKF(pi_hw_parse(doc, strlen(doc), &hw) == PI_OK && hw.run_seq_gbs == 1.5, "%s", pi_last_error());
     }
+
+    /* compute: a run's factor noted, averaged, written and read back,
+       applied once to memory and every kernel rate, clamped; flash untouched */
+    hw = base;
+    CHECK(pi_hw_compute_factor(&hw) == 1.0 && pi_hw_apply_compute(&hw) == 1.0 && hw.mem_bw[1] == base.mem_bw[1]);
+    pi_hw_note_compute(&hw, 2.0, 1.8e9);
+    CHECKF(fabs(pi_hw_compute_factor(&hw) - 2.0) < 1e-12 && hw.run_compute_time == 1.8e9, "first: %.17g",
+           pi_hw_compute_factor(&hw));
+    pi_hw_note_compute(&hw, 0.5, 1.9e9);
+    CHECKF(fabs(pi_hw_compute_factor(&hw) - 1.0) < 1e-12 && hw.run_compute_time == 1.9e9, "second: %.17g",
+           pi_hw_compute_factor(&hw));
+    pi_hw_note_compute(&hw, 4.0, 2.0e9);
+    CHECKF(fabs(pi_hw_compute_factor(&hw) - 2.0) < 1e-12, "third: %.17g", pi_hw_compute_factor(&hw));
+    {
+        char ctext[16384]; /* text keeps base's, which the refusals below extend */
+        const long clen = pi_hw_format(&hw, ctext, sizeof ctext);
+        pi_hw cb;
+        CHECKF(clen > 0 && (size_t)clen < sizeof ctext && strstr(ctext, "\nrun_compute ") &&
+                   pi_hw_parse(ctext, (size_t)clen, &cb) == PI_OK && cb.run_compute_k == hw.run_compute_k &&
+                   cb.run_compute_time == hw.run_compute_time,
+               "compute round trip: %s", pi_last_error());
+        const double mv = pi_hw_kernel_gbs(&base, PI_HW_MATVEC, PI_TYPE_Q4_0, 1);
+        CHECK(fabs(pi_hw_apply_compute(&cb) - 2.0) < 1e-12 && cb.run_compute_k == 0.0 && cb.run_compute_time == 0.0);
+        CHECKF(fabs(cb.mem_bw[1] / base.mem_bw[1] - 2.0) < 1e-12 && mv > 0.0 &&
+                   fabs(pi_hw_kernel_gbs(&cb, PI_HW_MATVEC, PI_TYPE_Q4_0, 1) / mv - 2.0) < 1e-12 &&
+                   cb.read_iops[0][0] == base.read_iops[0][0] && cb.seq_read_gbs == base.seq_read_gbs,
+               "compute applied: mem %.17g", cb.mem_bw[1] / base.mem_bw[1]);
+        CHECK(pi_hw_apply_compute(&cb) == 1.0 && fabs(cb.mem_bw[1] / base.mem_bw[1] - 2.0) < 1e-12);
+    }
+    hw = base;
+    pi_hw_note_compute(&hw, 100.0, 1.8e9);
+    CHECK(pi_hw_compute_factor(&hw) == 8.0);
+    hw = base;
+    hw.run_compute_k = 1.5; /* half a record */
+    CHECK(pi_hw_validate(&hw) == PI_ERR_INVALID && strstr(pi_last_error(), "run_compute"));
+    if (end) {
+        static const char *bad[] = {"run_compute 1.5 1.8e9\nrun_compute 1.5 1.8e9", "run_compute 0 1.8e9",
+                                    "run_compute 1.5", "run_compute inf 1.8e9", "run_compute 1.5 1.8e9 7",
+                                    "run_compute -2 1.8e9"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char doc[16384];
+            snprintf(doc, sizeof doc, "%.*s\n%s\nend\n", (int)(end - text), text, bad[i]);
+            CHECKF(pi_hw_parse(doc, strlen(doc), &hw) == PI_ERR_FORMAT && strstr(pi_last_error(), "run_compute"),
+                   "'%s': %s", bad[i], pi_last_error());
+        }
+    }
 }
 
 static void test_interp(void) {

@@ -580,8 +580,9 @@ static void print_floor(const offload_figs *f, FILE *out) {
    benchmark and at about 64K/s in the two later ones. Only from enough
    reads to measure. The output head read from flash likewise: its bytes
    over its time (the product's included, a few percent of it), which
-   prices the head's read in later plans. io: each run's reads, ts: each
-   run's tok/s. */
+   prices the head's read in later plans. A run that read nothing (every
+   row resident) prices compute instead: its tok/s over the plan's
+   prediction. io: each run's reads, ts: each run's tok/s. */
 #define NOTE_MIN_READS 4096
 #define NOTE_MIN_BUSY_S 0.25
 #define NOTE_MIN_HEAD_BYTES (256.0 * 1024 * 1024)
@@ -602,6 +603,16 @@ static void note_reads(const app *a, const offload_figs *f, const rep_reads *io,
         else
             fprintf(stderr, "%s: output head read from flash at %.2f GB/s; kept in %s for the planner\n", cmd, gbs,
                     path);
+    }
+    if (io->reads[m] == 0 && io->head_bytes[m] == 0 && a->info.plan_tok_s > 0.0 && ts[m] > 0.0) {
+        /* every row from memory: the run prices compute */
+        const double k = ts[m] / a->info.plan_tok_s;
+        if (pi_model_note_compute(a->m, k, path, sizeof path))
+            fprintf(stderr, "%s: the compute achieved was not kept: %s\n", cmd, pi_last_error());
+        else
+            fprintf(stderr, "%s: every row in memory: decoded %.2fx the plan's prediction; kept in %s for the planner\n",
+                    cmd, k, path);
+        return;
     }
     if (io->reads[m] < NOTE_MIN_READS || io->busy_s[m] < NOTE_MIN_BUSY_S || f->mem.queue_depth < 1) return;
     const double rate = io->reads[m] / io->busy_s[m], bytes = io->bytes[m] / io->reads[m];

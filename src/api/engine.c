@@ -95,9 +95,10 @@ static void apply_run(pi_hw *hw, const char *path) {
     const double rate = hw->run_read_rate, bytes = hw->run_read_bytes, when = hw->run_time;
     const double seq = hw->run_seq_gbs, seq_when = hw->run_seq_time;
     const int qd = hw->run_qd;
+    const double comp_when = hw->run_compute_time, had_comp = hw->run_compute_k;
     double ks;
-    const double k = pi_hw_apply_run(hw, &ks);
-    if (!(rate > 0.0 || seq > 0.0) || atomic_exchange(&said, true)) return;
+    const double k = pi_hw_apply_run(hw, &ks), kc = pi_hw_apply_compute(hw);
+    if (!(rate > 0.0 || seq > 0.0 || had_comp > 0.0) || atomic_exchange(&said, true)) return;
     char date[32];
     if (rate > 0.0) {
         utc_date(when, date, sizeof date);
@@ -109,6 +110,11 @@ static void apply_run(pi_hw *hw, const char *path) {
         utc_date(seq_when, date, sizeof date);
         PI_LOGW("the output head's reads from flash priced at what pinfer bench achieved (%s): %.2f GB/s, %.2fx the "
                 "probe's sequential rate in %s", date, seq, ks, path);
+    }
+    if (had_comp > 0.0) {
+        utc_date(comp_when, date, sizeof date);
+        PI_LOGW("compute priced at what pinfer bench achieved with every row in memory (%s): %.2fx the probe's memory "
+                "and kernel rates in %s", date, kc, path);
     }
 }
 
@@ -124,7 +130,7 @@ pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw
 }
 
 pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int queue_depth, double reads_per_s,
-                                double seq_gbs, char *path_out, size_t path_n) {
+                                double seq_gbs, double compute_k, char *path_out, size_t path_n) {
     if (path_out && path_n) path_out[0] = '\0';
     char buf[1024];
     uint64_t dev;
@@ -139,6 +145,8 @@ pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int q
     if (read_bytes != 0.0 || queue_depth != 0 || reads_per_s != 0.0)
         pi_hw_note_run(&hw, read_bytes, queue_depth, reads_per_s, (double)time(NULL));
     if (seq_gbs != 0.0) pi_hw_note_seq(&hw, seq_gbs, (double)time(NULL));
+    /* compute_k is over the figures the plan was priced at: the probe's times the factor kept */
+    if (compute_k != 0.0) pi_hw_note_compute(&hw, compute_k * pi_hw_compute_factor(&hw), (double)time(NULL));
     if ((st = pi_hw_save(&hw, path))) return st;
     /* the file's time stays the probe's: its age is what says when to measure again */
     const struct timespec ts[2] = {sb.st_atim, sb.st_mtim};

@@ -31,10 +31,13 @@ pi_status pi_engine_hw_cached(const char *model_path, const char *hw_path, pi_hw
    rate instead of the probe's (pi_hw_apply_run), until hwprobe measures
    again; pi_engine_hw_cached (the benchmarks' I/O floor) keeps the probe's.
    The same for the output head's sequential reads with seq_gbs > 0 (the
-   rate that prices the head's read from flash). Either may be 0: not
-   noted. The file's path into path_out (may be NULL). */
+   rate that prices the head's read from flash) and for compute with
+   compute_k > 0 (how much faster a run computed than its plan, priced at
+   these figures, predicted; kept as a factor over the probe's memory and
+   kernel rates: pi_hw_note_compute). Any may be 0: not noted. The file's path
+   into path_out (may be NULL). */
 pi_status pi_engine_hw_note_run(const char *model_path, double read_bytes, int queue_depth, double reads_per_s,
-                                double seq_gbs, char *path_out, size_t path_n);
+                                double seq_gbs, double compute_k, char *path_out, size_t path_n);
 
 /* The hardware figures for running model_path: from hw_path when given,
    else the cached probe of its filesystem, else measured now (hwprobe

@@ -470,24 +470,35 @@ pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int queue_d
     return PI_OK;
 }
 
+/* The checks every pi_model_note_* makes: a model, and figures that are the
+   cache's (a hardware file given at open is the user's). */
+static bool note_ok(const pi_model *m, const char *fn, char *path_out, size_t path_n) {
+    if (path_out && path_n) path_out[0] = '\0';
+    if (!model_ok(m, fn)) return false;
+    if (m->hw_path) {
+        pi_error(PI_ERR_INVALID, "%s: the figures are %s's (given), not the cache's", fn, m->hw_path);
+        return false;
+    }
+    return true;
+}
+
 pi_status pi_model_note_reads(const pi_model *m, double read_bytes, int queue_depth, double reads_per_s,
                               char *path_out, size_t path_n) {
-    if (path_out && path_n) path_out[0] = '\0';
-    if (!model_ok(m, "pi_model_note_reads")) return PI_ERR_INVALID;
-    if (m->hw_path)
-        return pi_error(PI_ERR_INVALID, "pi_model_note_reads: the figures are %s's (given), not the cache's",
-                        m->hw_path);
+    if (!note_ok(m, "pi_model_note_reads", path_out, path_n)) return PI_ERR_INVALID;
     /* the figures' ranges are the file's: pi_hw_save refuses what would not load */
-    return pi_engine_hw_note_run(m->path, read_bytes, queue_depth, reads_per_s, 0.0, path_out, path_n);
+    return pi_engine_hw_note_run(m->path, read_bytes, queue_depth, reads_per_s, 0.0, 0.0, path_out, path_n);
 }
 
 pi_status pi_model_note_head_reads(const pi_model *m, double gbs, char *path_out, size_t path_n) {
-    if (path_out && path_n) path_out[0] = '\0';
-    if (!model_ok(m, "pi_model_note_head_reads")) return PI_ERR_INVALID;
-    if (m->hw_path)
-        return pi_error(PI_ERR_INVALID, "pi_model_note_head_reads: the figures are %s's (given), not the cache's",
-                        m->hw_path);
+    if (!note_ok(m, "pi_model_note_head_reads", path_out, path_n)) return PI_ERR_INVALID;
     if (!(gbs > 0.0) || !isfinite(gbs))
         return pi_error(PI_ERR_INVALID, "pi_model_note_head_reads: %g GB/s is not a rate", gbs);
-    return pi_engine_hw_note_run(m->path, 0.0, 0, 0.0, gbs, path_out, path_n);
+    return pi_engine_hw_note_run(m->path, 0.0, 0, 0.0, gbs, 0.0, path_out, path_n);
+}
+
+pi_status pi_model_note_compute(const pi_model *m, double k, char *path_out, size_t path_n) {
+    if (!note_ok(m, "pi_model_note_compute", path_out, path_n)) return PI_ERR_INVALID;
+    if (!(k > 0.0) || !isfinite(k))
+        return pi_error(PI_ERR_INVALID, "pi_model_note_compute: %g is not a factor", k);
+    return pi_engine_hw_note_run(m->path, 0.0, 0, 0.0, 0.0, k, path_out, path_n);
 }

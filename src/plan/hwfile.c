@@ -28,6 +28,9 @@
  *   read <block> <qd> <reads/s> <mean latency us> [est]   one per (block, qd), all required
  *   run_reads <bytes> <qd> <reads/s> <unix time>   optional, at most one: the engine's own
  *                                          reads in a run after the probe (pi_hw.run_*)
+ *   run_seq <GB/s> <unix time>             optional, at most one: the output head's reads
+ *   run_compute <factor> <unix time>       optional, at most one: a run's compute over the
+ *                                          probe's figures (pi_hw.run_compute_*)
  *   end                                    the last record: a file without it is truncated
  *
  * "est" marks a figure filled in by interpolation rather than measured.
@@ -143,6 +146,9 @@ pi_status pi_hw_validate(const pi_hw *hw) {
                         hw->run_qd, hw->run_read_rate, hw->run_time);
     if ((hw->run_seq_gbs != 0.0 || hw->run_seq_time != 0.0) && (!figure_ok(hw->run_seq_gbs) || !figure_ok(hw->run_seq_time)))
         return pi_error(PI_ERR_INVALID, "run_seq: %g GB/s, time %g", hw->run_seq_gbs, hw->run_seq_time);
+    if ((hw->run_compute_k != 0.0 || hw->run_compute_time != 0.0) &&
+        (!figure_ok(hw->run_compute_k) || !figure_ok(hw->run_compute_time)))
+        return pi_error(PI_ERR_INVALID, "run_compute: factor %g, time %g", hw->run_compute_k, hw->run_compute_time);
     return PI_OK;
 }
 
@@ -222,6 +228,11 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
         wr(&w, "run_seq %s %s\n", fmt_double(d0, sizeof d0, hw->run_seq_gbs),
            fmt_double(d1, sizeof d1, hw->run_seq_time));
     }
+    if (hw->run_compute_k > 0.0) {
+        wr(&w, "# run_compute <factor> <unix time>: compute achieved by the engine over the figures above\n");
+        wr(&w, "run_compute %s %s\n", fmt_double(d0, sizeof d0, hw->run_compute_k),
+           fmt_double(d1, sizeof d1, hw->run_compute_time));
+    }
     wr(&w, "end\n");
     return (long)w.len;
 }
@@ -281,7 +292,7 @@ typedef struct pstate {
     int mem_bw_line[PI_HW_MAX_THREADS + 1];
     int kernel_line[PI_HW_N_KERNELS][PI_TYPE_COUNT][PI_HW_MAX_THREADS + 1];
     int read_line[PI_HW_N_BLOCKS][PI_HW_N_QD];
-    int run_line, seq_line;
+    int run_line, seq_line, compute_line;
 } pstate;
 
 static pi_status PI_PRINTF(3, 4) perr(const pstate *ps, pi_status st, const char *fmt, ...) {
@@ -497,15 +508,18 @@ static pi_status parse_run_reads(pstate *ps, pi_hw *hw, char **tok, int ntok) {
     return PI_OK;
 }
 
-static pi_status parse_run_seq(pstate *ps, pi_hw *hw, char **tok, int ntok) {
-    pi_status st = want_fields(ps, "run_seq", ntok, 2, 2);
+/* A record "key <figure> <unix time>" seen at most once (run_seq,
+   run_compute): what the figure is, for the messages, and its line. */
+static pi_status parse_run_pair(pstate *ps, const char *key, const char *what, int *line, double *fig,
+                                double *when, char **tok, int ntok) {
+    pi_status st = want_fields(ps, key, ntok, 2, 2);
     if (st) return st;
-    if (ps->seq_line) return perr(ps, PI_ERR_FORMAT, "'run_seq' repeated (first on line %d)", ps->seq_line);
-    if (!parse_figure(tok[1], &hw->run_seq_gbs))
-        return perr(ps, PI_ERR_FORMAT, "run_seq: GB/s '%s' is not a finite number > 0", tok[1]);
-    if (!parse_figure(tok[2], &hw->run_seq_time))
-        return perr(ps, PI_ERR_FORMAT, "run_seq: time '%s' is not a finite number > 0", tok[2]);
-    ps->seq_line = ps->line;
+    if (*line) return perr(ps, PI_ERR_FORMAT, "'%s' repeated (first on line %d)", key, *line);
+    if (!parse_figure(tok[1], fig))
+        return perr(ps, PI_ERR_FORMAT, "%s: %s '%s' is not a finite number > 0", key, what, tok[1]);
+    if (!parse_figure(tok[2], when))
+        return perr(ps, PI_ERR_FORMAT, "%s: time '%s' is not a finite number > 0", key, tok[2]);
+    *line = ps->line;
     return PI_OK;
 }
 
@@ -533,7 +547,11 @@ static pi_status parse_record(pstate *ps, pi_hw *hw, char **tok, int ntok) {
     if (!strcmp(tok[0], "mem_bw")) return parse_mem_bw(ps, hw, tok, ntok);
     if (!strcmp(tok[0], "read")) return parse_read(ps, hw, tok, ntok);
     if (!strcmp(tok[0], "run_reads")) return parse_run_reads(ps, hw, tok, ntok);
-    if (!strcmp(tok[0], "run_seq")) return parse_run_seq(ps, hw, tok, ntok);
+    if (!strcmp(tok[0], "run_seq"))
+        return parse_run_pair(ps, "run_seq", "GB/s", &ps->seq_line, &hw->run_seq_gbs, &hw->run_seq_time, tok, ntok);
+    if (!strcmp(tok[0], "run_compute"))
+        return parse_run_pair(ps, "run_compute", "factor", &ps->compute_line, &hw->run_compute_k,
+                              &hw->run_compute_time, tok, ntok);
     if (!strcmp(tok[0], HW_HEADER)) return perr(ps, PI_ERR_FORMAT, "a second header");
     return perr(ps, PI_ERR_FORMAT, "unknown key '%.40s'", tok[0]);
 }
@@ -739,6 +757,40 @@ double pi_hw_apply_run(pi_hw *hw, double *seq_k) {
         }
     hw->run_read_rate = hw->run_read_bytes = hw->run_time = 0.0;
     hw->run_qd = 0;
+    return k;
+}
+
+double pi_hw_compute_factor(const pi_hw *hw) {
+    if (!hw || !(hw->run_compute_k > 0.0) || !isfinite(hw->run_compute_k)) return 1.0;
+    return clamp_factor(hw->run_compute_k);
+}
+
+void pi_hw_note_compute(pi_hw *hw, double k, double when) {
+    const double k_old = hw->run_compute_k > 0.0 ? pi_hw_compute_factor(hw) : 0.0;
+    hw->run_compute_k = k;
+    hw->run_compute_time = when;
+    const double r = sqrt(k_old * pi_hw_compute_factor(hw));
+    if (k_old > 0.0 && figure_ok(r)) hw->run_compute_k = r;
+}
+
+double pi_hw_apply_compute(pi_hw *hw) {
+    double k = pi_hw_compute_factor(hw);
+    if (!hw) return k;
+    for (int t = 0; t <= PI_HW_MAX_THREADS; t++) /* figures at the ends of the double range stay as they are */
+        if (hw->mem_bw[t] > 0.0 && !figure_ok(hw->mem_bw[t] * k)) k = 1.0;
+    for (int w = 0; w < PI_HW_N_KERNELS; w++) {
+        const double(*tab)[PI_HW_MAX_THREADS + 1] = kernel_table_c(hw, w);
+        for (int ty = 0; ty < PI_TYPE_COUNT; ty++)
+            for (int t = 0; t <= PI_HW_MAX_THREADS; t++)
+                if (tab[ty][t] > 0.0 && !figure_ok(tab[ty][t] * k)) k = 1.0;
+    }
+    for (int t = 0; t <= PI_HW_MAX_THREADS; t++) hw->mem_bw[t] *= k;
+    for (int w = 0; w < PI_HW_N_KERNELS; w++) {
+        double(*tab)[PI_HW_MAX_THREADS + 1] = kernel_table(hw, w);
+        for (int ty = 0; ty < PI_TYPE_COUNT; ty++)
+            for (int t = 0; t <= PI_HW_MAX_THREADS; t++) tab[ty][t] *= k;
+    }
+    hw->run_compute_k = hw->run_compute_time = 0.0;
     return k;
 }
 

@@ -91,6 +91,14 @@ typedef struct pi_hw {
        read priced at the probe's rate is half the time it takes. pi_hw_apply_run prices the
        head's read at it; runs after the first average into it (pi_hw_note_seq). */
     double run_seq_gbs, run_seq_time;
+    /* Added: how much faster than the probe's memory and kernel figures a run computed (a
+       pinfer bench under --mem-budget with every FFN row resident: the plan's predicted time
+       per token over the measured one), and when (both 0 when none). This machine kind's
+       memory speed moves by a third within minutes: two probes an hour apart measured Q4_0
+       matvec at 11.9 and 17.3 GB/s on two threads, and plans priced at the first predicted
+       26% below what runs achieved. pi_hw_apply_compute prices compute at it; a probe that
+       measures compute drops it; runs after the first average into it (pi_hw_note_compute). */
+    double run_compute_k, run_compute_time;
 } pi_hw;
 
 typedef struct pi_hwprobe_opts {
@@ -174,6 +182,22 @@ double pi_hw_seq_factor(const pi_hw *hw);
    Unix time `when`, averaged with the figure hw holds as pi_hw_note_run
    does (the geometric mean of the two factors over the probe). */
 void pi_hw_note_seq(pi_hw *hw, double gbs, double when);
+
+/* The factor by which a run's compute beat the probe's figures
+   (run_compute_k), clamped to [1/8, 8]; 1 when hw has none. */
+double pi_hw_compute_factor(const pi_hw *hw);
+
+/* Record a run's compute factor k (the plan's predicted time per token over
+   the measured one, with every read from memory) at Unix time `when`,
+   averaged with the figure hw holds as pi_hw_note_run does (the geometric
+   mean of the two). */
+void pi_hw_note_compute(pi_hw *hw, double k, double when);
+
+/* Scale the memory bandwidth and every kernel rate by
+   pi_hw_compute_factor and clear the run's figure, so that it applies once.
+   Returns the factor applied (1 where a scaled figure would leave the double
+   range). */
+double pi_hw_apply_compute(pi_hw *hw);
 
 /* Scale every random-read figure by pi_hw_run_factor (latencies by its
    inverse) and the sequential rate by pi_hw_seq_factor, and clear both run
