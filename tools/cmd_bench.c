@@ -586,7 +586,7 @@ static void print_floor(const offload_figs *f, FILE *out) {
 #define NOTE_MIN_READS 4096
 #define NOTE_MIN_BUSY_S 0.25
 #define NOTE_MIN_HEAD_BYTES (256.0 * 1024 * 1024)
-static void note_reads(const app *a, const offload_figs *f, const rep_reads *io, const double *ts, long reps,
+static void note_achieved(const app *a, const offload_figs *f, const rep_reads *io, const double *ts, long reps,
                        const char *cmd) {
     long m = 0; /* the median run: as many runs faster as slower (the slower middle one of an even count) */
     for (long r = 0; r < reps; r++) {
@@ -1016,7 +1016,7 @@ int cmd_bench(int argc, char **argv) {
         app_print_offload(&a, out);
         offload_figures(&a, &of);
         print_floor(&of, out);
-        note_reads(&a, &of, &tg_io, ttg.ts + (rounds - 1) * reps, reps, cmd);
+        note_achieved(&a, &of, &tg_io, ttg.ts + (rounds - 1) * reps, reps, cmd);
     }
     if (n_gen > 0 && pi_session_ffn(a.s) != PI_FFN_DENSE && !a.info.offloaded) {
         /* a separate, untimed pass: the recall check computes every gate */

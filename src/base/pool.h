@@ -40,7 +40,7 @@ int pi_pool_size(const pi_pool *p);
    for the next job sleep now instead of spinning out their spell. On a
    virtual machine a spinning core is taken from the virtual disk: with both
    of 2 cores spinning, random 8 KiB reads at queue depth 128 fell from
-   61-84K/s to 36-38K/s, and an offloaded decode achieved 38-39K reads/s
+   61-84K/s to 36-38K/s, and an offloaded decode achieved 38-41K reads/s
    against 45-52K with the worker asleep while it waited. The next job wakes
    them as usual (a futex wake instead of a spin's exit). */
 void pi_pool_park(pi_pool *p);

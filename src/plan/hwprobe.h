@@ -187,8 +187,9 @@ void pi_hw_note_seq(pi_hw *hw, double gbs, double when);
    (run_compute_k), clamped to [1/8, 8]; 1 when hw has none. */
 double pi_hw_compute_factor(const pi_hw *hw);
 
-/* Record a run's compute factor k (the plan's predicted time per token over
-   the measured one, with every read from memory) at Unix time `when`,
+/* Record a run's compute factor k over the probe's memory and kernel
+   figures (pi_engine_hw_note_run turns a run's factor over its plan into
+   this) at Unix time `when`,
    averaged with the figure hw holds as pi_hw_note_run does (the geometric
    mean of the two). */
 void pi_hw_note_compute(pi_hw *hw, double k, double when);

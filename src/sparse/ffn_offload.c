@@ -707,33 +707,41 @@ static pi_status refused(const pi_offload *o) {
     return o->refusal[0] ? pi_error(PI_ERR_FORMAT, "%s", o->refusal) : PI_OK;
 }
 
+/* The offload state for a step of session s: the pool its waits park is
+   s's (sessions take turns on one state, so each step names its own, and a
+   wait never parks the pool of a session freed since). */
+static pi_offload *step_off(void *impl, const pi_state *s) {
+    pi_offload *o = ((offload_ffn *)impl)->off;
+    o->pool = s->pool;
+    return o;
+}
+
 static pi_status offload_token(void *impl, pi_state *s, int64_t il) {
-    offload_ffn *x = impl;
-    x->off->pool = s->pool;
-    pi_status st = refused(x->off);
+    pi_sparse_ffn *sp = ((offload_ffn *)impl)->sp;
+    pi_offload *o = step_off(impl, s);
+    pi_status st = refused(o);
     if (st) return st;
-    if (!x->sp) return ffn_stream(x->off, s, il, 1);
-    if (s->m->hp.n_expert) return moe_offload(x->sp, x->off, s, il);
+    if (!sp) return ffn_stream(o, s, il, 1);
+    if (s->m->hp.n_expert) return moe_offload(sp, o, s, il);
     pi_la_target t;
-    return ffn_offload(x->sp, x->off, s, il, 0, s->xb2, guess_next(x->off, s, il, &t));
+    return ffn_offload(sp, o, s, il, 0, s->xb2, guess_next(o, s, il, &t));
 }
 
 static pi_status offload_batch(void *impl, pi_state *s, int64_t il, int64_t nb) {
-    ((offload_ffn *)impl)->off->pool = s->pool;
-    pi_status st = refused(((offload_ffn *)impl)->off);
-    return st ? st : ffn_stream(((offload_ffn *)impl)->off, s, il, nb);
+    pi_offload *o = step_off(impl, s);
+    pi_status st = refused(o);
+    return st ? st : ffn_stream(o, s, il, nb);
 }
 
 static pi_status offload_embed(void *impl, pi_state *s, int32_t tok, float *out) {
-    ((offload_ffn *)impl)->off->pool = s->pool; /* never a pool of a session since freed */
-    return embedding_row(((offload_ffn *)impl)->off, s, tok, out);
+    return embedding_row(step_off(impl, s), s, tok, out);
 }
 
 static pi_status offload_head(void *impl, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
                               int64_t y_stride) {
-    ((offload_ffn *)impl)->off->pool = s->pool;
-    pi_status st = refused(((offload_ffn *)impl)->off);
-    return st ? st : head_rows(((offload_ffn *)impl)->off, s, X, x_stride, nb, Y, y_stride);
+    pi_offload *o = step_off(impl, s);
+    pi_status st = refused(o);
+    return st ? st : head_rows(o, s, X, x_stride, nb, Y, y_stride);
 }
 
 static void offload_token_done(void *impl) { ((offload_ffn *)impl)->off->st.tokens++; }
