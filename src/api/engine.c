@@ -95,10 +95,10 @@ static void apply_run(pi_hw *hw, const char *path) {
     const double rate = hw->run_read_rate, bytes = hw->run_read_bytes, when = hw->run_time;
     const double seq = hw->run_seq_gbs, seq_when = hw->run_seq_time;
     const int qd = hw->run_qd;
-    const double comp_when = hw->run_compute_time, had_comp = hw->run_compute_k;
+    const double comp_when = hw->run_compute_time, comp_k = hw->run_compute_k;
     double ks;
     const double k = pi_hw_apply_run(hw, &ks), kc = pi_hw_apply_compute(hw);
-    if (!(rate > 0.0 || seq > 0.0 || had_comp > 0.0) || atomic_exchange(&said, true)) return;
+    if (!(rate > 0.0 || seq > 0.0 || comp_k > 0.0) || atomic_exchange(&said, true)) return;
     char date[32];
     if (rate > 0.0) {
         utc_date(when, date, sizeof date);
@@ -111,7 +111,7 @@ static void apply_run(pi_hw *hw, const char *path) {
         PI_LOGW("the output head's reads from flash priced at what pinfer bench achieved (%s): %.2f GB/s, %.2fx the "
                 "probe's sequential rate in %s", date, seq, ks, path);
     }
-    if (had_comp > 0.0) {
+    if (comp_k > 0.0) {
         utc_date(comp_when, date, sizeof date);
         PI_LOGW("compute priced at what pinfer bench achieved with every row in memory (%s): %.2fx the probe's memory "
                 "and kernel rates in %s", date, kc, path);
