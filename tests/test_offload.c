@@ -444,6 +444,83 @@ static void check_file(const char *bundle, const char *what, bool every_split) {
     pi_lm_free(m);
 }
 
+/* Give every unit's first `prefix` neurons their own threshold (a plan's
+   resident prefixes, pi_lm.layer_split) on model m: dh below the unit's
+   own, the rest dc above it. */
+static bool set_split(pi_lm *m, int64_t prefix, float dh, float dc) {
+    const int64_t U = pi_ffn_units(&m->hp);
+    float *thr = malloc((size_t)U * sizeof *thr), *th = malloc((size_t)U * sizeof *th);
+    int64_t *sp = malloc((size_t)U * sizeof *sp);
+    if (!thr || !th || !sp) {
+        free(thr), free(th), free(sp);
+        return false;
+    }
+    for (int64_t u = 0; u < U; u++) {
+        int64_t s0;
+        float h0;
+        const int64_t X = m->hp.n_expert ? m->hp.n_expert : 1;
+        const float t = pi_sparse_threshold(m, u / X, u % X, &s0, &h0);
+        thr[u] = t + dc, th[u] = t - dh, sp[u] = prefix;
+    }
+    free(m->layer_threshold), free(m->layer_threshold_hot), free(m->layer_split);
+    m->layer_threshold = thr, m->layer_threshold_hot = th, m->layer_split = sp;
+    return true;
+}
+
+/* Two thresholds per unit, its resident prefix's lower: the offloaded
+   session (the prefix resident, the rest read, with the lookahead choosing
+   its reads by the same rule) equals the in-memory one, and the split
+   changes what is computed. */
+static void check_split_thresholds(const char *bundle, const char *what) {
+    pi_lm *m;
+    CHECK(pi_lm_load(bundle, PI_MAP_LOAD, &m) == PI_OK);
+    if (!m) return;
+    if (!m->has_predictor) {
+        pi_lm_free(m);
+        return;
+    }
+    const int64_t U = pi_ffn_units(&m->hp), V = m->hp.n_vocab, H = 256;
+    const size_t rows = (size_t)(N_DECODE + 1) * (size_t)V;
+    float *one = malloc(rows * sizeof(float)), *ref = malloc(rows * sizeof(float)), *got = malloc(rows * sizeof(float));
+    int32_t toks[N_PROMPT + N_DECODE];
+    t_rng r = {11};
+    for (int i = 0; i < N_PROMPT + N_DECODE; i++) toks[i] = (int32_t)(t_next(&r) % (uint64_t)V);
+    pi_state *s;
+    CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
+    CHECK(pi_sparse_ffn_install(s, PI_FFN_SPARSE, 0) == PI_OK);
+    CHECK(run(s, toks, one) == PI_OK);
+    pi_state_free(s);
+    CHECK(set_split(m, H, 1.0f, 0.5f));
+    CHECK(pi_state_create(m, 64, 2, &s) == PI_OK);
+    CHECK(pi_sparse_ffn_install(s, PI_FFN_SPARSE, 0) == PI_OK);
+    CHECK(run(s, toks, ref) == PI_OK);
+    pi_state_free(s);
+    CHECKF(count_diff(one, ref, rows) > 0, "%s: the split thresholds changed nothing", what);
+
+    int64_t hot[64];
+    for (int64_t u = 0; u < U; u++) hot[u] = H;
+    for (int la = 0; la < 2; la++) {
+        pi_offload_opts oo = {.n_ctx = 64, .hot = hot, .cold_slots = 600, .lookahead = la};
+        pi_lm *om = NULL;
+        pi_offload *off = NULL;
+        CHECKF(pi_offload_load(bundle, &oo, &om, &off) == PI_OK, "%s: %s", what, pi_last_error());
+        if (!off) continue;
+        CHECK(set_split(om, H, 1.0f, 0.5f));
+        CHECK(pi_state_create(om, 64, 2, &s) == PI_OK);
+        CHECK(pi_offload_ffn_install(s, off, PI_FFN_SPARSE, 0) == PI_OK);
+        CHECKF(run(s, toks, got) == PI_OK, "%s", pi_last_error());
+        const int64_t d = count_diff(got, ref, rows);
+        CHECKF(d == 0, "%s, split thresholds%s: %lld of %zu logits differ from the in-memory sparse session", what,
+               la ? ", lookahead" : "", (long long)d, rows);
+        if (la) CHECK(off->st.ahead_neurons > 0);
+        pi_state_free(s);
+        pi_offload_free(off);
+        pi_lm_free(om);
+    }
+    free(one), free(ref), free(got);
+    pi_lm_free(m);
+}
+
 /* A fault at the file offset of a bundle that the given phase reads. */
 static void check_fault(const char *bundle, pi_io_fault_kind kind, bool in_prompt, bool lookahead) {
     pi_lm *om = NULL;
@@ -559,6 +636,7 @@ int main(void) {
         gen(plain, cases[c].type, cases[c].act);
         CHECK(pi_bundle_write(plain, NULL, 4096, bundle) == PI_OK);
         check_file(bundle, cases[c].what, c == 0);
+        check_split_thresholds(bundle, cases[c].what);
         check_api(bundle, cases[c].what);
         check_long_prompt(bundle, cases[c].what);
         if (c == 0) {

@@ -450,7 +450,15 @@ static void test_plan_file(void) {
     CHECK(pi_plan_save(&p, path) == PI_OK);
     CHECK(pi_plan_load(path, &q) == PI_OK);
     CHECK(q.recall == 0.97 && q.thr[0] == p.thr[0] && q.thr[1] == p.thr[1] && q.thr[2] == p.thr[2]);
-    CHECK(q.head_rows == 0);
+    CHECK(q.head_rows == 0 && !q.split);
+    /* with the resident prefixes' own thresholds */
+    p.split = true;
+    p.thr_hot[0] = -1.25f, p.thr_hot[1] = -2e-3f, p.thr_hot[2] = -FLT_MAX;
+    CHECK(pi_plan_save(&p, path) == PI_OK);
+    CHECK(pi_plan_load(path, &q) == PI_OK);
+    CHECK(q.split && q.thr_hot[0] == p.thr_hot[0] && q.thr_hot[1] == p.thr_hot[1] && q.thr_hot[2] == p.thr_hot[2] &&
+          q.thr[0] == p.thr[0]);
+    p.split = false;
     /* with a prefix of the output head's rows resident */
     p.head_rows = 12000;
     CHECK(pi_plan_save(&p, path) == PI_OK);
@@ -477,6 +485,9 @@ static void test_plan_file(void) {
         {"pinfer-plan 1\nn_layer 2\nthresholds 1 2 3\n", "line 3"},
         {"pinfer-plan 1\nn_layer 2\nthresholds 1\n", "line 3"},
         {"pinfer-plan 1\nthreads 2\nqueue_depth 8\nn_layer 2\nhot 1 2\nrecall 0.97\n", "together"},
+        {"pinfer-plan 1\nthresholds_hot 1 2\n", "line 2"},
+        {"pinfer-plan 1\nn_layer 2\nthresholds_hot 1 inf\n", "line 3"},
+        {"pinfer-plan 1\nthreads 2\nqueue_depth 8\nn_layer 2\nhot 1 2\nthresholds_hot 1 2\n", "without"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pi_status st = pi_plan_parse(bad[i].text, strlen(bad[i].text), &q);

@@ -45,6 +45,10 @@ static void print_plan(const pi_plan *p, FILE *f) {
     if (p->recall > 0.0) {
         fprintf(f, "\n  predictor thresholds for recall %.2f:", p->recall);
         for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %.4g", (double)p->thr[l]);
+        if (p->split) {
+            fprintf(f, "\n  and for the hot neurons (a false positive there costs no read):");
+            for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %.4g", (double)p->thr_hot[l]);
+        }
     }
     const pi_cost *c = &p->cost;
     fprintf(f, "\n  per token: %.0f neurons resident, %.0f cache hits, %.0f misses in %.0f reads\n", c->resident, c->hits,

@@ -205,7 +205,10 @@ static void observe_both(void *ctx, int64_t layer, int64_t pos, const float *ffn
     if (o->pred) {
         pi_pred_logits(o->pred, layer, ffn_in, o->h, o->z);
         const int64_t X = o->m->hp.n_expert ? o->m->hp.n_expert : 1; /* layer is an FFN unit */
-        pi_stats_observe_logits(o->st, layer, o->z, act, pi_sparse_threshold(o->m, layer / X, layer % X));
+        int64_t split; /* the model profiled has no plan: one threshold per unit */
+        float thr_hot;
+        const float thr = pi_sparse_threshold(o->m, layer / X, layer % X, &split, &thr_hot);
+        pi_stats_observe_logits(o->st, layer, o->z, act, thr);
     }
 }
 

@@ -133,6 +133,15 @@ static pi_status set_thresholds(pi_model *m, const pi_model_params *p) {
                             (long long)m->plan.n_layer, m->path, (long long)L);
         memcpy(lm->layer_threshold, m->plan.thr, (size_t)L * sizeof *lm->layer_threshold);
         m->recall = (float)m->plan.recall;
+        if (!m->plan.split) return PI_OK;
+        /* the resident prefixes' own thresholds, in memory as under the budget: the same selection */
+        if ((!lm->layer_split && !(lm->layer_split = malloc((size_t)L * sizeof *lm->layer_split))) ||
+            (!lm->layer_threshold_hot && !(lm->layer_threshold_hot = malloc((size_t)L * sizeof *lm->layer_threshold_hot))))
+            return pi_error(PI_ERR_NOMEM, "out of memory");
+        for (int64_t l = 0; l < L; l++) {
+            lm->layer_split[l] = m->plan.hot[l] < lm->hp.n_ff ? m->plan.hot[l] : lm->hp.n_ff;
+            lm->layer_threshold_hot[l] = m->plan.thr_hot[l];
+        }
         return PI_OK;
     }
     pi_pred_hist ph;

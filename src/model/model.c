@@ -507,6 +507,8 @@ void pi_lm_free(pi_lm *m) {
     free(m->layers);
     free(m->owned_f32);
     free(m->layer_threshold);
+    free(m->layer_split);
+    free(m->layer_threshold_hot);
     free(m->path);
     free(m);
 }

@@ -120,6 +120,9 @@ typedef struct pi_lm {
     uint32_t bundle_align;  /* its pinfer.bundle.align (0: packed) */
     float sparse_threshold; /* a neuron is predicted active when its fc2 logit >= this */
     float *layer_threshold; /* (pi_ffn_units) per-unit thresholds (pinfer.predictor.thresholds), or NULL */
+    int64_t *layer_split;   /* (pi_ffn_units) with layer_threshold_hot, a plan's resident prefixes: neurons
+                               below layer_split[u] reach layer_threshold_hot[u] instead; NULL: none */
+    float *layer_threshold_hot;
     pi_layer *layers;       /* n_layer */
     float *owned_f32;       /* norm vectors converted to F32 */
     void **owned_down_t;    /* (n_layer) transposed down matrices made by pi_lm_make_down_t */

@@ -220,6 +220,9 @@ typedef struct pi_plan {
     double recall;           /* > 0: the predictor thresholds below, chosen for this recall target;
                                 0: the file's thresholds */
     float thr[PI_PLAN_MAX_LAYERS];
+    bool split;              /* with recall: the resident prefixes have thresholds of their own, neurons
+                                below hot[l] reaching thr_hot[l] (pi_lm.layer_split) */
+    float thr_hot[PI_PLAN_MAX_LAYERS];
     char model[512];
     uint64_t model_size;
     bool have_stats;         /* the profile had activation counts (else uniform activity was assumed);

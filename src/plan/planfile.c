@@ -37,6 +37,11 @@ pi_status pi_plan_save(const pi_plan *p, const char *path) {
         fprintf(f, "recall %.6g\nthresholds", p->recall);
         for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %.9g", (double)p->thr[l]);
         fprintf(f, "\n");
+        if (p->split) {
+            fprintf(f, "thresholds_hot");
+            for (int64_t l = 0; l < p->n_layer; l++) fprintf(f, " %.9g", (double)p->thr_hot[l]);
+            fprintf(f, "\n");
+        }
     }
     fprintf(f, "predicted_tok_s %.17g\n", p->cost.tok_s);
     fprintf(f, "# breakdown (ms per token): fixed %.3f, predictor %.3f, gate/up %.3f, down %.3f, reads %.3f "
@@ -55,6 +60,23 @@ static bool parse_u64(const char *s, uint64_t *v) {
     if (errno || (*end && !isspace((unsigned char)*end))) return false;
     *v = x;
     return true;
+}
+
+/* A line of n_layer finite thresholds into thr. */
+static pi_status parse_thresholds(const char *k, const char *v, int64_t n_layer, int line_no, float *thr) {
+    if (!n_layer) return pi_error(PI_ERR_FORMAT, "plan line %d: '%s' before 'n_layer'", line_no, k);
+    const char *c = v;
+    for (int64_t l = 0; l < n_layer; l++) {
+        char *end;
+        thr[l] = strtof(c, &end);
+        if (end == c || isnan(thr[l]) || isinf(thr[l]))
+            return pi_error(PI_ERR_FORMAT, "plan line %d: '%s' needs %lld finite numbers", line_no, k,
+                            (long long)n_layer);
+        c = end;
+    }
+    while (*c == ' ') c++;
+    if (*c) return pi_error(PI_ERR_FORMAT, "plan line %d: more than %lld %s", line_no, (long long)n_layer, k);
+    return PI_OK;
 }
 
 pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
@@ -97,21 +119,11 @@ pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
             p->recall = strtod(v, &end);
             if (end == v || *end || !(p->recall > 0.0 && p->recall <= 1.0))
                 return pi_error(PI_ERR_FORMAT, "plan line %d: recall '%s' is not in (0, 1]", line_no, v);
-        } else if (!strcmp(k, "thresholds")) {
-            if (!p->n_layer) return pi_error(PI_ERR_FORMAT, "plan line %d: 'thresholds' before 'n_layer'", line_no);
-            const char *c = v;
-            for (int64_t l = 0; l < p->n_layer; l++) {
-                char *end;
-                p->thr[l] = strtof(c, &end);
-                if (end == c || isnan(p->thr[l]) || isinf(p->thr[l]))
-                    return pi_error(PI_ERR_FORMAT, "plan line %d: 'thresholds' needs %lld finite numbers", line_no,
-                                    (long long)p->n_layer);
-                c = end;
-            }
-            while (*c == ' ') c++;
-            if (*c)
-                return pi_error(PI_ERR_FORMAT, "plan line %d: more than %lld thresholds", line_no, (long long)p->n_layer);
-            seen_thr = true;
+        } else if (!strcmp(k, "thresholds") || !strcmp(k, "thresholds_hot")) {
+            pi_status st = parse_thresholds(k, v, p->n_layer, line_no, k[10] ? p->thr_hot : p->thr);
+            if (st) return st;
+            if (k[10]) p->split = true;
+            else seen_thr = true;
         } else if (!strcmp(k, "hot")) {
             if (!p->n_layer) return pi_error(PI_ERR_FORMAT, "plan line %d: 'hot' before 'n_layer'", line_no);
             const char *c = v;
@@ -149,6 +161,7 @@ pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
         return pi_error(PI_ERR_FORMAT, "plan: incomplete (needs n_layer, hot, threads and queue_depth)");
     if ((p->recall > 0.0) != seen_thr)
         return pi_error(PI_ERR_FORMAT, "plan: 'recall' and 'thresholds' come together");
+    if (p->split && !seen_thr) return pi_error(PI_ERR_FORMAT, "plan: 'thresholds_hot' without 'thresholds'");
     return PI_OK;
 }
 

@@ -159,10 +159,13 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, co
     pi_state_input_changed(s);
     pi_sparse_logits(s, nx->il, nx->x, nx->in, o->la_u, o->la_z);
     pi_state_input_changed(s);
-    const float thr = pi_sparse_threshold(m, nx->il, nx->x);
+    int64_t split;
+    float thr_hot;
+    const float thr = pi_sparse_threshold(m, nx->il, nx->x, &split, &thr_hot);
     int64_t n = 0;
     for (int64_t i = H; i < F; i++) {
-        if ((i >= f->hot && o->la_z[i] < thr) || pi_ncache_contains(o->cache, jl, i)) continue;
+        if ((i >= f->hot && o->la_z[i] < (i < split ? thr_hot : thr)) || pi_ncache_contains(o->cache, jl, i))
+            continue;
         const int64_t slot = pi_ncache_alloc_ahead(o->cache, jl, i);
         if (slot < 0) break; /* every slot is in use */
         a->slot[n] = slot;

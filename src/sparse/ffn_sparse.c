@@ -200,8 +200,11 @@ void pi_sparse_down_chunk(void *ctx, int64_t k0, int64_t k1, float *acc, int tid
     }
 }
 
-float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x) {
-    return m->layer_threshold ? m->layer_threshold[pi_ffn_unit(&m->hp, il, x)] : m->sparse_threshold;
+float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x, int64_t *split, float *thr_hot) {
+    const int64_t u = pi_ffn_unit(&m->hp, il, x);
+    *split = m->layer_split ? m->layer_split[u] : 0;
+    *thr_hot = m->layer_threshold_hot ? m->layer_threshold_hot[u] : 0.0f;
+    return m->layer_threshold ? m->layer_threshold[u] : m->sparse_threshold;
 }
 
 uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, float *u, float *z) {
@@ -217,10 +220,14 @@ int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x) {
     const int64_t F = f->m->hp.n_ff;
     float *z = f->pred;
     f->stats[il].bytes += pi_sparse_logits(s, il, x, s->xb, f->val, z); /* val is free until the activations */
-    const float thr = pi_sparse_threshold(f->m, il, x);
-    int64_t n = 0;
-    for (int64_t i = 0; i < f->hot; i++) f->idx[n++] = (int32_t)i;
-    for (int64_t i = f->hot; i < F; i++)
+    int64_t split;
+    float thr_hot;
+    const float thr = pi_sparse_threshold(f->m, il, x, &split, &thr_hot);
+    int64_t n = 0, i = 0;
+    for (; i < f->hot; i++) f->idx[n++] = (int32_t)i;
+    for (; i < split && i < F; i++)
+        if (z[i] >= thr_hot) f->idx[n++] = (int32_t)i;
+    for (; i < F; i++)
         if (z[i] >= thr) f->idx[n++] = (int32_t)i;
     return n;
 }

@@ -83,8 +83,11 @@ typedef struct pi_sparse_job {
 int64_t pi_sparse_predictor_rank(const pi_lm *m);
 
 /* The predictor threshold of layer il's expert x (0 for a dense layer): its
-   own, else the model's one. */
-float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x);
+   own, else the model's one. A plan may give the unit's resident prefix a
+   threshold of its own (a false positive there costs a gate row, one
+   among the cold neurons a read): neurons below *split reach *thr_hot
+   (*split 0 when there is none). */
+float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x, int64_t *split, float *thr_hot);
 
 /* Predictor logits z (n_ff) of layer il's expert x (0 for a dense layer)
    for the input row in (n_embd): z = fc2 relu(fc1 in), the hidden layer in
@@ -93,7 +96,7 @@ uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, f
 
 /* The predictor's selection for row 0 of s->xb into f->idx: the hot prefix
    [0, f->hot), then the cold neurons whose fc2 logit reaches the layer's
-   threshold; x: the expert whose predictor selects (0 for a dense layer).
+   threshold (pi_sparse_threshold); x: the expert whose predictor selects (0 for a dense layer).
    Returns n. */
 int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x);
 
