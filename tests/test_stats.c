@@ -743,6 +743,149 @@ static void test_hist(void) {
     pi_stats_free(st);
 }
 
+/* The logit histograms by group of neurons in frequency order (predhist.h):
+   against a direct count, kept through a save and a load, the pair of
+   thresholds for a resident prefix against every pair, and malformed ones
+   refused. */
+static void test_group_hist(void) {
+    enum { L = 2, F = 300, T = 200 };
+    pi_stats *st = NULL;
+    CHECK(pi_stats_create(L, F, 0.0f, "ghist", &st) == PI_OK);
+    if (!st) return;
+    CHECK(pi_stats_enable_hist(st) == PI_OK && st->nhist);
+    static float zs[T][L][F], acts[T][L][F];
+    t_rng r = {9};
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < F; i++) {
+                /* neuron i fires with a rate that falls with (i * 7) % F: the frequency order is not the index order */
+                const int rank = (i * 7) % F;
+                const bool on = (int)(t_next(&r) % 1000) < 300 - rank;
+                const int q = (int)(t_next(&r) % 160) - 120 + (on ? 56 : 0) + (rank < 60 ? 24 : 0); /* 1/32 steps */
+                zs[t][l][i] = (float)q / 32.0f + 1.0f / 64.0f;
+                acts[t][l][i] = on ? 1.0f : 0.0f;
+            }
+    const float sel_thr[L] = {0.5f, -0.25f};
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++) {
+            pi_stats_observe(st, l, t, NULL, acts[t][l]);
+            pi_stats_observe_logits(st, l, zs[t][l], acts[t][l], sel_thr[l]);
+        }
+    pi_pred_ghist gh;
+    CHECK(pi_stats_group_hist(st, &gh) == PI_OK);
+    if (!gh.h) {
+        pi_stats_free(st);
+        return;
+    }
+    CHECK(gh.n_layer == L && gh.groups == PI_PRED_GHIST_GROUPS && gh.bins == PI_PRED_GHIST_BINS);
+    CHECK(pi_pred_ghist_edge(F, gh.groups, 0) == 0 && pi_pred_ghist_edge(F, gh.groups, gh.groups) == F);
+    const int64_t G = gh.groups, B = gh.bins;
+    int32_t perm[F];
+    int64_t rank_of[L][F];
+    for (int l = 0; l < L; l++) {
+        pi_stats_order(st, l, perm);
+        for (int k = 0; k < F; k++) rank_of[l][perm[k]] = k;
+    }
+    /* a direct count: each neuron's group by its rank, each logit's bin in the window */
+    static double want[L][PI_PRED_GHIST_GROUPS][2][PI_PRED_GHIST_BINS];
+    memset(want, 0, sizeof want);
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++)
+            for (int i = 0; i < F; i++) {
+                int64_t g = 0;
+                while (pi_pred_ghist_edge(F, G, g + 1) <= rank_of[l][i]) g++;
+                const double x = floor(((double)zs[t][l][i] - (sel_thr[l] - PI_PRED_GHIST_BELOW)) / PI_PRED_GHIST_W);
+                const int64_t b = x < 0 ? 0 : x > (double)(B - 1) ? B - 1 : (int64_t)x;
+                want[l][g][acts[t][l][i] > 0.0f][b] += 1.0;
+            }
+    int64_t off = 0;
+    for (int l = 0; l < L; l++) {
+        CHECK(gh.lo[l] == sel_thr[l] - PI_PRED_GHIST_BELOW);
+        for (int64_t g = 0; g < G; g++)
+            for (int a = 0; a < 2; a++)
+                for (int64_t b = 0; b < B; b++) off += gh.h[((l * G + g) * 2 + a) * B + b] != want[l][g][a][b];
+    }
+    CHECKF(off == 0, "%lld group histogram counts differ from a direct count", (long long)off);
+    /* the pair for a resident prefix: the cheapest of every pair that reaches the recall, and the recall it
+       reports is the one counted directly with those thresholds */
+    const int64_t hot = pi_pred_ghist_edge(F, G, 12) + 3; /* inside group 12 */
+    pi_pred_pair at1[L];
+    for (int k = 0; k < 3; k++) {
+        const double c_cold = k == 0 ? 1.0 : k == 1 ? 20.0 : 0.2, target = 0.95;
+        for (int l = 0; l < L; l++) {
+            pi_pred_pair pr;
+            pi_pred_ghist_pair(&gh, l, F, hot, target, 1.0, c_cold, &pr);
+            /* every pair of bin edges, on the histograms with the prefix's group split in proportion */
+            double best = INFINITY;
+            for (int64_t jh = 0; jh < B; jh++)
+                for (int64_t jc = 0; jc < B; jc++) {
+                    double on = 0, on_sel = 0, sh = 0, sc = 0;
+                    for (int64_t g = 0; g < G; g++) {
+                        const int64_t e0 = pi_pred_ghist_edge(F, G, g), e1 = pi_pred_ghist_edge(F, G, g + 1);
+                        if (e1 <= e0) continue;
+                        const double fh = hot >= e1 ? 1.0 : hot <= e0 ? 0.0 : (double)(hot - e0) / (double)(e1 - e0);
+                        for (int64_t b = 0; b < B; b++)
+                            for (int a = 0; a < 2; a++) {
+                                const double n = want[l][g][a][b];
+                                if (a) on += n;
+                                if (b >= jh) sh += fh * n, on_sel += a ? fh * n : 0.0;
+                                if (b >= jc) sc += (1.0 - fh) * n, on_sel += a ? (1.0 - fh) * n : 0.0;
+                            }
+                    }
+                    if (on_sel >= target * on * (1.0 - 1e-12)) best = fmin(best, (sh + c_cold * sc) / T);
+                }
+            const double cost = pr.sel_hot + c_cold * pr.sel_cold;
+            CHECKF(pr.recall >= target && fabs(cost - best) <= 1e-9 * best, "layer %d, cold at %g: cost %.6f, best %.6f, "
+                   "recall %.4f", l, c_cold, cost, best, pr.recall);
+            /* dearer cold neurons: no higher a threshold for the resident ones, no lower for the cold ones */
+            if (k == 0) at1[l] = pr;
+            const bool dear = k == 1;
+            if (k) CHECKF(dear ? pr.thr_hot <= at1[l].thr_hot && pr.thr_cold >= at1[l].thr_cold
+                               : pr.thr_hot >= at1[l].thr_hot && pr.thr_cold <= at1[l].thr_cold,
+                          "layer %d, cold at %g: %g, %g against %g, %g at 1", l, c_cold, (double)pr.thr_hot,
+                          (double)pr.thr_cold, (double)at1[l].thr_hot, (double)at1[l].thr_cold);
+            if (k != 0 || l != 0) continue;
+            /* with a prefix on a group edge, the recall counted on the logits themselves */
+            const int64_t h2 = pi_pred_ghist_edge(F, G, 12);
+            pi_pred_ghist_pair(&gh, l, F, h2, target, 1.0, 5.0, &pr);
+            double on = 0, on_sel = 0;
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < F; i++) {
+                    if (!(acts[t][l][i] > 0.0f)) continue;
+                    on += 1;
+                    on_sel += zs[t][l][i] >= (rank_of[l][i] < h2 ? pr.thr_hot : pr.thr_cold);
+                }
+            CHECKF(fabs(on_sel / on - pr.recall) < 1e-12 && pr.recall >= target, "recall %.6f counted, %.6f reported",
+                   on_sel / on, pr.recall);
+        }
+    }
+    /* saved and loaded: the same group histograms */
+    char path[256];
+    t_tmp_path(path, sizeof path, "ghist.stats.gguf");
+    st->tokens = T;
+    pi_stats *back = NULL;
+    CHECK(pi_stats_save(st, path) == PI_OK && pi_stats_load(path, &back) == PI_OK);
+    CHECK(back && back->ghist.h && back->ghist.groups == G && back->ghist.bins == B && back->ghist.w == gh.w &&
+          !memcmp(back->ghist.lo, gh.lo, L * sizeof(float)) &&
+          !memcmp(back->ghist.h, gh.h, (size_t)(L * G * 2 * B) * sizeof(double)));
+    /* malformed: a window edge that is not finite, a negative count */
+    for (int bad = 0; bad < 2 && back; bad++) {
+        if (bad == 0) back->ghist.lo[1] = INFINITY;
+        else back->ghist.lo[1] = 0.0f, back->ghist.h[3] = -1.0;
+        pi_gguf_writer *w = stats_header(path, 1, L, F, back);
+        int32_t zero[F] = {0};
+        CHECK(pi_gguf_writer_begin_data(w) == PI_OK);
+        for (int l = 0; l < L; l++) CHECK(pi_gguf_write_data(w, zero, sizeof zero) == PI_OK);
+        CHECK(pi_gguf_writer_close(w) == PI_OK);
+        expect_bad(path, PI_ERR_FORMAT, bad ? PI_KEY_STATS_PRED_GHIST : PI_KEY_STATS_PRED_GLO,
+                   bad ? "negative group count" : "window edge not finite");
+    }
+    pi_stats_free(back);
+    pi_pred_ghist_free(&gh);
+    remove(path);
+    pi_stats_free(st);
+}
+
 /* ---- activation masks and the co-activation order ---- */
 
 /* Position of each neuron in perm. */
@@ -907,6 +1050,7 @@ int main(void) {
     test_observe();
     test_reuse();
     test_hist();
+    test_group_hist();
     test_queries();
     test_malformed();
     test_masks();

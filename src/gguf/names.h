@@ -112,6 +112,10 @@
 #define PI_KEY_STATS_MASK_TOKENS PI_KEY_STATS_PREFIX "mask_tokens" /* u32: tokens whose masks are kept */
 #define PI_KEY_STATS_PRED_HIST PI_KEY_STATS_PREFIX "pred_hist"   /* f32[n_layer * 2 * bins]: predictor logits */
 #define PI_KEY_STATS_PRED_RANGE PI_KEY_STATS_PREFIX "pred_range" /* f32[2]: the first bin's edge, bin width */
+#define PI_KEY_STATS_PRED_GHIST PI_KEY_STATS_PREFIX "pred_ghist" /* f32[n_layer * groups * 2 * bins]: by group */
+#define PI_KEY_STATS_PRED_GLO PI_KEY_STATS_PREFIX "pred_glo"     /* f32[n_layer]: each layer's first bin's edge */
+#define PI_KEY_STATS_PRED_GROUPS PI_KEY_STATS_PREFIX "pred_groups" /* u32: groups of neurons in hotness order */
+#define PI_KEY_STATS_PRED_GWIDTH PI_KEY_STATS_PREFIX "pred_gwidth" /* f32: the bins' width */
 
 /* the bundle layout (gguf/bundle.h) */
 #define PI_KEY_BUNDLE_PREFIX "pinfer.bundle."

@@ -93,6 +93,9 @@ void pi_stats_free(pi_stats *st) {
     free(st->last_pos);
     free(st->hist);
     free(st->sel);
+    free(st->nhist);
+    free(st->nhist_lo);
+    pi_pred_ghist_free(&st->ghist);
     free(st->masks);
     free(st);
 }
@@ -106,6 +109,15 @@ pi_status pi_stats_enable_hist(pi_stats *st) {
     st->hist_bins = PI_STATS_HIST_BINS;
     st->hist_lo = PI_STATS_HIST_LO;
     st->hist_w = PI_STATS_HIST_W;
+    /* per neuron, for the group histograms: optional (512 bytes a neuron) */
+    const size_t nn = (size_t)(st->n_layer * st->n_ff) * 2 * PI_PRED_GHIST_BINS;
+    if (!st->n_expert && !st->nhist && (st->nhist = calloc(nn, sizeof *st->nhist)) &&
+        (st->nhist_lo = malloc((size_t)st->n_layer * sizeof *st->nhist_lo))) {
+        for (int64_t l = 0; l < st->n_layer; l++) st->nhist_lo[l] = NAN;
+    } else if (!st->nhist_lo) {
+        free(st->nhist);
+        st->nhist = NULL;
+    }
     return PI_OK;
 }
 
@@ -121,6 +133,58 @@ void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const 
         h[(fabsf(act[i]) > st->threshold) * B + b] += 1.0;
         sel[i] += z[i] >= thr;
     }
+    if (!st->nhist) return;
+    /* the window around the layer's threshold (one per layer while profiling) */
+    if (isnan(st->nhist_lo[layer])) st->nhist_lo[layer] = (isfinite(thr) && fabsf(thr) < 1e6f ? thr : 0.0f) - PI_PRED_GHIST_BELOW;
+    const float lo = st->nhist_lo[layer], ginv = 1.0f / PI_PRED_GHIST_W;
+    const int64_t GB = PI_PRED_GHIST_BINS;
+    uint32_t *nh = st->nhist + (size_t)layer * (size_t)st->n_ff * 2 * GB;
+    for (int64_t i = 0; i < st->n_ff; i++) {
+        const float v = (z[i] - lo) * ginv;
+        const int64_t b = !(v >= 0.0f) ? 0 : v >= (float)(GB - 1) ? GB - 1 : (int64_t)v;
+        nh[(i * 2 + (fabsf(act[i]) > st->threshold)) * GB + b]++;
+    }
+}
+
+pi_status pi_stats_group_hist(const pi_stats *st, pi_pred_ghist *out) {
+    memset(out, 0, sizeof *out);
+    const int64_t L = st->n_layer, F = st->n_ff, G = PI_PRED_GHIST_GROUPS, GB = PI_PRED_GHIST_BINS;
+    if (!st->nhist) {
+        if (!st->ghist.h) return pi_error(PI_ERR_NOT_FOUND, "the statistics have no group histograms");
+        const size_t n = (size_t)(L * st->ghist.groups * 2 * st->ghist.bins);
+        *out = st->ghist;
+        out->lo = malloc((size_t)L * sizeof *out->lo);
+        out->h = malloc(n * sizeof *out->h);
+        if (!out->lo || !out->h) {
+            pi_pred_ghist_free(out);
+            return pi_error(PI_ERR_NOMEM, "stats: out of memory");
+        }
+        memcpy(out->lo, st->ghist.lo, (size_t)L * sizeof *out->lo);
+        memcpy(out->h, st->ghist.h, n * sizeof *out->h);
+        return PI_OK;
+    }
+    *out = (pi_pred_ghist){L, G, GB, PI_PRED_GHIST_W, malloc((size_t)L * sizeof(float)),
+                           calloc((size_t)(L * G * 2 * GB), sizeof(double))};
+    int32_t *perm = malloc((size_t)F * sizeof *perm);
+    if (!out->lo || !out->h || !perm) {
+        free(perm);
+        pi_pred_ghist_free(out);
+        return pi_error(PI_ERR_NOMEM, "stats: out of memory");
+    }
+    for (int64_t l = 0; l < L; l++) {
+        out->lo[l] = isnan(st->nhist_lo[l]) ? -PI_PRED_GHIST_BELOW : st->nhist_lo[l];
+        pi_stats_order(st, l, perm);
+        for (int64_t g = 0; g < G; g++) {
+            double *gh = out->h + (l * G + g) * 2 * GB;
+            const int64_t e1 = pi_pred_ghist_edge(F, G, g + 1);
+            for (int64_t r = pi_pred_ghist_edge(F, G, g); r < e1; r++) {
+                const uint32_t *nh = st->nhist + ((size_t)(l * F) + (size_t)perm[r]) * 2 * GB;
+                for (int64_t k = 0; k < 2 * GB; k++) gh[k] += nh[k];
+            }
+        }
+    }
+    free(perm);
+    return PI_OK;
 }
 
 pi_status pi_stats_thresholds(const pi_stats *st, double min_recall, float *thr, double *recall, double *precision,
@@ -141,6 +205,10 @@ pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w) {
     pi_status s = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, v, (uint64_t)n);
     if (!s) s = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_RANGE, PI_GGUF_FLOAT32, range, 2);
     free(v);
+    if (s || (!st->nhist && !st->ghist.h)) return s;
+    pi_pred_ghist gh;
+    if (!(s = pi_stats_group_hist(st, &gh))) s = pi_pred_ghist_write(&gh, w);
+    pi_pred_ghist_free(&gh);
     return s;
 }
 
@@ -153,7 +221,8 @@ pi_status pi_stats_get_hist(pi_stats *st, const pi_gguf *g, const char *path) {
     st->hist_bins = ph.bins;
     st->hist_lo = ph.lo;
     st->hist_w = ph.w;
-    return PI_OK;
+    pi_pred_ghist_free(&st->ghist);
+    return pi_pred_ghist_read(g, path, st->n_layer, &st->ghist);
 }
 
 int64_t pi_stats_unit_mask_tokens(const pi_stats *st, int64_t unit) {

@@ -50,6 +50,10 @@
  *   pinfer.stats.pred_range f32[2], with it: lo and width w; bin b holds
  *                           [lo + b w, lo + (b+1) w), the first and last
  *                           bins also everything below and above
+ *   pinfer.stats.pred_ghist f32[n_layer * G * 2 * B'], optional, with them:
+ *                           the same by groups of neurons in frequency order
+ *                           (predhist.h), with pred_glo f32[n_layer],
+ *                           pred_groups u32 (G) and pred_gwidth f32
  *   blk.N.sel_count         I32 [n_ff], optional, with the histograms (every
  *                           layer or none): tokens in which the predictor
  *                           selected neuron i of layer N (its logit reached
@@ -117,6 +121,13 @@ typedef struct pi_stats {
     double *hist;          /* (n_layer, 2, hist_bins) */
     int64_t *sel;          /* (n_layer, n_ff) tokens in which the predictor selected each neuron;
                               NULL unless counted with the histograms or loaded */
+    /* the logits by group of neurons in hotness order (predhist.h), for
+       thresholds of a resident prefix's own: while profiling, each neuron's
+       counts in a window around its layer's threshold (nhist, NULL for a
+       mixture or when memory is short), grouped when saved; loaded as ghist */
+    uint32_t *nhist;       /* (n_layer, n_ff, 2, PI_PRED_GHIST_BINS) */
+    float *nhist_lo;       /* (n_layer) the window's first edge; NAN before the layer's first logits */
+    pi_pred_ghist ghist;   /* from a file (ghist.h NULL otherwise) */
     /* activation masks of the first tokens (see above), NULL unless enabled or loaded */
     int64_t mask_cap;      /* tokens the buffer holds */
     int64_t mask_tokens;   /* tokens recorded (<= mask_cap) */
@@ -176,6 +187,11 @@ int64_t pi_stats_unit_mask_tokens(const pi_stats *st, int64_t unit);
    threshold for the unit). Needs pi_stats_enable_hist. */
 void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act, float thr);
 
+/* The group histograms (predhist.h) of the logits counted so far, groups
+   by pi_stats_order's ranks; or those loaded. PI_ERR_NOT_FOUND without
+   (a mixture, or no histograms); PI_ERR_NOMEM. out->h is the caller's. */
+pi_status pi_stats_group_hist(const pi_stats *st, pi_pred_ghist *out);
+
 /* Per layer, the largest threshold (a bin edge) whose recall is at least
    min_recall on the histograms: thr[l], and what it gives, recall[l],
    precision[l] and the share of neurons selected per token sel[l] (any of
@@ -188,8 +204,8 @@ pi_status pi_stats_thresholds(const pi_stats *st, double min_recall, float *thr,
    seen[]); nothing for a dense model. */
 pi_status pi_stats_set_units(const pi_stats *st, pi_gguf_writer *w);
 
-/* The histograms as metadata (PI_KEY_STATS_PRED_HIST and _RANGE); nothing
-   when there are none. */
+/* The histograms as metadata (PI_KEY_STATS_PRED_HIST and _RANGE, and the
+   group histograms' keys where there are any); nothing when there are none. */
 pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w);
 
 /* Write the statistics as a GGUF file (format above). PI_ERR_UNSUPPORTED
