@@ -146,6 +146,8 @@ typedef struct pi_model_params {
     const char *plan_path;  /* a plan from `pinfer plan` (its budget, hot neurons per layer, cache, threads,
                                queue depth); NULL: with mem_budget, plan now */
     bool no_plan;           /* with mem_budget and no plan: a uniform split instead of planning */
+    bool plan_in_memory;    /* with plan_path: the whole model in memory, with only the plan's predictor
+                               thresholds (the in-memory run that the planned run equals) */
     const char *hw_path;    /* hardware figures for planning; NULL: the cached `pinfer hwprobe` result of
                                the model's filesystem, measured now (~12 s, a warning says so) if none */
     uint64_t cache_bytes;   /* with mem_budget: the neuron cache's share (0: the plan's or the default) */

@@ -68,7 +68,7 @@ run() { # label, args...: prints "label tok/s peak-MiB"
 # disk's rate drifts within a minute, and the in-memory runs take seconds
 R_OFF=$(run offloaded -m "$B" --plan "$WORK/plan.txt" --stats)
 R_DENSE=$(run dense -m "$B" --dense)
-R_SPARSE=$(run sparse -m "$B")
+R_SPARSE=$(run sparse -m "$B" --plan "$WORK/plan.txt" --in-memory) # the plan's predictor thresholds, in memory
 grep -E "memory budget|per token" "$WORK/offloaded.err" || true
 SAME=no
 cmp -s "$WORK/sparse.out" "$WORK/offloaded.out" && SAME=yes

@@ -193,13 +193,23 @@ int main(void) {
         snprintf(args, sizeof args, "plan -m %s --mem-budget %.0fK --hw %s -o %s", bundle, mib * 1024, hwf, plan);
         CHECKF(pinfer(args, out, err) == 0 && t_file_has(out, "predicted:") && t_file_has(out, "hot neurons per layer"),
                "plan at %.1f MiB", mib);
-        /* the planner chose the thresholds' recall: the in-memory run at that recall gives the same text */
+        /* the planner chose the thresholds' recall (and, where it pays, the resident prefixes' own): the
+           in-memory run with the plan's thresholds gives the same text, and so does the one at that
+           recall where the plan keeps one threshold per layer */
         char *pt = t_read_file(plan, NULL), *rp = pt ? strstr(pt, "\nrecall ") : NULL;
         const double r = rp ? atof(rp + strlen("\nrecall ")) : 0.0;
+        const bool split = pt && strstr(pt, "\nthresholds_hot ");
         free(pt);
         CHECKF(r >= 0.95 && r <= 0.99, "plan at %.1f MiB: recall %g", mib, r);
-        snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall %.17g", bundle, r);
-        CHECK(pinfer(args, out2, err) == 0 && t_file_has(err, "thresholds for recall"));
+        snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --plan %s --in-memory --stats", bundle, plan);
+        CHECKF(pinfer(args, out2, err) == 0 && t_file_has(err, "the plan's") && !t_file_has(err, "neuron cache"),
+               "plan at %.1f MiB, --in-memory", mib);
+        if (!split) {
+            snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall %.17g", bundle, r);
+            CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "thresholds for recall"));
+            CHECKF(t_same_file(out, out2), "plan at %.1f MiB: --in-memory differs from the run at recall %g", mib, r);
+        }
+        fprintf(stderr, "plan at %.1f MiB: recall %g, %s\n", mib, r, split ? "two thresholds per layer" : "one threshold per layer");
         snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --plan %s --stats", bundle, plan);
         CHECKF(pinfer(args, out, err) == 0 && t_same_file(out, out2) && t_file_has(err, "neuron cache") &&
                    t_file_has(err, "per token") && t_file_has(err, "the plan's"),
@@ -209,6 +219,10 @@ int main(void) {
     CHECK(pinfer(args, out, err) == 0 && t_same_file(out, mem_out)); /* the file's own target */
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 12 --temp 0 --recall 0.5 --plan %s", bundle, plan);
     CHECK(pinfer(args, out, err) == 1 && t_file_has(err, "differs"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --in-memory", bundle);
+    CHECK(pinfer(args, out, err) == 2 && t_file_has(err, "--plan FILE"));
+    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --plan %s --in-memory --mem-budget 64M", bundle, plan);
+    CHECK(pinfer(args, out, err) == 2 && t_file_has(err, "contradict"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --recall 0.97 --dense", bundle);
     CHECK(pinfer(args, NULL, err) == 2 && t_file_has(err, "--recall"));
     snprintf(args, sizeof args, "run -m %s -p 'hello' -n 4 --recall 1.2", bundle);

@@ -426,6 +426,104 @@ static void test_recall_choice(void) {
     pi_mprofile_free(mp);
 }
 
+/* Phi^-1 by bisection: the selection rates' probits, as pi_mprofile_make
+   keeps them. */
+static double probit(double p) {
+    double lo = -40.0, hi = 40.0;
+    for (int it = 0; it < 200; it++) {
+        const double mid = 0.5 * (lo + hi);
+        if (0.5 * erfc(-mid / sqrt(2.0)) < p) lo = mid;
+        else hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* Two thresholds per layer (plan.h): with the logit histograms by group
+   and the file's selection counts, a plan under a budget gives the
+   resident prefixes thresholds no higher than the cold neurons', reaches
+   the recall target counted on the logits themselves, and predicts faster
+   than one threshold per layer; everything resident keeps one. */
+static void test_pair_choice(void) {
+    pi_hw hw;
+    fake_hw(&hw);
+    const int64_t L = 4, F = 2048, T = 150;
+    pi_mprofile *mp = fake_profile(L, F);
+    mp->fixed_by_type[PI_TYPE_Q4_0] = 4u << 20;
+    mp->pred_by_type[PI_TYPE_Q8_0] = 1u << 20;
+    pi_stats *hs = NULL;
+    CHECK(pi_stats_create(L, F, 0.0f, NULL, &hs) == PI_OK && pi_stats_enable_hist(hs) == PI_OK && hs->nhist);
+    float *zs = malloc((size_t)(T * L * F) * sizeof *zs);
+    uint8_t *on = malloc((size_t)(T * L * F));
+    float *act = malloc((size_t)F * sizeof *act);
+    if (!hs || !hs->nhist || !zs || !on || !act) {
+        free(zs), free(on), free(act);
+        pi_stats_free(hs);
+        pi_mprofile_free(mp);
+        return;
+    }
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t i = 0; i < F; i++) hs->counts[l * F + i] = F - i; /* the frequency order is the profile's */
+    uint64_t rng = 11;
+#define NEXT_U() (rng = rng * 6364136223846793005ull + 1442695040888963407ull, (double)(rng >> 11) / 9007199254740992.0)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t l = 0; l < L; l++) {
+            float *z = zs + (t * L + l) * F;
+            for (int64_t i = 0; i < F; i++) {
+                const bool a = NEXT_U() < mp->act[l * F + i];
+                double g = 0.0;
+                for (int k = 0; k < 4; k++) g += NEXT_U() - 0.5;
+                z[i] = (float)((a ? 1.0 : -5.0) + 1.5 * sqrt(3.0) * g);
+                act[i] = a ? 1.0f : 0.0f;
+                on[(t * L + l) * F + i] = a;
+            }
+            pi_stats_observe_logits(hs, l, z, act, 0.0f);
+        }
+#undef NEXT_U
+    hs->tokens = T;
+    CHECK(pi_stats_group_hist(hs, &mp->ghist) == PI_OK);
+    mp->hist = (pi_pred_hist){L, hs->hist_bins, hs->hist_lo, hs->hist_w, hs->hist};
+    hs->hist = NULL;
+    mp->sel_file = malloc((size_t)(L * F) * sizeof *mp->sel_file);
+    mp->sel_z = malloc((size_t)(L * F) * sizeof *mp->sel_z);
+    for (int64_t k = 0; k < L * F; k++) {
+        const double v = (double)hs->sel[k] / (double)T;
+        mp->sel_file[k] = v;
+        mp->sel_z[k] = v <= 0.0 ? -INFINITY : v >= 1.0 ? INFINITY : probit(v);
+    }
+    pi_stats_free(hs);
+
+    const uint64_t budget = mp->fixed + mp->session + mp->io + mp->min_cold +
+                            (uint64_t)(0.3 * (double)mp->bundle_mem * (double)(L * F));
+    pi_plan two, one, all;
+    pi_plan_limits lim = {budget, 0, 0.0, 0.95};
+    CHECKF(pi_plan_solve(mp, &hw, &lim, &two) == PI_OK, "%s", pi_last_error());
+    pi_mprofile m1 = *mp;
+    m1.ghist.h = NULL; /* one threshold per layer */
+    CHECK(pi_plan_solve(&m1, &hw, &lim, &one) == PI_OK && !one.split);
+    CHECKF(two.split && two.cost.tok_s > one.cost.tok_s, "pair %d: %.2f tok/s, one threshold %.2f", two.split,
+           two.cost.tok_s, one.cost.tok_s);
+    for (int64_t l = 0; l < L && two.split; l++) {
+        const int64_t H = two.hot[l];
+        if (H > 0 && H < F)
+            CHECKF(two.thr_hot[l] <= two.thr[l], "layer %lld: %g for the %lld resident, %g for the rest", (long long)l,
+                   (double)two.thr_hot[l], (long long)H, (double)two.thr[l]);
+        double n_on = 0, n_sel = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < F; i++)
+                if (on[(t * L + l) * F + i]) {
+                    n_on += 1;
+                    n_sel += zs[(t * L + l) * F + i] >= (i < H ? two.thr_hot[l] : two.thr[l]);
+                }
+        CHECKF(n_sel / n_on >= 0.95 - 0.005, "layer %lld: recall %.4f counted on the logits", (long long)l, n_sel / n_on);
+    }
+    fprintf(stderr, "two thresholds per layer at %.0f MiB: %.2f tok/s predicted (%.0f reads a token), one: %.2f (%.0f)\n",
+            (double)budget / (1 << 20), two.cost.tok_s, two.cost.reads, one.cost.tok_s, one.cost.reads);
+    pi_plan_limits none = {0, 0, 0.0, 0.95};
+    CHECK(pi_plan_solve(mp, &hw, &none, &all) == PI_OK && !all.split);
+    free(zs), free(on), free(act);
+    pi_mprofile_free(mp);
+}
+
 static void test_plan_file(void) {
     pi_plan p = {0}, q;
     p.mem_budget = 600u << 20;
@@ -833,6 +931,7 @@ int main(void) {
     test_lookahead();
     test_read_cpu();
     test_recall_choice();
+    test_pair_choice();
     test_plan_file();
     test_real_file();
     test_selection_counts();

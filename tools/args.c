@@ -22,7 +22,7 @@ static const struct {
    option again, so it may be rewritten. Every other option takes one. */
 static const char *const k_flags[] = {
     "-h",     "--help",    "--version", "--mmap", "--dense",   "--no-plan", "--ignore-eos", "--special",
-    "--stats", "--no-lookahead", "--compare-dense", "--ids", "--no-bos", "--naive", "--quick", "--all", "--json", "--bundle", "--plain",
+    "--stats", "--no-lookahead", "--in-memory", "--compare-dense", "--ids", "--no-bos", "--naive", "--quick", "--all", "--json", "--bundle", "--plain",
 };
 
 static bool is_flag(const char *a) {

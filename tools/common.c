@@ -37,6 +37,8 @@ void app_usage_common(FILE *f) {
             "  --plan FILE          use a plan from pinfer plan (budget, hot neurons per layer, cache, threads,\n"
             "                       queue depth); without it --mem-budget plans on the fly\n"
             "  --no-plan            with --mem-budget: a uniform split instead of the planner's\n"
+            "  --in-memory          with --plan: the whole model in memory, with the plan's predictor\n"
+            "                       thresholds only (the in-memory run the planned one equals)\n"
             "  --io B               uring (default where the kernel allows it) or pread\n"
             "  --qd N               reads in flight at most (default: the plan's, else 256)\n"
             "  --cache SIZE         of the budget, the neuron cache's share (default: room for 15%% of a layer's\n"
@@ -80,6 +82,7 @@ int app_parse_common(const char *cmd, app_opts *o, int argc, char **argv, int *i
     if (!strcmp(a, "--mmap")) return mp->use_mmap = true, 1;
     if (!strcmp(a, "--dense")) return mp->ffn = PI_FFN_DENSE, o->dense_given = true, 1;
     if (!strcmp(a, "--no-plan")) return mp->no_plan = true, 1;
+    if (!strcmp(a, "--in-memory")) return mp->plan_in_memory = true, 1;
     if (!strcmp(a, "--no-lookahead")) return mp->no_lookahead = true, 1;
     static const char *with_value[] = {"-m", "-t", "-c", "--temp", "--top-k", "--top-p", "--min-p",
                                        "--repeat-penalty", "--repeat-last-n", "--seed", "-p", "-f", "-n",
@@ -161,6 +164,9 @@ static bool check_conflicts(const char *cmd, const app_opts *o) {
     const char *clash = NULL;
     char buf[256];
     if (mp->plan_path && mp->no_plan) clash = "--plan FILE and --no-plan contradict each other: give one";
+    else if (mp->plan_in_memory && !mp->plan_path) clash = "--in-memory takes a plan's thresholds: give --plan FILE";
+    else if (mp->plan_in_memory && mp->mem_budget)
+        clash = "--in-memory and --mem-budget contradict each other: the plan's budget is what --in-memory drops";
     else if (o->dense_given && o->predictor_given) clash = "--dense and --predictor contradict each other: give one";
     else if (mp->cache_bytes && !mp->mem_budget && !mp->plan_path)
         clash = "--cache sizes the neuron cache of --mem-budget: give a budget too";
@@ -287,7 +293,9 @@ bool app_load(const char *cmd, const app_opts *o, app *a) {
     }
     a->tok = pi_model_tokenizer(a->m);
     const pi_model_info *in = &a->info;
-    if (in->planned)
+    if (in->planned && o->mp.plan_in_memory)
+        fprintf(stderr, "%s: plan: its predictor thresholds only, the model in memory (--in-memory)\n", cmd);
+    else if (in->planned)
         fprintf(stderr, "%s: plan: predicted %.2f tok/s; %d threads, queue depth %d, neuron cache %.1f MiB\n", cmd,
                 in->plan_tok_s, in->plan_threads, in->plan_queue_depth, (double)in->plan_cache_bytes / (1 << 20));
     if (in->recall > 0.0f && (in->planned || o->mp.recall > 0.0f))

@@ -268,7 +268,10 @@ pi_status pi_model_open(const char *path, const pi_model_params *params, pi_mode
         m->planned = st == PI_OK;
         st = PI_OK;
     }
-    if (m->planned) {
+    if (m->planned && p.plan_in_memory) { /* the plan's thresholds only */
+        p.mem_budget = 0;
+        if (!p.n_threads) p.n_threads = m->plan.threads;
+    } else if (m->planned) {
         if ((st = take_sessions(&p, extra, &m->plan.cache_bytes))) goto fail;
         p.mem_budget = m->plan.mem_budget - extra;
         /* the plan's memory holds a KV cache for its context: a smaller one

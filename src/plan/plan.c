@@ -51,6 +51,7 @@ void pi_mprofile_free(pi_mprofile *p) {
     free(p->sel_z);
     free(p->kappa);
     free(p->hist.h);
+    pi_pred_ghist_free(&p->ghist);
     free(p);
 }
 
@@ -393,6 +394,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     if (!pi_gguf_get_f32(g, PI_KEY_PREDICTOR_RECALL_TARGET, &target) && target > 0.0f && target <= 1.0f)
         p->file_recall = target;
     pi_status st = pi_pred_hist_read(g, path, L, &p->hist);
+    if (!st && p->hist.h && !p->n_expert) st = pi_pred_ghist_read(g, path, L, &p->ghist);
     if (st) {
         pi_mprofile_free(p);
         return st;
@@ -973,6 +975,71 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
     return PI_OK;
 }
 
+/* Each layer's pair of thresholds for recall r with its first hot[l]
+   neurons resident (pi_pred_ghist_pair, priced c_hot and c_cold per
+   selected neuron), and the profile's selection rates, recall and
+   precision for them: each part's rates from the file's selections, moved
+   in probit space to the part's total. Needs the group histograms and the
+   file's selection counts. */
+static void split_rates(pi_mprofile *p, const int64_t *hot, double r, double c_hot, double c_cold, float *thr_hot,
+                        float *thr_cold) {
+    const int64_t L = p->n_layer, F = p->n_ff;
+    for (int64_t l = 0; l < L; l++) {
+        pi_pred_pair pr;
+        const int64_t H = hot[l] < F ? hot[l] : F;
+        pi_pred_ghist_pair(&p->ghist, l, F, H, r, c_hot, c_cold, &pr);
+        thr_hot[l] = pr.thr_hot, thr_cold[l] = pr.thr_cold;
+        const double *z = p->sel_z + l * F;
+        double *sv = p->sel + l * F;
+        for (int part = 0; part < 2; part++) {
+            const int64_t i0 = part ? H : 0, i1 = part ? F : H;
+            if (i1 <= i0) continue;
+            const double d = probit_shift(z + i0, i1 - i0, part ? pr.sel_cold : pr.sel_hot);
+            for (int64_t i = i0; i < i1; i++) sv[i] = isinf(z[i]) ? (z[i] > 0.0 ? 1.0 : 0.0) : norm_cdf(z[i] - d);
+        }
+        const double sel = pr.sel_hot + pr.sel_cold;
+        p->recall[l] = pr.recall;
+        p->precision[l] = sel > 0.0 && pr.act > 0.0 ? pr.recall * pr.act / sel : 1.0;
+    }
+    persist_rates(p);
+}
+
+/* A plan with two thresholds per layer for recall r (see plan.h), from the
+   one-threshold plan one; c's selection rates are its to change. Returns
+   whether *out predicts faster than one. */
+static bool solve_pair(pi_mprofile *c, const pi_hw *hw, const pi_plan_limits *lim, double r, const pi_plan *one,
+                       pi_plan *out) {
+    pi_plan cur = *one;
+    bool better = false;
+    for (int round = 0; round < 3; round++) {
+        /* the prices at the current plan: a gate row and a gather; a cold
+           neuron also its share of a read where the plan misses */
+        const int T = cur.threads > 0 ? cur.threads : 1;
+        const double c_hot = (double)c->part_bytes[0] / (pi_hw_kernel_gbs(hw, 1, c->part_type[0], T) * 1e9) +
+                             C_NEURON_S / (double)T;
+        const pi_cost *k = &cur.cost;
+        const double used = k->hits + k->misses, miss = used > 0.0 ? k->misses / used : 0.0;
+        const double per_read = 1.0 / pi_hw_iops(hw, (int)c->stride, cur.queue_depth) + pi_hw_read_cpu_s(hw);
+        const double c_cold = c_hot + miss * (k->misses > 0.0 ? k->reads / k->misses : 1.0) * per_read;
+        float th[PI_PLAN_MAX_LAYERS], tc[PI_PLAN_MAX_LAYERS];
+        split_rates(c, cur.hot, r, c_hot, c_cold, th, tc);
+        pi_plan nx;
+        if (solve_split(c, hw, lim, &nx)) break;
+        split_rates(c, nx.hot, r, c_hot, c_cold, th, tc); /* the pair for the split found, priced as it stands */
+        pi_plan_cost(c, hw, &nx, &nx.cost);
+        nx.recall = r;
+        nx.split = true;
+        memcpy(nx.thr, tc, sizeof tc);
+        memcpy(nx.thr_hot, th, sizeof th);
+        if (nx.cost.tok_s > (better ? out->cost.tok_s : one->cost.tok_s) * 1.001) {
+            *out = nx;
+            better = true;
+        }
+        cur = nx;
+    }
+    return better;
+}
+
 pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_limits *lim, pi_plan *out) {
     if (lim->recall > 0.0 && !mp->hist.h)
         return pi_error(PI_ERR_NOT_FOUND, "thresholds for recall %g need the predictors' logit histograms in the file "
@@ -1013,6 +1080,9 @@ pi_status pi_plan_solve(const pi_mprofile *mp, const pi_hw *hw, const pi_plan_li
             if (!(st = pi_mprofile_at_recall(&c, cands[k], thr)) && !(st = solve_split(&c, hw, lim, &plans[k]))) {
                 memcpy(plans[k].thr, thr, sizeof thr);
                 plans[k].recall = cands[k];
+                pi_plan two;
+                if (mp->ghist.h && mp->sel_z && lim->mem_budget && solve_pair(&c, hw, lim, cands[k], &plans[k], &two))
+                    plans[k] = two;
                 if (plans[k].cost.tok_s > plans[pick].cost.tok_s) pick = k;
             }
         }
