@@ -865,6 +865,8 @@ static void test_group_hist(void) {
     st->tokens = T;
     pi_stats *back = NULL;
     CHECK(pi_stats_save(st, path) == PI_OK && pi_stats_load(path, &back) == PI_OK);
+    const char *seed = getenv("PI_WRITE_FUZZ_SEED_GHIST"); /* regenerates fuzz/corpus/stats/seed5-ghist.gguf */
+    if (seed) CHECK(pi_stats_save(st, seed) == PI_OK);
     CHECK(back && back->ghist.h && back->ghist.groups == G && back->ghist.bins == B && back->ghist.w == gh.w &&
           !memcmp(back->ghist.lo, gh.lo, L * sizeof(float)) &&
           !memcmp(back->ghist.h, gh.h, (size_t)(L * G * 2 * B) * sizeof(double)));
