@@ -141,6 +141,28 @@ static void test_cost_and_solver(void) {
     pi_plan_cost(mp, &slow, &p, &c2);
     CHECKF(fabs(c2.ms_io / c1.ms_io - 2.0) < 0.05, "I/O term %.3f -> %.3f ms", c1.ms_io, c2.ms_io);
 
+    /* a predictor that selects every neuron: neighbours merge, but a read
+       carries at most the engine's max_merge bundles (16 by default) */
+    {
+        pi_mprofile all = *mp;
+        all.sel = malloc((size_t)(L * F) * sizeof *all.sel);
+        CHECK(all.sel != NULL);
+        if (!all.sel) return;
+        for (int64_t i = 0; i < L * F; i++) all.sel[i] = 1.0;
+        pi_plan none = p;
+        for (int64_t l = 0; l < L; l++) none.hot[l] = 0;
+        none.cache_bytes = 0;
+        pi_cost ca;
+        pi_plan_cost(&all, &hw, &none, &ca);
+        CHECKF(ca.misses > 0.99 * (double)(L * F) && fabs(ca.reads - ca.misses / 16.0) < 1e-6 * ca.misses,
+               "every neuron selected: %.0f misses in %.1f reads", ca.misses, ca.reads);
+        all.max_merge = 4;
+        pi_plan_cost(&all, &hw, &none, &ca);
+        CHECKF(fabs(ca.reads - ca.misses / 4.0) < 1e-6 * ca.misses, "max_merge 4: %.0f misses in %.1f reads", ca.misses,
+               ca.reads);
+        free(all.sel);
+    }
+
     /* temporal persistence (kappa): with a cache that keeps more than one
        token's neurons, the same plan hits more and reads less */
     pi_cost k0, k1;

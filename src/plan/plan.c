@@ -291,6 +291,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     p->io = z->io;
     p->min_cold = z->min_cold;
     p->min_slots = z->min_slots;
+    p->max_merge = z->max_merge > 0 ? z->max_merge : 16;
     p->stride = z->stride;
     p->bundle_mem = z->bundle_mem;
     memcpy(p->part_bytes, z->part_bytes, sizeof p->part_bytes);
@@ -519,6 +520,16 @@ static double io_time(const pi_hw *hw, size_t stride, double M, double R, double
     return R / pi_hw_iops(hw, b, q) + 1.0 / pi_hw_iops(hw, (int)stride, 1);
 }
 
+/* Reads for M misses whose neighbours merge `pairs` times, but at least
+   M / max_merge: the engine reads at most max_merge bundles at once. (A
+   plan that selects every neuron of a layer would otherwise read each
+   layer in one request: on make demo's model at recall 0.99, 8 reads
+   predicted, 2197 of 64 KiB made, 4.7 tok/s for 47.5 predicted.) */
+static double reads_of(const pi_mprofile *mp, double M, double pairs) {
+    const double R = M - pairs, least = M / (double)(mp->max_merge > 0 ? mp->max_merge : 16);
+    return R > least ? R : least;
+}
+
 /* The fixed region's and the predictors' times per token at T threads. */
 static void fixed_times(const pi_mprofile *mp, const pi_hw *hw, int T, double *t_fixed, double *t_pred_all) {
     *t_fixed = *t_pred_all = 0.0;
@@ -655,7 +666,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         const double w = visit_of(mp, l);
         /* two neighbours missed in one visit merge into one read: per visit
            the chance is (m_i / w)(m_{i-1} / w), per token w times that */
-        double R = M - pairs / w > 0.0 ? M - pairs / w : 0.0;
+        double R = reads_of(mp, M, pairs / w);
         double t_pred = t_pred_all / (double)L;
         double t_gu = gu_time(mp, S / w, A / w, rd_g, rd_u, T);
         double t_down = A / w * d / ax_d;
@@ -712,8 +723,7 @@ typedef struct {
 static double layer_time(const tables *tb, int64_t l, int64_t H) {
     const layer_tab *t = &tb->tab[l];
     const double w = visit_of(tb->mp, l); /* per visit, weighted by the share of tokens visiting */
-    double R = (t->miss[H] - t->pairs[H] / w) / w; /* reads per visit, as in cost_with */
-    R = R > 0.0 ? R : 0.0;
+    const double R = reads_of(tb->mp, t->miss[H], t->pairs[H] / w) / w; /* reads per visit, as in cost_with */
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
     double t_wait = io_left(io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd), t->window, R, qd);
     return w * (t->t_fixed_part + visit_io(t_wait, t->t_gu, R, qd, tb->c_read, NULL));

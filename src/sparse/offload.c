@@ -160,6 +160,7 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     z->session = pi_state_bytes_ex(m, n_ctx, PI_MAX_BATCH, stream_rows) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
     z->min_slots = 2 * ((F + 63) / 64) + max_merge;
+    z->max_merge = max_merge;
     z->min_cold = pi_ncache_footprint(U, F, z->stride, z->min_slots);
     z->minimum = z->fixed + z->session + z->io + z->min_cold;
     return PI_OK;

@@ -46,6 +46,7 @@ typedef struct pi_budget_needs {
     uint64_t io;             /* I/O buffers and per-step tables */
     uint64_t min_cold;       /* the smallest neuron cache */
     int64_t min_slots;
+    int max_merge;           /* bundles per read at most: neighbours merge up to this many */
     uint64_t minimum;        /* the sum: the smallest budget accepted */
     size_t stride;           /* bytes per bundle on flash and per cache slot */
     size_t bundle_mem;       /* bytes of one resident neuron (gate + up + down_t rows), the largest
