@@ -997,7 +997,8 @@ static void split_rates(pi_mprofile *p, const int64_t *hot, double r, double c_h
     for (int64_t l = 0; l < L; l++) {
         pi_pred_pair pr;
         const int64_t H = hot[l] < F ? hot[l] : F;
-        pi_pred_ghist_pair(&p->ghist, l, F, H, r, c_hot, c_cold, &pr);
+        pi_pred_ghist_pair(&p->ghist, l, F, H, r + PI_PLAN_PAIR_MARGIN < 1.0 ? r + PI_PLAN_PAIR_MARGIN : 1.0, c_hot,
+                           c_cold, &pr);
         thr_hot[l] = pr.thr_hot, thr_cold[l] = pr.thr_cold;
         const double *z = p->sel_z + l * F;
         double *sv = p->sel + l * F;
