@@ -362,6 +362,21 @@ static void test_lookahead(void) {
     pi_mprofile_free(mp);
 }
 
+/* One token's predictor logits for a layer of F neurons active at rates
+   a[i]: active neurons' near +1, inactive ones' near -5, both with sd 1.5
+   (a sum of four uniforms); act[i] 1 for the active ones. */
+static void planted_logits(const double *a, int64_t F, uint64_t *rng, float *z, float *act) {
+#define NEXT_U() (*rng = *rng * 6364136223846793005ull + 1442695040888963407ull, (double)(*rng >> 11) / 9007199254740992.0)
+    for (int64_t i = 0; i < F; i++) {
+        const bool on = NEXT_U() < a[i];
+        double g = 0.0;
+        for (int k = 0; k < 4; k++) g += NEXT_U() - 0.5;
+        z[i] = (float)((on ? 1.0 : -5.0) + 1.5 * sqrt(3.0) * g);
+        act[i] = on ? 1.0f : 0.0f;
+    }
+#undef NEXT_U
+}
+
 /* The predictor thresholds chosen by the solver, from logit histograms:
    the highest recall target predicted within the slack of the fastest. */
 static void test_recall_choice(void) {
@@ -376,24 +391,16 @@ static void test_recall_choice(void) {
     pi_plan_limits lim = {0, 0, 0.0, 0.97};
     CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_ERR_NOT_FOUND && strstr(pi_last_error(), "histograms"));
     CHECK(pi_mprofile_at_recall(mp, 0.97, NULL) == PI_ERR_NOT_FOUND);
-    /* logits near normal: active neurons' around +1, inactive ones' around -5, both with sd 1.5 */
+    /* logits near normal (planted_logits) */
     pi_stats *hs = NULL;
     CHECK(pi_stats_create(L, F, 0.0f, NULL, &hs) == PI_OK && pi_stats_enable_hist(hs) == PI_OK);
     float *z = malloc((size_t)F * sizeof *z), *act = malloc((size_t)F * sizeof *act);
     uint64_t rng = 7;
-#define NEXT_U() (rng = rng * 6364136223846793005ull + 1442695040888963407ull, (double)(rng >> 11) / 9007199254740992.0)
     for (int tok = 0; tok < 200; tok++)
         for (int64_t l = 0; l < L; l++) {
-            for (int64_t i = 0; i < F; i++) {
-                const bool on = NEXT_U() < mp->act[l * F + i];
-                double g = 0.0;
-                for (int k = 0; k < 4; k++) g += NEXT_U() - 0.5;
-                z[i] = (float)((on ? 1.0 : -5.0) + 1.5 * sqrt(3.0) * g);
-                act[i] = on ? 1.0f : 0.0f;
-            }
+            planted_logits(mp->act + l * F, F, &rng, z, act);
             pi_stats_observe_logits(hs, l, z, act, 0.0f);
         }
-#undef NEXT_U
     free(z);
     free(act);
     mp->hist = (pi_pred_hist){L, hs->hist_bins, hs->hist_lo, hs->hist_w, hs->hist};
@@ -486,21 +493,13 @@ static void test_pair_choice(void) {
     for (int64_t l = 0; l < L; l++)
         for (int64_t i = 0; i < F; i++) hs->counts[l * F + i] = F - i; /* the frequency order is the profile's */
     uint64_t rng = 11;
-#define NEXT_U() (rng = rng * 6364136223846793005ull + 1442695040888963407ull, (double)(rng >> 11) / 9007199254740992.0)
     for (int64_t t = 0; t < T; t++)
         for (int64_t l = 0; l < L; l++) {
             float *z = zs + (t * L + l) * F;
-            for (int64_t i = 0; i < F; i++) {
-                const bool a = NEXT_U() < mp->act[l * F + i];
-                double g = 0.0;
-                for (int k = 0; k < 4; k++) g += NEXT_U() - 0.5;
-                z[i] = (float)((a ? 1.0 : -5.0) + 1.5 * sqrt(3.0) * g);
-                act[i] = a ? 1.0f : 0.0f;
-                on[(t * L + l) * F + i] = a;
-            }
+            planted_logits(mp->act + l * F, F, &rng, z, act);
+            for (int64_t i = 0; i < F; i++) on[(t * L + l) * F + i] = act[i] > 0.0f;
             pi_stats_observe_logits(hs, l, z, act, 0.0f);
         }
-#undef NEXT_U
     hs->tokens = T;
     CHECK(pi_stats_group_hist(hs, &mp->ghist) == PI_OK);
     mp->hist = (pi_pred_hist){L, hs->hist_bins, hs->hist_lo, hs->hist_w, hs->hist};

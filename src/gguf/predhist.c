@@ -10,6 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n f32 values of key kv (an array) into out as doubles, each a count */
+static pi_status counts_of(const pi_gguf_kv *kv, const char *path, const char *key, double *out) {
+    for (uint64_t i = 0; i < kv->arr_n; i++) {
+        float v;
+        memcpy(&v, (const uint8_t *)kv->arr_data + i * 4, 4);
+        if (!(v >= 0.0f) || isinf(v))
+            return pi_error(PI_ERR_FORMAT, "%s: '%s' value %llu is %g, not a count", path, key, (unsigned long long)i,
+                            (double)v);
+        out[i] = v;
+    }
+    return PI_OK;
+}
+
 pi_status pi_pred_hist_read(const pi_gguf *g, const char *path, int64_t n_layer, pi_pred_hist *out) {
     memset(out, 0, sizeof *out);
     const pi_gguf_kv *kv, *rk;
@@ -31,15 +44,9 @@ pi_status pi_pred_hist_read(const pi_gguf *g, const char *path, int64_t n_layer,
                         PI_KEY_STATS_PRED_RANGE, (double)range[0], (double)range[1]);
     double *h = malloc((size_t)kv->arr_n * sizeof *h);
     if (!h) return pi_error(PI_ERR_NOMEM, "%s: out of memory", path);
-    for (uint64_t i = 0; i < kv->arr_n; i++) {
-        float v;
-        memcpy(&v, (const uint8_t *)kv->arr_data + i * 4, 4);
-        if (!(v >= 0.0f) || isinf(v)) {
-            free(h);
-            return pi_error(PI_ERR_FORMAT, "%s: '%s' value %llu is %g, not a count", path, PI_KEY_STATS_PRED_HIST,
-                            (unsigned long long)i, (double)v);
-        }
-        h[i] = v;
+    if ((s = counts_of(kv, path, PI_KEY_STATS_PRED_HIST, h))) {
+        free(h);
+        return s;
     }
     *out = (pi_pred_hist){n_layer, (int64_t)(kv->arr_n / per), range[0], range[1], h};
     return PI_OK;
@@ -77,19 +84,6 @@ int64_t pi_pred_ghist_edge(int64_t n_ff, int64_t groups, int64_t g) {
     if (g >= groups) return n_ff;
     const double x = (double)g / (double)groups;
     return (int64_t)((double)n_ff * x * x + 0.5);
-}
-
-/* n f32 values of key kv (an array) into out as doubles, each a count */
-static pi_status counts_of(const pi_gguf_kv *kv, const char *path, const char *key, double *out) {
-    for (uint64_t i = 0; i < kv->arr_n; i++) {
-        float v;
-        memcpy(&v, (const uint8_t *)kv->arr_data + i * 4, 4);
-        if (!(v >= 0.0f) || isinf(v))
-            return pi_error(PI_ERR_FORMAT, "%s: '%s' value %llu is %g, not a count", path, key, (unsigned long long)i,
-                            (double)v);
-        out[i] = v;
-    }
-    return PI_OK;
 }
 
 pi_status pi_pred_ghist_read(const pi_gguf *g, const char *path, int64_t n_layer, pi_pred_ghist *out) {

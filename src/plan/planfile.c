@@ -120,9 +120,10 @@ pi_status pi_plan_parse(const char *text, size_t n, pi_plan *p) {
             if (end == v || *end || !(p->recall > 0.0 && p->recall <= 1.0))
                 return pi_error(PI_ERR_FORMAT, "plan line %d: recall '%s' is not in (0, 1]", line_no, v);
         } else if (!strcmp(k, "thresholds") || !strcmp(k, "thresholds_hot")) {
-            pi_status st = parse_thresholds(k, v, p->n_layer, line_no, k[10] ? p->thr_hot : p->thr);
+            const bool hot = !strcmp(k, "thresholds_hot");
+            pi_status st = parse_thresholds(k, v, p->n_layer, line_no, hot ? p->thr_hot : p->thr);
             if (st) return st;
-            if (k[10]) p->split = true;
+            if (hot) p->split = true;
             else seen_thr = true;
         } else if (!strcmp(k, "hot")) {
             if (!p->n_layer) return pi_error(PI_ERR_FORMAT, "plan line %d: 'hot' before 'n_layer'", line_no);

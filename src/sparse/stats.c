@@ -149,20 +149,7 @@ void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const 
 pi_status pi_stats_group_hist(const pi_stats *st, pi_pred_ghist *out) {
     memset(out, 0, sizeof *out);
     const int64_t L = st->n_layer, F = st->n_ff, G = PI_PRED_GHIST_GROUPS, GB = PI_PRED_GHIST_BINS;
-    if (!st->nhist) {
-        if (!st->ghist.h) return pi_error(PI_ERR_NOT_FOUND, "the statistics have no group histograms");
-        const size_t n = (size_t)(L * st->ghist.groups * 2 * st->ghist.bins);
-        *out = st->ghist;
-        out->lo = malloc((size_t)L * sizeof *out->lo);
-        out->h = malloc(n * sizeof *out->h);
-        if (!out->lo || !out->h) {
-            pi_pred_ghist_free(out);
-            return pi_error(PI_ERR_NOMEM, "stats: out of memory");
-        }
-        memcpy(out->lo, st->ghist.lo, (size_t)L * sizeof *out->lo);
-        memcpy(out->h, st->ghist.h, n * sizeof *out->h);
-        return PI_OK;
-    }
+    if (!st->nhist) return pi_error(PI_ERR_NOT_FOUND, "the statistics counted no logits by neuron");
     *out = (pi_pred_ghist){L, G, GB, PI_PRED_GHIST_W, malloc((size_t)L * sizeof(float)),
                            calloc((size_t)(L * G * 2 * GB), sizeof(double))};
     int32_t *perm = malloc((size_t)F * sizeof *perm);
@@ -205,7 +192,8 @@ pi_status pi_stats_set_hist(const pi_stats *st, pi_gguf_writer *w) {
     pi_status s = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_HIST, PI_GGUF_FLOAT32, v, (uint64_t)n);
     if (!s) s = pi_gguf_set_arr(w, PI_KEY_STATS_PRED_RANGE, PI_GGUF_FLOAT32, range, 2);
     free(v);
-    if (s || (!st->nhist && !st->ghist.h)) return s;
+    if (s) return s;
+    if (!st->nhist) return st->ghist.h ? pi_pred_ghist_write(&st->ghist, w) : PI_OK; /* loaded: as they are */
     pi_pred_ghist gh;
     if (!(s = pi_stats_group_hist(st, &gh))) s = pi_pred_ghist_write(&gh, w);
     pi_pred_ghist_free(&gh);

@@ -188,8 +188,9 @@ int64_t pi_stats_unit_mask_tokens(const pi_stats *st, int64_t unit);
 void pi_stats_observe_logits(pi_stats *st, int64_t layer, const float *z, const float *act, float thr);
 
 /* The group histograms (predhist.h) of the logits counted so far, groups
-   by pi_stats_order's ranks; or those loaded. PI_ERR_NOT_FOUND without
-   (a mixture, or no histograms); PI_ERR_NOMEM. out->h is the caller's. */
+   by pi_stats_order's ranks (a loaded file's are st->ghist).
+   PI_ERR_NOT_FOUND when no logits were counted by neuron (a mixture, or
+   pi_stats_enable_hist not called); PI_ERR_NOMEM. out is the caller's. */
 pi_status pi_stats_group_hist(const pi_stats *st, pi_pred_ghist *out);
 
 /* Per layer, the largest threshold (a bin edge) whose recall is at least
