@@ -8,7 +8,9 @@
  * any block size and queue depth; kernel GB/s >= 0 for every kernel, type and
  * thread count), and (4) a run's achieved reads rescale the read figures,
  * and its compute factor the memory and kernel figures, once, within
- * [1/8, 8], leaving a valid result. A violated invariant aborts.
+ * [1/8, 8], leaving a valid result. A violated invariant aborts. The same
+ * bytes also go to the block device stat-line parser (pi_hw_parse_disk_stat),
+ * which takes whole counters or none.
  *
  * Build with clang from the repository root (`make fuzz`): fuzz/fuzz_hwfile.c,
  * src/plan/hwfile.c, every .c of src/base and src/kernels/types.c, with
@@ -59,6 +61,13 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    /* the same bytes as a block device's stat line: whole counters or none */
+    pi_disk_counts d;
+    if (pi_hw_parse_disk_stat((const char *)data, size, &d))
+        FUZZ_REQUIRE(d.bytes % 512 == 0 && d.read_s >= 0.0 && isfinite(d.read_s) && d.busy_s >= 0.0 &&
+                     isfinite(d.busy_s));
+    else
+        FUZZ_REQUIRE(d.reads == 0 && d.bytes == 0 && d.read_s == 0.0 && d.busy_s == 0.0);
     pi_hw hw;
     if (pi_hw_parse((const char *)data, size, &hw) != PI_OK) return 0;
     FUZZ_REQUIRE(pi_hw_validate(&hw) == PI_OK);

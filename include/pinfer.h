@@ -241,6 +241,21 @@ PI_API pi_status pi_model_memory(const pi_model *m, pi_memory_report *out);
    this disk has not been measured. */
 PI_API pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int queue_depth, double *reads_per_s);
 
+/* The counters of the block device under the model file (Linux's
+   /sys/dev/block/MAJ:MIN/stat, a partition's own where it is one): reads
+   completed, bytes they read, their time with the device summed over them,
+   and the time the device had any request in flight. Between two calls,
+   reads over busy_s is the device's read rate at read_s / busy_s requests
+   in flight: the disk's own, where the time a read spends with io_uring
+   also holds a read that landed while the cores computed until they reap
+   it. Other I/O on the device in between counts too. PI_ERR_NOT_FOUND where
+   the filesystem has no block device (tmpfs, overlay) or sysfs is absent. */
+typedef struct pi_disk_counts {
+    uint64_t reads, bytes;
+    double read_s, busy_s;
+} pi_disk_counts;
+PI_API pi_status pi_model_disk_counts(const pi_model *m, pi_disk_counts *out);
+
 /* Keep the random-read rate a run of this model achieved (reads per second
    while one was in flight, of read_bytes on average, queue_depth deep) in
    the cached `pinfer hwprobe` figures of its filesystem: plans made from
@@ -439,6 +454,7 @@ typedef struct pi_token_stats {
     double io_queue_s;          /* reads handed to the kernel and not yet reaped: at least one */
     double io_depth_s;          /* over io_queue_s, how many times the time (read-seconds): over io_queue_s,
                                    the mean queue depth the reads ran at */
+    uint64_t reads_queued;      /* of reads, those issued with the queue full: they waited for a reap */
     double ffn_s;               /* decode time in the FFN */
     /* the lookahead: neurons read for the next layer while a layer computed */
     uint64_t neurons_ahead;     /* read ahead (their reads are in reads and bytes_read) */

@@ -531,6 +531,16 @@ static void test_log(const char *relu) {
               strstr(pi_last_error(), "hwprobe"));
         CHECK(pi_model_read_rate(m, 0, 8, &rate) == PI_ERR_INVALID && pi_model_read_rate(m, 4096, 0, &rate) == PI_ERR_INVALID &&
               pi_model_read_rate(m, 4096, 8, NULL) == PI_ERR_INVALID && pi_model_read_rate(NULL, 4096, 8, &rate) == PI_ERR_INVALID);
+        /* the block device's counters: where the filesystem has one, they only grow */
+        pi_disk_counts d0, d1;
+        pi_status ds = pi_model_disk_counts(m, &d0);
+        CHECKF(ds == PI_OK || ds == PI_ERR_NOT_FOUND, "disk counters: %s", pi_last_error());
+        if (ds == PI_OK)
+            CHECK(pi_model_disk_counts(m, &d1) == PI_OK && d1.reads >= d0.reads && d1.bytes >= d0.bytes &&
+                  d1.busy_s >= d0.busy_s && d0.read_s >= 0.0);
+        else
+            printf("test_api: no block device counters for %s's filesystem\n", bundle);
+        CHECK(pi_model_disk_counts(m, NULL) == PI_ERR_INVALID && pi_model_disk_counts(NULL, &d0) == PI_ERR_INVALID);
         pi_model_close(m);
         char hwf[512];
         t_tmp_path(hwf, sizeof hwf, "api-hw.txt");

@@ -766,6 +766,38 @@ static void test_probe(void) {
     pi_pool_free(pool);
 }
 
+/* A block device's stat line: Linux 6.x writes 17 fields, 4.x 11; fields
+   1, 3, 4 and 10 are taken. Anything else is refused. */
+static void test_disk_stat(void) {
+    pi_disk_counts d;
+    const char *l17 = "170658705  4031083 5660090666 155919155   304778    81758 321467888  1563520        0  5438664 "
+                      "157855431   105925       88 301695328   146894    46125   225861\n";
+    CHECK(pi_hw_parse_disk_stat(l17, strlen(l17), &d));
+    CHECKF(d.reads == 170658705u && d.bytes == 5660090666ull * 512 && fabs(d.read_s - 155919.155) < 1e-6 &&
+               fabs(d.busy_s - 5438.664) < 1e-6,
+           "17 fields: %llu reads, %llu bytes, %.3f s, %.3f s busy", (unsigned long long)d.reads,
+           (unsigned long long)d.bytes, d.read_s, d.busy_s);
+    const char *l11 = "    7 0 56 3 0 0 0 0 0 9 3";
+    CHECK(pi_hw_parse_disk_stat(l11, strlen(l11), &d) && d.reads == 7 && d.bytes == 56 * 512 &&
+          fabs(d.busy_s - 0.009) < 1e-12);
+    static const char *bad[] = {
+        "",                                       /* empty */
+        "1 2 3 4 5 6 7 8 9 10\n",                 /* 10 fields */
+        "1 2 3 4 5 6 7 8 9 10 x\n",               /* not a number */
+        "1 2 3 4 5 6 7 8 9 10 -1\n",              /* negative */
+        "1 2 3 4 5 6 7 8 9 10 11z\n",             /* trailing letters */
+        "1 2 3 4 5 6 7 8 9 10 11\n1\n",           /* two lines */
+        "99999999999999999999 2 3 4 5 6 7 8 9 10 11\n", /* past 2^63 */
+        "1 2 36028797018963968 4 5 6 7 8 9 10 11\n",    /* sectors whose bytes pass 2^64 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        d.reads = 1;
+        CHECKF(!pi_hw_parse_disk_stat(bad[i], strlen(bad[i]), &d) && d.reads == 0, "bad stat line %zu accepted", i);
+    }
+    /* a device that is not there */
+    CHECK(pi_hw_disk_counts(0, &d) == PI_ERR_NOT_FOUND && d.reads == 0);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(120);
@@ -773,6 +805,7 @@ int main(void) {
     test_malformed();
     test_interp();
     test_run_reads();
+    test_disk_stat();
     test_default_path();
     test_probe();
     return t_done("test_hwprobe");

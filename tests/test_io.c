@@ -478,6 +478,11 @@ static void test_full(const char *path, pi_io_backend b) {
     st = pi_io_submit(io, again + 2, 1);
     CHECKF(st == PI_ERR_FULL && strstr(pi_last_error(), "12 of 12") && pi_io_in_flight(io) == CAP,
            "%s: one beside 12 of 12: %d %s", what, st, pi_last_error());
+    /* waited for a slot: 6 of the first 10, then all 3 and both 2 (the 3 reaped started 3 of the 6) */
+    pi_io_stats ios;
+    pi_io_get_stats(io, &ios);
+    CHECKF(ios.queued == 11, "%s: %llu reads queued behind a full ring, want 11", what,
+           (unsigned long long)ios.queued);
     int seen[N] = {0};
     for (int i = 0; i < 3; i++) seen[tags[i]]++;
     got = reap_n(io, tags, CAP);

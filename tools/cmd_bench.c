@@ -144,6 +144,10 @@ static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *o
    in flight. */
 typedef struct {
     double reads[MAX_REPS], bytes[MAX_REPS], busy_s[MAX_REPS];
+    double wait_s[MAX_REPS];                        /* decoding blocked on them */
+    double queue_s[MAX_REPS], depth_s[MAX_REPS];    /* with the kernel, and how deep (pi_token_stats) */
+    bool disk_ok[MAX_REPS];                         /* the block device's counters (pi_model_disk_counts): */
+    double disk_reads[MAX_REPS], disk_bytes[MAX_REPS], disk_read_s[MAX_REPS], disk_busy_s[MAX_REPS];
     double head_bytes[MAX_REPS], head_s[MAX_REPS]; /* the output head read from flash */
 } rep_reads;
 
@@ -194,7 +198,12 @@ static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *ou
     for (long r = -1; r < reps; r++) {
         if (r == 0) pi_session_reset_stats(a->s);
         pi_token_stats s0 = {0}, s1 = {0};
-        if (io && r >= 0) pi_session_stats(a->s, &s0);
+        pi_disk_counts d0 = {0}, d1 = {0};
+        bool disk = false;
+        if (io && r >= 0) {
+            pi_session_stats(a->s, &s0);
+            disk = pi_model_disk_counts(a->m, &d0) == PI_OK;
+        }
         pi_session_kv_clear(a->s);
         double t0 = app_time_s();
         for (long i = 0; i < n; i++)
@@ -204,6 +213,15 @@ static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *ou
             io->reads[r] = (double)(s1.reads - s0.reads);
             io->bytes[r] = (double)(s1.bytes_read - s0.bytes_read);
             io->busy_s[r] = s1.io_busy_s - s0.io_busy_s;
+            io->wait_s[r] = s1.io_wait_s - s0.io_wait_s;
+            io->queue_s[r] = s1.io_queue_s - s0.io_queue_s;
+            io->depth_s[r] = s1.io_depth_s - s0.io_depth_s;
+            io->disk_ok[r] = disk && pi_model_disk_counts(a->m, &d1) == PI_OK && d1.reads >= d0.reads &&
+                             d1.bytes >= d0.bytes && d1.busy_s > d0.busy_s;
+            io->disk_reads[r] = io->disk_ok[r] ? (double)(d1.reads - d0.reads) : 0.0;
+            io->disk_bytes[r] = io->disk_ok[r] ? (double)(d1.bytes - d0.bytes) : 0.0;
+            io->disk_read_s[r] = io->disk_ok[r] ? d1.read_s - d0.read_s : 0.0;
+            io->disk_busy_s[r] = io->disk_ok[r] ? d1.busy_s - d0.busy_s : 0.0;
             io->head_bytes[r] = (double)(s1.head_bytes_read - s0.head_bytes_read);
             io->head_s[r] = s1.head_read_s - s0.head_read_s;
         }
@@ -571,20 +589,35 @@ static void print_floor(const offload_figs *f, FILE *out) {
             f->io_floor_ms, f->no_io_ms, f->floor_ms, 1e3 / f->floor_ms, f->token_ms, f->floor_ratio);
 }
 
-/* The random reads the last round's median repetition achieved (reads per
-   second while one was in flight), kept beside the cached probe for the
-   planner (pi_model_note_reads): the engine's own reads of this disk are
-   the figure that prices the next plan. The median run's, as its tok/s is
-   the one reported: on a disk whose first reads of a block are slow, a
-   model just written read at 35.1K/s over all three runs of a 47B
-   benchmark and at about 64K/s in the two later ones. Only from enough
-   reads to measure. The output head read from flash likewise: its bytes
-   over its time (the product's included, a few percent of it), which
-   prices the head's read in later plans. A run that read nothing (every
-   row resident) prices compute instead: its tok/s over the plan's
-   prediction. io: each run's reads, ts: each run's tok/s. */
+/* The random reads the last round's median repetition achieved, kept
+   beside the cached probe for the planner (pi_model_note_reads): the
+   engine's own reads of this disk are the figure that prices the next
+   plan. The median run's, as its tok/s is the one reported: on a disk
+   whose first reads of a block are slow, a model just written read at
+   35.1K/s over all three runs of a 47B benchmark and at about 64K/s in the
+   two later ones. Only from enough reads to measure. Two clocks:
+   - Where decoding waited on the reads for much of their time, the reads
+     over the time one was in flight until computed, at the configured
+     depth: that time also holds the queue left to drain while the cores
+     computed, which the plan pays as well. (7b-l8 at 715M, 2026-11-29:
+     the block device read 54.6K/s while busy and the engine 37.2K/s; priced
+     at the device's rate the plan said 25.53 tok/s and the run made 16.98.)
+   - Where most of that time was hidden behind compute, a read that lands
+     waits there to be reaped, and the engine's clock says more about the
+     compute than the disk: the block device's own counters
+     (pi_model_disk_counts: reads over its busy time, at the mean number it
+     had in flight), where they hold the engine's reads and no others. (make
+     demo's model profiled on its own text: 58 reads a layer, 81% hidden;
+     the engine's clock said 30.6K/s, the device 47.8K/s at 41 deep, the
+     probe 78.2K; priced at the engine's rate the plan said 31.64 tok/s and
+     the run made 43.73, at the device's it said 48.28 and the run made
+     47.79.) Without those counters such a run keeps nothing. */
 #define NOTE_MIN_READS 4096
 #define NOTE_MIN_BUSY_S 0.25
+#define NOTE_MIN_DISK_S 0.1      /* the device busy: its counters are in ms */
+#define NOTE_DISK_MATCH_LO 0.8  /* the device's reads against the engine's: none but the engine's */
+#define NOTE_DISK_MATCH_HI 1.25
+#define NOTE_MAX_HIDDEN 0.7     /* of the reads' time behind compute: the device's counters above */
 #define NOTE_MIN_HEAD_BYTES (256.0 * 1024 * 1024)
 static void note_achieved(const app *a, const offload_figs *f, const rep_reads *io, const double *ts, long reps,
                        const char *cmd) {
@@ -615,13 +648,43 @@ static void note_achieved(const app *a, const offload_figs *f, const rep_reads *
         return;
     }
     if (io->reads[m] < NOTE_MIN_READS || io->busy_s[m] < NOTE_MIN_BUSY_S || f->mem.queue_depth < 1) return;
-    const double rate = io->reads[m] / io->busy_s[m], bytes = io->bytes[m] / io->reads[m];
-    if (pi_model_note_reads(a->m, bytes, f->mem.queue_depth, rate, path, sizeof path)) {
+    const double dr = io->disk_reads[m], hidden = 1.0 - io->wait_s[m] / io->busy_s[m];
+    const bool disk = io->disk_ok[m] && io->head_bytes[m] == 0.0 && dr >= NOTE_DISK_MATCH_LO * io->reads[m] &&
+                      dr <= NOTE_DISK_MATCH_HI * io->reads[m] && io->disk_busy_s[m] >= NOTE_MIN_DISK_S;
+    if (disk)
+        fprintf(stderr, "%s: the block device: %.1fK reads/s while busy, %.1f in flight on average; the engine: %.1fK "
+                "reads/s while one was in flight, %.0f%% of that time hidden behind compute\n", cmd,
+                dr / io->disk_busy_s[m] * 1e-3, io->disk_read_s[m] / io->disk_busy_s[m],
+                io->reads[m] / io->busy_s[m] * 1e-3, 100.0 * hidden);
+    double rate, bytes, depth;
+    char whose[96];
+    if (hidden <= NOTE_MAX_HIDDEN) {
+        rate = io->reads[m] / io->busy_s[m];
+        bytes = io->bytes[m] / io->reads[m];
+        depth = (double)f->mem.queue_depth;
+        snprintf(whose, sizeof whose, "while one was in flight, at queue depth %d", f->mem.queue_depth);
+    } else if (disk) {
+        rate = dr / io->disk_busy_s[m];
+        bytes = io->disk_bytes[m] / dr;
+        depth = io->disk_read_s[m] / io->disk_busy_s[m];
+        snprintf(whose, sizeof whose, "by the block device's counters, %.1f in flight on average", depth);
+    } else {
+        fprintf(stderr, "%s: reads achieved not kept for the planner: %.0f%% of their time was hidden behind compute, "
+                "which holds a landed read until it is reaped, and %s\n", cmd, 100.0 * hidden,
+                !io->disk_ok[m] ? "the model's filesystem has no block device counters"
+                : io->head_bytes[m] > 0.0 ? "the block device's counters hold the output head's reads too"
+                : "the block device's counters do not match the engine's reads (other I/O on the disk?)");
+        return;
+    }
+    const int qd = depth < 1.0 ? 1 : (int)lround(depth);
+    double probe = 0.0;
+    if (pi_model_read_rate(a->m, (uint64_t)bytes, qd, &probe)) probe = 0.0;
+    if (pi_model_note_reads(a->m, bytes, qd, rate, path, sizeof path)) {
         fprintf(stderr, "%s: the reads achieved were not kept: %s\n", cmd, pi_last_error());
         return;
     }
-    fprintf(stderr, "%s: reads achieved: %.1fK/s of %.1f KiB at queue depth %d (probe: %.1fK/s); kept in %s for the "
-            "planner\n", cmd, rate * 1e-3, bytes / 1024.0, f->mem.queue_depth, f->read_rate * 1e-3, path);
+    fprintf(stderr, "%s: reads achieved: %.1fK/s of %.1f KiB %s (probe: %.1fK/s); kept in %s for the planner\n",
+            cmd, rate * 1e-3, bytes / 1024.0, whose, probe * 1e-3, path);
 }
 
 /* The CPU's model name (llama-bench's cpu_info), else the machine type. */

@@ -467,8 +467,11 @@ void app_print_offload(const app *a, FILE *f) {
             busy > 0.0 ? 100.0 * (busy - wait) / busy : 0.0, wait / t * 1e3, st.ffn_s / t * 1e3,
             st.split_steps ? " (cache too small for one pass: split steps)" : "");
     if (st.io_queue_s > 0.0)
-        fprintf(f, "queue per token: reads with the kernel %.2f ms, %.1f of them at a time on average (queue depth %d)\n",
-                st.io_queue_s / t * 1e3, st.io_depth_s / st.io_queue_s, r.queue_depth);
+        fprintf(f,
+                "queue per token: reads with the kernel %.2f ms, %.1f of them at a time on average (queue depth %d); "
+                "%.0f%% of the reads waited for a place\n",
+                st.io_queue_s / t * 1e3, st.io_depth_s / st.io_queue_s, r.queue_depth,
+                st.reads ? 100.0 * (double)st.reads_queued / (double)st.reads : 0.0);
     if (st.neurons_ahead)
         fprintf(f,
                 "lookahead per token: %.0f neurons read ahead for the next layer in %.0f reads, %.0f of them (%.0f%%) "

@@ -17,6 +17,7 @@
 #include "sparse/ffn_sparse.h"
 #include "gguf/predhist.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -480,6 +481,15 @@ pi_status pi_model_read_rate(const pi_model *m, uint64_t read_bytes, int queue_d
     if (st) return st;
     *reads_per_s = pi_hw_iops(&hw, (int)read_bytes, queue_depth);
     return PI_OK;
+}
+
+pi_status pi_model_disk_counts(const pi_model *m, pi_disk_counts *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!model_ok(m, "pi_model_disk_counts")) return PI_ERR_INVALID;
+    if (!out) return pi_error(PI_ERR_INVALID, "pi_model_disk_counts: out is NULL");
+    struct stat sb;
+    if (stat(m->path, &sb) != 0) return pi_error(PI_ERR_IO, "%s: %s", m->path, strerror(errno));
+    return pi_hw_disk_counts((uint64_t)sb.st_dev, out);
 }
 
 /* The checks every pi_model_note_* makes: a model, and figures that are the

@@ -205,6 +205,7 @@ pi_status pi_session_stats(const pi_session *s, pi_token_stats *out) {
         pi_io_get_stats(s->m->off->io, &ios);
         out->io_queue_s = (double)ios.busy_ns * 1e-9;
         out->io_depth_s = ios.depth_ns * 1e-9;
+        out->reads_queued = ios.queued;
         out->ffn_s = (double)o->ffn_ns * 1e-9;
         out->neurons_ahead = o->ahead_neurons;
         out->ahead_used = o->ahead_used;

@@ -835,3 +835,32 @@ double pi_hw_kernel_gbs(const pi_hw *hw, int what, pi_type t, int threads) {
 double pi_hw_read_cpu_s(const pi_hw *hw) {
     return hw && hw->read_cpu_us > 0.0 ? hw->read_cpu_us * 1e-6 : PI_HW_READ_CPU_S;
 }
+
+/* Fields 1, 3, 4 and 10 of the 11 or more: reads completed, sectors read
+   (512 bytes each, whatever the device's block size), ms reads spent with
+   the device, ms with any request in flight. Digits and blanks only; each
+   field below 2^63. */
+bool pi_hw_parse_disk_stat(const char *text, size_t n, pi_disk_counts *out) {
+    memset(out, 0, sizeof *out);
+    uint64_t f[11];
+    int k = 0;
+    size_t i = 0;
+    for (;;) {
+        while (i < n && (text[i] == ' ' || text[i] == '\t')) i++;
+        if (i == n || text[i] == '\n') break;
+        if (text[i] < '0' || text[i] > '9') return false;
+        uint64_t v = 0;
+        for (; i < n && text[i] >= '0' && text[i] <= '9'; i++) {
+            if (v > (UINT64_C(1) << 59)) return false; /* v * 10 + 9 stays below 2^63 */
+            v = v * 10 + (uint64_t)(text[i] - '0');
+        }
+        if (i < n && text[i] != ' ' && text[i] != '\t' && text[i] != '\n') return false;
+        if (k < 11) f[k] = v;
+        k++;
+    }
+    for (; i < n; i++)
+        if (text[i] != '\n') return false; /* one line */
+    if (k < 11 || f[2] > UINT64_MAX / 512) return false;
+    *out = (pi_disk_counts){.reads = f[0], .bytes = f[2] * 512, .read_s = (double)f[3] * 1e-3, .busy_s = (double)f[9] * 1e-3};
+    return true;
+}

@@ -556,6 +556,20 @@ static long device_writes_inflight(uint64_t dev) {
     return w;
 }
 
+pi_status pi_hw_disk_counts(uint64_t dev, pi_disk_counts *out) {
+    memset(out, 0, sizeof *out);
+    char p[96], text[512];
+    snprintf(p, sizeof p, "/sys/dev/block/%u:%u/stat", major((dev_t)dev), minor((dev_t)dev));
+    FILE *f = dev ? fopen(p, "re") : NULL;
+    if (!f) return pi_error(PI_ERR_NOT_FOUND, "no block device counters for device %u:%u (%s)", major((dev_t)dev),
+                            minor((dev_t)dev), dev ? strerror(errno) : "no device");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    if (!pi_hw_parse_disk_stat(text, n, out))
+        return pi_error(PI_ERR_FORMAT, "%s: not a block device's counters", p);
+    return PI_OK;
+}
+
 /* Sync the filesystem holding path and wait (at most max_s) until its
    writeback has drained: no more than 8 MiB dirty machine-wide and no write
    in flight on the device, three polls in a row. */

@@ -141,6 +141,13 @@ pi_status pi_hw_load(const char *path, pi_hw *hw);
 
 /* pi_hw_load on text[0..n) (need not be NUL-terminated; may contain anything). */
 pi_status pi_hw_parse(const char *text, size_t n, pi_hw *hw);
+/* The read counters of a block device's stat file (text[0..n), one line of
+   at least 11 fields as Linux writes /sys/block/DEV/stat): false, with *out
+   zeroed, for anything else. */
+bool pi_hw_parse_disk_stat(const char *text, size_t n, pi_disk_counts *out);
+/* The counters of the block device dev (a file's st_dev). PI_ERR_NOT_FOUND
+   where it has no stat file. */
+pi_status pi_hw_disk_counts(uint64_t dev, pi_disk_counts *out);
 
 /* Format hw as pi_hw_save writes it into buf[0..n) (NUL-terminated when n > 0);
    returns the length of the whole text, like snprintf (so n = 0 measures), or

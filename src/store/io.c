@@ -204,6 +204,7 @@ pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n) {
                         "%lld); reap and retry",
                         io->path, n, (long long)used, (long long)io->fifo_cap, io->qd,
                         (long long)(io->fifo_cap - io->qd));
+    const int64_t waiting = io->fifo_n;
     for (int i = 0; i < n; i++) {
         io_pending *p = &io->fifo[(io->fifo_head + io->fifo_n) % io->fifo_cap];
         p->r = reqs[i];
@@ -214,6 +215,7 @@ pi_status pi_io_submit(pi_io *io, const pi_io_req *reqs, int n) {
     }
     depth_tick(io, io->n_active);
     start_pending(io);
+    if (io->fifo_n > waiting) io->st.queued += (uint64_t)(io->fifo_n - waiting); /* the older ones start first */
     return io->failed ? pi_error(PI_ERR_IO, "%s", io->err) : PI_OK;
 }
 

@@ -80,6 +80,7 @@ typedef struct pi_io_req {
 typedef struct pi_io_stats {
     uint64_t reads, bytes;    /* completed (pi_io_read counts each chunk it reads) */
     uint64_t wait_ns;         /* time spent blocked in pi_io_reap(wait=true) */
+    uint64_t queued;          /* reads submitted while every slot was taken: they waited for a reap */
     uint64_t submit_calls;    /* io_uring_submit calls; pread/test: batches handed to the backend */
     uint64_t fixed_reads;     /* reads done with READ_FIXED into registered buffers */
     uint64_t retries;         /* io_uring: reads re-issued after EAGAIN/EINTR or a partial result */
