@@ -798,6 +798,45 @@ static void test_disk_stat(void) {
     CHECK(pi_hw_disk_counts(0, &d) == PI_ERR_NOT_FOUND && d.reads == 0);
 }
 
+/* Reads of 4 KiB at offsets 0, 4096, ... wrapping in 1 MiB, n of them. */
+typedef struct {
+    int64_t i, n;
+} seq_wl;
+
+static bool next_seq(void *ctx, int64_t *off, size_t *len) {
+    seq_wl *w = ctx;
+    if (w->i >= w->n) return false;
+    *off = (w->i++ % 256) * 4096;
+    *len = 4096;
+    return true;
+}
+
+/* One probe point: the reads counted, and the CPU they took, the calling
+   thread's and the machine's (/proc/stat ticks: within a tick or two of at
+   least the thread's). */
+static void test_probe_point(void) {
+    char path[256];
+    t_tmp_path(path, sizeof path, "probe-point.bin");
+    FILE *f = fopen(path, "wb");
+    static uint8_t block[4096];
+    for (int i = 0; i < 256 && f; i++) fwrite(block, 1, sizeof block, f);
+    if (f) fclose(f);
+    seq_wl w = {0, 20000};
+    pi_probe_io_point pt;
+    pi_status st = pi_probe_io(path, PI_IO_AUTO, 8, 4096, 5.0, next_seq, &w, &pt);
+    CHECKF(st == PI_OK, "probe point: %s", pi_last_error());
+    if (st == PI_OK) {
+        CHECKF(pt.reads > 0 && pt.reads <= 20000 && pt.bytes == pt.reads * 4096 && pt.seconds > 0 && pt.cpu_s >= 0,
+               "probe point: %llu reads in %.3f s", (unsigned long long)pt.reads, pt.seconds);
+        FILE *ps = fopen("/proc/stat", "r");
+        if (ps) fclose(ps);
+        CHECKF(pt.machine_cpu_s >= 0.0 && isfinite(pt.machine_cpu_s) &&
+                   (!ps || pt.machine_cpu_s >= pt.cpu_s - 0.05),
+               "probe point: the machine's CPU %.3f s, the thread's %.3f s", pt.machine_cpu_s, pt.cpu_s);
+    }
+    unlink(path);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(120);
@@ -806,6 +845,7 @@ int main(void) {
     test_interp();
     test_run_reads();
     test_disk_stat();
+    test_probe_point();
     test_default_path();
     test_probe();
     return t_done("test_hwprobe");

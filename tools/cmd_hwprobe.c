@@ -99,7 +99,7 @@ static void print_table(const pi_hw *hw) {
                    iops * hw->block[b] * 1e-6, hw->read_lat_us[b][q], hw->read_est[b][q] ? "*" : "");
         }
     printf("sequential 1 MiB reads, QD 8: %.2f GB/s\n", hw->seq_read_gbs);
-    if (hw->read_cpu_us > 0) printf("CPU time per random read (the submitting thread): %.2f us\n", hw->read_cpu_us);
+    if (hw->read_cpu_us > 0) printf("CPU time per random read (submission and completion, every core): %.2f us\n", hw->read_cpu_us);
 }
 
 /* The cache file for the filesystem dev, or NULL after saying there is none. */

@@ -21,8 +21,8 @@
  *   io_file_bytes <bytes>                  the file the random reads were spread over
  *   fs_dev <st_dev>                        decimal
  *   seq_read_gbs <GB/s>
- *   read_cpu_us <us>                       optional: the submitting thread's CPU time per
- *                                          random read
+ *   read_cpu_us <us>                       optional: the machine's CPU time per random read
+ *                                          (submission and completion)
  *   block <6 increasing sizes in bytes>
  *   qd <5 increasing queue depths>
  *   read <block> <qd> <reads/s> <mean latency us> [est]   one per (block, qd), all required

@@ -54,9 +54,11 @@ typedef struct pi_hw {
     double read_iops[PI_HW_N_BLOCKS][PI_HW_N_QD];    /* reads per second */
     double read_lat_us[PI_HW_N_BLOCKS][PI_HW_N_QD];  /* mean latency */
     double seq_read_gbs;                             /* sequential 1 MiB reads, QD 8 */
-    double read_cpu_us;                              /* the submitting thread's CPU time per random read
-                                                        (queue depth >= 8): the kernel submits a read
-                                                        inline; 0: not measured (an older file) */
+    double read_cpu_us;                              /* the machine's CPU time per random read (queue
+                                                        depth >= 8): the kernel submits a read inline,
+                                                        and its completion takes interrupts and softirqs
+                                                        on any core (files before 2026-11-29 hold the
+                                                        submitting thread's alone); 0: not measured */
     uint64_t fs_dev;                                 /* st_dev of the measured filesystem */
     char cpu[64];                                    /* kernel set name + core count, for the cache key */
     char kernels_build[24];                          /* pi_kernels_build_id() of the build that measured the
@@ -226,7 +228,7 @@ double pi_hw_iops(const pi_hw *hw, int block_bytes, int qd);
    bits per weight. 0 when nothing is measured. */
 double pi_hw_kernel_gbs(const pi_hw *hw, int what, pi_type t, int threads);
 
-/* The submitting thread's CPU seconds per random read: hw->read_cpu_us, or
+/* The machine's CPU seconds per random read: hw->read_cpu_us, or
    for a file without it (or a NULL hw) PI_HW_READ_CPU_S, what the project
    machine measured. */
 #define PI_HW_READ_CPU_S 2.7e-6
@@ -282,6 +284,8 @@ typedef struct pi_probe_io_point {
     double seconds;        /* from the first submit to the last counted completion */
     double lat_sum_us;     /* sum over counted reads of (completion seen - submitted) */
     double cpu_s;          /* the calling thread's CPU time (user + system) meanwhile */
+    double machine_cpu_s;  /* every core's (/proc/stat, steal aside; 0 where unknown): with the
+                              completions' interrupts and softirqs, and whatever else ran */
 } pi_probe_io_point;
 
 /* The next read of a workload: its offset and length (aligned for the file),

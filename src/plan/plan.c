@@ -586,9 +586,11 @@ static double io_left(double t_io, double window, double R, double qd) {
 
 /* A visit's time for its reads and its gate/up work t_gu, given the wait
    t_wait that the lookahead left: the reads that go out at once (up to the
-   ring's depth qd) cost the submitting thread c_read each before anything
-   overlaps them (the kernel submits a read inline: 2.7 us of CPU a read on
-   the project machine); the rest are submitted and reaped as the ring
+   ring's depth qd) cost c_read each before anything overlaps them (the
+   kernel submits a read inline: 2.7 us of CPU a read on the project
+   machine; with its completion's interrupts and softirqs on any core, 9.1
+   us on a 2-core virtual machine whose submitting thread spent 6.0); the
+   rest are submitted and reaped as the ring
    refills, overlapping the reads still in flight as the gate/up work does.
    On a planted 7b-l8 at 50% of its file, 2622 reads a token, the compute
    outside the I/O wait measured 5-12 ms more than the plan without this

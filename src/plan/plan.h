@@ -12,7 +12,7 @@
  *   t_fixed = sum over types y of W_y / matvec(y, T)
  *             W_y: bytes of type y read every token (attention, output head)
  *   t_l     = t_body + t_la + c_r min(R_l, Q) + max(t_wait, t_gu + c_r (R_l - min(R_l, Q)))
- *             c_r: the submitting thread's CPU per read (hwprobe's read_cpu_us): the
+ *             c_r: the machine's CPU per read (hwprobe's read_cpu_us): the
  *             reads that go out at once cost it first, the rest overlap reads in flight;
  *             t_la: the lookahead's own predictor pass (t_pred) where a later layer
  *             has neurons off its hot prefix
@@ -226,7 +226,7 @@ typedef struct pi_cost {
     double tok_s;
     double ms_fixed, ms_pred, ms_gu, ms_down, ms_io, ms_io_hidden, ms_overhead; /* per token */
     double ms_head_read;    /* of ms_fixed: the output head read from flash (0: resident) */
-    double ms_read_cpu;     /* the submitting thread's CPU for the reads (pi_hw_read_cpu_s each): part at
+    double ms_read_cpu;     /* the CPU the reads take (pi_hw_read_cpu_s each): part at
                                issue, the rest overlapping the reads still in flight */
     double resident, hits, misses, reads; /* neurons / reads per token, all layers */
 } pi_cost;
