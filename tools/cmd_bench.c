@@ -145,7 +145,6 @@ static bool measure_pp(app *a, const int32_t *toks, long n, long reps, double *o
 typedef struct {
     double reads[MAX_REPS], bytes[MAX_REPS], busy_s[MAX_REPS];
     double wait_s[MAX_REPS];                        /* decoding blocked on them */
-    double queue_s[MAX_REPS], depth_s[MAX_REPS];    /* with the kernel, and how deep (pi_token_stats) */
     bool disk_ok[MAX_REPS];                         /* the block device's counters (pi_model_disk_counts): */
     double disk_reads[MAX_REPS], disk_bytes[MAX_REPS], disk_read_s[MAX_REPS], disk_busy_s[MAX_REPS];
     double head_bytes[MAX_REPS], head_s[MAX_REPS]; /* the output head read from flash */
@@ -214,8 +213,6 @@ static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *ou
             io->bytes[r] = (double)(s1.bytes_read - s0.bytes_read);
             io->busy_s[r] = s1.io_busy_s - s0.io_busy_s;
             io->wait_s[r] = s1.io_wait_s - s0.io_wait_s;
-            io->queue_s[r] = s1.io_queue_s - s0.io_queue_s;
-            io->depth_s[r] = s1.io_depth_s - s0.io_depth_s;
             io->disk_ok[r] = disk && pi_model_disk_counts(a->m, &d1) == PI_OK && d1.reads >= d0.reads &&
                              d1.bytes >= d0.bytes && d1.busy_s > d0.busy_s;
             io->disk_reads[r] = io->disk_ok[r] ? (double)(d1.reads - d0.reads) : 0.0;
@@ -611,7 +608,12 @@ static void print_floor(const offload_figs *f, FILE *out) {
      the engine's clock said 30.6K/s, the device 47.8K/s at 41 deep, the
      probe 78.2K; priced at the engine's rate the plan said 31.64 tok/s and
      the run made 43.73, at the device's it said 48.28 and the run made
-     47.79.) Without those counters such a run keeps nothing. */
+     47.79.) Without those counters such a run keeps nothing.
+   The output head read from flash likewise: its bytes over its time (the
+   product's included, a few percent of it), which prices the head's read
+   in later plans. A run that read nothing (every row resident) prices
+   compute instead: its tok/s over the plan's prediction. io: each run's
+   reads, ts: each run's tok/s. */
 #define NOTE_MIN_READS 4096
 #define NOTE_MIN_BUSY_S 0.25
 #define NOTE_MIN_DISK_S 0.1      /* the device busy: its counters are in ms */

@@ -861,6 +861,7 @@ bool pi_hw_parse_disk_stat(const char *text, size_t n, pi_disk_counts *out) {
     for (; i < n; i++)
         if (text[i] != '\n') return false; /* one line */
     if (k < 11 || f[2] > UINT64_MAX / 512) return false;
-    *out = (pi_disk_counts){.reads = f[0], .bytes = f[2] * 512, .read_s = (double)f[3] * 1e-3, .busy_s = (double)f[9] * 1e-3};
+    *out = (pi_disk_counts){
+        .reads = f[0], .bytes = f[2] * 512, .read_s = (double)f[3] * 1e-3, .busy_s = (double)f[9] * 1e-3};
     return true;
 }

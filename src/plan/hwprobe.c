@@ -661,7 +661,10 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
             if (!(hw->read_lat_us[b][q] > 0)) hw->read_lat_us[b][q] = 1e-3; /* a clock too coarse */
             /* the machine's, where it is known and no less: the completions' interrupts and
                softirqs run on any core, and take as much from the compute as the submissions */
-            if (k_qds[q] >= 8) cpu_s += pt.machine_cpu_s > pt.cpu_s ? pt.machine_cpu_s : pt.cpu_s, cpu_reads += (double)pt.reads;
+            if (k_qds[q] >= 8) {
+                cpu_s += pt.machine_cpu_s > pt.cpu_s ? pt.machine_cpu_s : pt.cpu_s;
+                cpu_reads += (double)pt.reads;
+            }
             if (verbose) {
                 char r[32];
                 fmt_k(r, sizeof r, hw->read_iops[b][q]);
