@@ -604,11 +604,14 @@ static void print_floor(const offload_figs *f, FILE *out) {
      compute than the disk: the block device's own counters
      (pi_model_disk_counts: reads over its busy time, at the mean number it
      had in flight), where they hold the engine's reads and no others. (make
-     demo's model profiled on its own text: 58 reads a layer, 81% hidden;
-     the engine's clock said 30.6K/s, the device 47.8K/s at 41 deep, the
-     probe 78.2K; priced at the engine's rate the plan said 31.64 tok/s and
-     the run made 43.73, at the device's it said 48.28 and the run made
-     47.79.) Without those counters such a run keeps nothing.
+     demo's model profiled on its own text: 58 reads a layer, 78-81%
+     hidden; the engine's clock said 34-36K/s, the reads' time with
+     io_uring 31-34K/s at 46 deep, the device's counters 64.2K/s at 42
+     deep, the probe 76.9K/s at that depth. Priced at the io_uring time's
+     rate the plan said 31.64 tok/s and the run made 43.73; at the device's,
+     48.28 and 47.79. Priced at the engine's clock, 31.6K/s at depth 256, a
+     plan from the build before was 66% slow.) Without those counters such
+     a run keeps nothing.
    The output head read from flash likewise: its bytes over its time (the
    product's included, a few percent of it), which prices the head's read
    in later plans. A run that read nothing (every row resident) prices

@@ -301,7 +301,8 @@ static double thread_cpu_s(void) {
 }
 
 /* CPU seconds the whole machine has used (/proc/stat: all but idle and
-   iowait; steal too where with_steal), or -1. */
+   iowait; steal too where with_steal, as the hypervisor's other guests
+   compete for the cores), or -1. */
 static double machine_cpu_s(bool with_steal) {
     FILE *f = fopen("/proc/stat", "re");
     if (!f) return -1;
@@ -560,11 +561,17 @@ static double dirty_bytes(void) {
     return seen == 2 ? kb * 1024.0 : -1.0;
 }
 
+/* The sysfs file `leaf` of the block device of st_dev, opened; NULL
+   without (p gets its path). */
+static FILE *block_sysfs(uint64_t dev, const char *leaf, char *p, size_t n) {
+    snprintf(p, n, "/sys/dev/block/%u:%u/%s", major((dev_t)dev), minor((dev_t)dev), leaf);
+    return dev ? fopen(p, "re") : NULL;
+}
+
 /* Writes in flight on the block device of st_dev, from sysfs; -1 when unknown. */
 static long device_writes_inflight(uint64_t dev) {
     char p[96];
-    snprintf(p, sizeof p, "/sys/dev/block/%u:%u/inflight", major((dev_t)dev), minor((dev_t)dev));
-    FILE *f = fopen(p, "re");
+    FILE *f = block_sysfs(dev, "inflight", p, sizeof p);
     if (!f) return -1;
     long r = 0, w = -1;
     if (fscanf(f, "%ld %ld", &r, &w) != 2) w = -1;
@@ -575,8 +582,7 @@ static long device_writes_inflight(uint64_t dev) {
 pi_status pi_hw_disk_counts(uint64_t dev, pi_disk_counts *out) {
     memset(out, 0, sizeof *out);
     char p[96], text[512];
-    snprintf(p, sizeof p, "/sys/dev/block/%u:%u/stat", major((dev_t)dev), minor((dev_t)dev));
-    FILE *f = dev ? fopen(p, "re") : NULL;
+    FILE *f = block_sysfs(dev, "stat", p, sizeof p);
     if (!f) return pi_error(PI_ERR_NOT_FOUND, "no block device counters for device %u:%u (%s)", major((dev_t)dev),
                             minor((dev_t)dev), dev ? strerror(errno) : "no device");
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -746,10 +752,6 @@ out:
     return st;
 }
 
-/* CPU seconds the whole machine has used, steal included (the
-   hypervisor's other guests compete too), or -1. */
-static double machine_busy_s(void) { return machine_cpu_s(true); }
-
 /* CPU seconds this process has used (all threads), or -1. */
 static double self_cpu_s(void) {
     struct rusage ru;
@@ -849,7 +851,7 @@ pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out) {
         c = (probe_cfg){.bw_bytes = 1024 * MIB, .kern_bytes = 768 * MIB, .bw_reps = 5, .kern_reps = 7,
                         .kern_rows = 14336, .tmp_bytes = 1024 * MIB, .min_file = 256 * MIB, .point_s = 1.5,
                         .seq_s = 1.5, .all_threads = true, .all_points = true};
-    double t0 = pi_time_s(), busy0 = machine_busy_s(), self0 = self_cpu_s();
+    double t0 = pi_time_s(), busy0 = machine_cpu_s(true), self0 = self_cpu_s();
     int n = o->max_threads ? o->max_threads : pi_cpu_count();
     out->n_threads = n < 1 ? 1 : n > PI_HW_MAX_THREADS ? PI_HW_MAX_THREADS : n;
     out->quick = o->quick || o->tiny;
@@ -873,7 +875,7 @@ pi_status pi_hwprobe_run(const pi_hwprobe_opts *o, pi_hw *out) {
         memset(out, 0, sizeof *out);
         return st;
     }
-    double dt = pi_time_s() - t0, busy1 = machine_busy_s(), self1 = self_cpu_s();
+    double dt = pi_time_s() - t0, busy1 = machine_cpu_s(true), self1 = self_cpu_s();
     if (busy0 >= 0 && busy1 >= 0 && self0 >= 0 && self1 >= 0 && dt > 0) {
         double others = ((busy1 - busy0) - (self1 - self0)) / dt;
         out->other_cpu = others > 0 && isfinite(others) ? others : 0.0;

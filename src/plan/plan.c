@@ -291,7 +291,7 @@ pi_status pi_mprofile_make(const pi_gguf *g, const char *path, const pi_budget_n
     p->io = z->io;
     p->min_cold = z->min_cold;
     p->min_slots = z->min_slots;
-    p->max_merge = z->max_merge > 0 ? z->max_merge : 16;
+    p->max_merge = z->max_merge; /* 0: unknown, taken as 16 (reads_of) */
     p->stride = z->stride;
     p->bundle_mem = z->bundle_mem;
     memcpy(p->part_bytes, z->part_bytes, sizeof p->part_bytes);
