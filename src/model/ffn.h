@@ -61,6 +61,9 @@ typedef struct pi_ffn_ops {
        in memory. */
     pi_status (*head)(void *impl, struct pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
                       int64_t y_stride);
+    /* A one-token step is about to go through the layers, its embedding in
+       s->x; may be NULL. */
+    pi_status (*token_start)(void *impl, struct pi_state *s);
 } pi_ffn_ops;
 
 #define PI_DOWN_T_CHUNKS 64 /* the down projection sums its rows in this many fixed chunks, so the

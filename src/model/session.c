@@ -549,6 +549,7 @@ static pi_status forward(pi_state *s, const int32_t *tokens, int64_t nb, int64_t
     for (int64_t b = 0; b < nb; b++)
         if ((st = embedding_row(s, tokens[b], s->x + b * E))) return st;
     s->cur_pos0 = pos0;
+    if (nb == 1 && s->ffn_ops && s->ffn_ops->token_start && (st = s->ffn_ops->token_start(s->ffn_impl, s))) return st;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         s->cur_layer = il;
         attention(s, il, pos0, nb);

@@ -639,16 +639,17 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     return PI_OK;
 }
 
-/* Layer il + 1's lookahead target, guessed from this layer's residual
-   normed with il + 1's FFN norm: a dense layer, or the expert its router
-   ranks first there (Deja Vu's observation: consecutive layers' inputs are
-   close). NULL when there is no next layer or no lookahead. */
-static const pi_la_target *guess_next(pi_offload *o, pi_state *s, int64_t il, pi_la_target *t) {
+/* Layer il's lookahead target, guessed from the residual s->x as it is
+   before il's attention, normed with il's FFN norm: a dense layer, or the
+   expert its router ranks first there (Deja Vu's observation: consecutive
+   layers' inputs are close). NULL when there is no such layer or no
+   lookahead. */
+static const pi_la_target *guess_unit(pi_offload *o, pi_state *s, int64_t il, pi_la_target *t) {
     const pi_lm *m = s->m;
-    if (!o->lookahead || il + 1 >= m->hp.n_layer) return NULL;
-    const pi_layer *l1 = &m->layers[il + 1];
+    if (!o->lookahead || il >= m->hp.n_layer) return NULL;
+    const pi_layer *l1 = &m->layers[il];
     pi_rmsnorm(o->la_x, s->x, l1->ffn_norm.data, m->hp.n_embd, m->hp.rms_eps);
-    *t = (pi_la_target){il + 1, 0, o->la_x};
+    *t = (pi_la_target){il, 0, o->la_x};
     if (m->hp.n_expert) {
         pi_state_input_changed(s);
         pi_state_matmul(s, &l1->ffn_gate_inp, 0, m->hp.n_expert, o->la_x, m->hp.n_embd, 1, s->router, m->hp.n_expert);
@@ -658,6 +659,11 @@ static const pi_la_target *guess_next(pi_offload *o, pi_state *s, int64_t il, pi
         o->la_guess = t->x;
     }
     return t;
+}
+
+/* Layer il + 1's target, guessed from layer il's residual. */
+static const pi_la_target *guess_next(pi_offload *o, pi_state *s, int64_t il, pi_la_target *t) {
+    return guess_unit(o, s, il + 1, t);
 }
 
 /* A mixture's token on the sparse path: routed as in memory, each chosen
@@ -757,7 +763,7 @@ static void offload_free(void *impl) {
 }
 
 const pi_ffn_ops pi_offload_ffn_ops = {"offload", offload_token, offload_batch, offload_embed, offload_token_done,
-                                       offload_free, offload_head};
+                                       offload_free, offload_head, NULL};
 
 pi_sparse_ffn *pi_offload_ffn_sparse(void *impl) { return ((offload_ffn *)impl)->sp; }
 

@@ -405,7 +405,7 @@ static pi_status ffn_sparse_token(void *impl, pi_state *s, int64_t il) {
 
 static void ffn_sparse_free(void *impl) { pi_sparse_ffn_free(impl); }
 
-const pi_ffn_ops pi_sparse_ffn_ops = {"sparse", ffn_sparse_token, NULL, NULL, NULL, ffn_sparse_free, NULL};
+const pi_ffn_ops pi_sparse_ffn_ops = {"sparse", ffn_sparse_token, NULL, NULL, NULL, ffn_sparse_free, NULL, NULL};
 
 pi_status pi_sparse_ffn_install(pi_state *s, pi_ffn_mode mode, int64_t hot) {
     pi_sparse_ffn *f;
