@@ -460,6 +460,9 @@ typedef struct pi_token_stats {
     uint64_t neurons_ahead;     /* read ahead (their reads are in reads and bytes_read) */
     uint64_t ahead_used;        /* of them, selected by that layer (counted in neurons_read) */
     uint64_t reads_ahead;       /* reads issued ahead */
+    uint64_t neurons_ahead_start; /* of neurons_ahead, the first layer's, read as a token starts (guessed
+                                     from its embedding, while the first attention computes) */
+    uint64_t ahead_start_used;  /* of them, selected by the first layer */
     uint64_t router_guesses;    /* a mixture of experts with the lookahead: next layers' first experts
                                    guessed from the current residual */
     uint64_t router_hits;       /* of them, experts that layer's router then chose */

@@ -417,9 +417,17 @@ static void check_file(const char *bundle, const char *what, bool every_split) {
                    "%s: ahead %llu used %llu reads %llu", sp->label, (unsigned long long)st->ahead_neurons,
                    (unsigned long long)st->ahead_used, (unsigned long long)st->ahead_reads);
         if (!sp->lookahead) CHECK(st->ahead_neurons == 0 && st->ahead_used == 0 && st->router_guesses == 0);
-        /* a mixture guesses each next layer's first expert once per layer step but the last */
+        /* the first layer is read ahead as the token starts (its guess from the embedding) where
+           the cache has room beside a down chunk's neurons */
+        if (sp->lookahead && sp->hot == 0 && sp->slots > 2 * pi_down_chunk_rows(F, F))
+            CHECKF(st->ahead_start > 0 && st->ahead_start <= st->ahead_neurons && st->ahead_start_used <= st->ahead_start,
+                   "%s: %llu of %llu read at the start",
+                   sp->label, (unsigned long long)st->ahead_start, (unsigned long long)st->ahead_neurons);
+        if (!sp->lookahead) CHECK(st->ahead_start == 0);
+        /* a mixture guesses each layer's first expert once per token: the first layer's from the
+           embedding, the others' from the layer before's residual */
         if (sp->lookahead && m->hp.n_expert)
-            CHECKF(st->router_guesses == (uint64_t)(N_DECODE * (m->hp.n_layer - 1)) &&
+            CHECKF(st->router_guesses == (uint64_t)(N_DECODE * m->hp.n_layer) &&
                        st->router_hits <= st->router_guesses,
                    "%s: %llu guesses, %llu right", sp->label, (unsigned long long)st->router_guesses,
                    (unsigned long long)st->router_hits);

@@ -474,9 +474,12 @@ void app_print_offload(const app *a, FILE *f) {
                 st.reads ? 100.0 * (double)st.reads_queued / (double)st.reads : 0.0);
     if (st.neurons_ahead)
         fprintf(f,
-                "lookahead per token: %.0f neurons read ahead for the next layer in %.0f reads, %.0f of them (%.0f%%) "
-                "then selected; they are %.0f%% of the misses\n",
-                (double)st.neurons_ahead / t, (double)st.reads_ahead / t, (double)st.ahead_used / t,
+                "lookahead per token: %.0f neurons read ahead for the next layer (%.0f for the first layer as the token "
+                "starts, %.0f%% of them then selected) in %.0f reads, %.0f of them (%.0f%%) then selected; they are "
+                "%.0f%% of the misses\n",
+                (double)st.neurons_ahead / t, (double)st.neurons_ahead_start / t,
+                st.neurons_ahead_start ? 100.0 * (double)st.ahead_start_used / (double)st.neurons_ahead_start : 0.0,
+                (double)st.reads_ahead / t, (double)st.ahead_used / t,
                 100.0 * (double)st.ahead_used / (double)st.neurons_ahead,
                 st.neurons_read ? 100.0 * (double)st.ahead_used / (double)st.neurons_read : 0.0);
     if (st.head_uses) {

@@ -208,6 +208,8 @@ pi_status pi_session_stats(const pi_session *s, pi_token_stats *out) {
         out->reads_queued = ios.queued;
         out->ffn_s = (double)o->ffn_ns * 1e-9;
         out->neurons_ahead = o->ahead_neurons;
+        out->neurons_ahead_start = o->ahead_start;
+        out->ahead_start_used = o->ahead_start_used;
         out->ahead_used = o->ahead_used;
         out->reads_ahead = o->ahead_reads;
         out->router_guesses = o->router_guesses;

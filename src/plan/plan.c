@@ -550,13 +550,21 @@ static double between_layers(const pi_mprofile *mp, const pi_hw *hw, int T, doub
 /* The compute that unit l's lookahead reads overlap, per visit: the step
    before's work after its gate/up (its predictor, down rows and overhead,
    t_body) and its share of the attention between layers, t_att spread over
-   the visits of a token (visits_per_token). The first layer's units have
-   none: the last layer looks ahead to no next token. 0 without the
-   lookahead. */
+   the visits of a token (visits_per_token). The first layer's units, read
+   ahead when the token starts, have only their share of the attention. 0
+   without the lookahead. */
 static double ahead_window(const pi_mprofile *mp, int64_t l, double t_body, double t_att, double visits) {
     const int64_t X = mp->n_expert ? mp->n_expert : 1;
-    if (!mp->lookahead || l < X) return 0.0;
-    return t_body + t_att / visits;
+    if (!mp->lookahead) return 0.0;
+    return l < X ? t_att / visits : t_body + t_att / visits;
+}
+
+/* Whether the token's start reads ahead for the first layer, and so first
+   computes its predictor on the token's embedding: where it has neurons off
+   the hot prefix (a mixture: always, its expert being a guess). */
+static bool starts_ahead(const pi_mprofile *mp, const int64_t *hot) {
+    if (!mp->lookahead) return false;
+    return mp->n_expert || hot[0] < mp->n_ff;
 }
 
 /* Whether unit l's step reads ahead, and so first computes the next unit's
@@ -645,6 +653,10 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     }
     double total = t_fixed + C_TOKEN_S;
     c->ms_fixed = t_fixed * 1e3;
+    if (starts_ahead(mp, p->hot)) { /* the first layer's lookahead pass, before its reads go out */
+        total += t_pred_all / (double)L;
+        c->ms_pred += t_pred_all / (double)L * 1e3;
+    }
     const double c_visit = visit_overhead(mp);
     c->ms_overhead = C_TOKEN_S * 1e3;
     for (int64_t l = 0; l < L; l++) {

@@ -76,6 +76,8 @@ typedef struct pi_offload_stats {
     uint64_t prefill_bytes;  /* bytes streamed for prompt batches (dense FFN) */
     /* lookahead: neurons read for the next layer while this one computed */
     uint64_t ahead_neurons;  /* read ahead */
+    uint64_t ahead_start;    /* of them, the first layer's, read when a token starts */
+    uint64_t ahead_start_used; /* of those, selected by the first layer */
     uint64_t ahead_used;     /* of them, selected by the next layer (also counted in misses) */
     uint64_t ahead_reads;    /* reads issued ahead (also counted in reads) */
     /* a mixture: the next layer's expert guessed from this layer's residual */
@@ -158,6 +160,12 @@ typedef struct pi_offload {
                                     next step's */
     int64_t la_guess;            /* a mixture: the expert the next layer's router was guessed to rank
                                     first (its set is in flight), or -1 */
+    /* the first layer's lookahead, from the token's embedding (offload_token_start): kept while
+       at least half the neurons it reads are then selected, judged over windows of
+       LA_START_WINDOW neurons; a guess below that pauses it for LA_START_PAUSE tokens */
+    bool la_start;               /* the current set is the token start's (until the first step ends) */
+    uint64_t la_start_read, la_start_used; /* the window's neurons read and of them selected */
+    uint64_t la_start_paused;    /* tokens left without it */
     pi_offload_stats st;
     pi_pool *pool;               /* the pool of the session whose step runs (set as each step starts):
                                     parked before every wait for reads (pi_pool_park) */
