@@ -629,8 +629,30 @@ static bool add_counts(const char *src, const char *dst, int64_t L, int64_t X, i
     return st == PI_OK;
 }
 
+/* The first layer's read at the token's start is paused for
+   PI_LA_START_PAUSE tokens after a window of neurons fewer than half of
+   which were then selected, and kept after a window of at least half. */
+static void check_start_guard(void) {
+    pi_offload *o = calloc(1, sizeof *o);
+    if (!o) return;
+    CHECK(pi_offload_start_wanted(o) && pi_offload_start_wanted(o)); /* nothing judged yet */
+    o->la_start_read = PI_LA_START_WINDOW;
+    o->la_start_used = PI_LA_START_WINDOW / 2; /* exactly half: kept */
+    CHECK(pi_offload_start_wanted(o) && o->la_start_read == 0 && o->la_start_used == 0);
+    o->la_start_read = PI_LA_START_WINDOW + 10;
+    o->la_start_used = (PI_LA_START_WINDOW + 10) / 2 - 1; /* below half: paused */
+    int off = 0;
+    while (!pi_offload_start_wanted(o) && off <= PI_LA_START_PAUSE) off++;
+    CHECKF(off == PI_LA_START_PAUSE && o->la_start_read == 0, "paused for %d tokens", off);
+    o->la_start_read = PI_LA_START_WINDOW - 1; /* a window not yet full is not judged */
+    o->la_start_used = 0;
+    CHECK(pi_offload_start_wanted(o) && o->la_start_read == PI_LA_START_WINDOW - 1);
+    free(o);
+}
+
 int main(void) {
     char plain[256], bundle[256], packed[256];
+    check_start_guard();
     t_tmp_path(plain, sizeof plain, "offload.gguf");
     t_tmp_path(bundle, sizeof bundle, "offload.bundle.gguf");
     t_tmp_path(packed, sizeof packed, "offload.packed.gguf");

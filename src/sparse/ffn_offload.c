@@ -774,13 +774,10 @@ static void offload_token_done(void *impl) { ((offload_ffn *)impl)->off->st.toke
    trained relu-stories fixture (predictors from train-predictor) 82% at
    60%, where its reads went out in a window of microseconds. A wrong guess
    costs a read, so the guess is kept while at least half of what it reads
-   is then selected (LA_START_WINDOW neurons a judgement) and paused for
-   LA_START_PAUSE tokens otherwise. */
-#define LA_START_WINDOW 512
-#define LA_START_PAUSE 64
-static bool la_start_wanted(pi_offload *o) {
-    if (o->la_start_read >= LA_START_WINDOW) {
-        if (2 * o->la_start_used < o->la_start_read) o->la_start_paused = LA_START_PAUSE;
+   is then selected (pi_offload_start_wanted). */
+bool pi_offload_start_wanted(pi_offload *o) {
+    if (o->la_start_read >= PI_LA_START_WINDOW) {
+        if (2 * o->la_start_used < o->la_start_read) o->la_start_paused = PI_LA_START_PAUSE;
         o->la_start_read = o->la_start_used = 0;
     }
     if (o->la_start_paused == 0) return true;
@@ -792,7 +789,7 @@ static pi_status offload_token_start(void *impl, pi_state *s) {
     pi_sparse_ffn *sp = ((offload_ffn *)impl)->sp;
     pi_offload *o = step_off(impl, s);
     pi_status st = refused(o);
-    if (st || !sp || !o->lookahead || !la_start_wanted(o)) return st;
+    if (st || !sp || !o->lookahead || !pi_offload_start_wanted(o)) return st;
     const int64_t F = s->m->hp.n_ff, free_slots = pi_ncache_unpinned(o->cache);
     const int64_t room = free_slots / 2 < free_slots - pi_down_chunk_rows(F, F) ? free_slots / 2
                                                                                : free_slots - pi_down_chunk_rows(F, F);

@@ -38,4 +38,12 @@ void pi_offload_session_shape(const pi_offload *off, int64_t *n_batch, int64_t *
 /* The sparse FFN inside an offload implementation (NULL when dense). */
 pi_sparse_ffn *pi_offload_ffn_sparse(void *impl);
 
+/* Whether this token's start reads the first layer ahead (called once per
+   token): yes unless paused. After each PI_LA_START_WINDOW neurons read at
+   token starts, fewer than half of them then selected pauses it for the
+   next PI_LA_START_PAUSE tokens. */
+#define PI_LA_START_WINDOW 512
+#define PI_LA_START_PAUSE 64
+bool pi_offload_start_wanted(pi_offload *o);
+
 #endif

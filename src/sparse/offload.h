@@ -161,8 +161,7 @@ typedef struct pi_offload {
     int64_t la_guess;            /* a mixture: the expert the next layer's router was guessed to rank
                                     first (its set is in flight), or -1 */
     /* the first layer's lookahead, from the token's embedding (offload_token_start): kept while
-       at least half the neurons it reads are then selected, judged over windows of
-       LA_START_WINDOW neurons; a guess below that pauses it for LA_START_PAUSE tokens */
+       at least half the neurons it reads are then selected (pi_offload_start_wanted) */
     bool la_start;               /* the current set is the token start's (until the first step ends) */
     uint64_t la_start_read, la_start_used; /* the window's neurons read and of them selected */
     uint64_t la_start_paused;    /* tokens left without it */
