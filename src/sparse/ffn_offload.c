@@ -765,10 +765,9 @@ static void offload_token_done(void *impl) { ((offload_ffn *)impl)->off->st.toke
    first layer's misses waited for its attention and predictor. It takes at
    most half the free cache slots, and leaves at least a down chunk's worth
    (the most a wave needs): the first step's own misses and the second
-   layer's lookahead need the rest, and a step split in waves reads nothing
-   ahead (at 285 MiB of the planted 7b-l8, with the start's set taking all
-   but a chunk's slots, the first layer ran in waves and decode was 0.93x
-   the build before).
+   layer's lookahead need the rest (at 285 MiB of the planted 7b-l8, with
+   the start's set allowed all but a chunk's slots, decode was 0.93x the
+   build before; the half cap ran 1.18x that variant).
    How good the guess is depends on the model: on the planted 7b-l8 it finds
    99.3% of the first layer's selection at a precision of 99.5%; on the
    trained relu-stories fixture (predictors from train-predictor) 82% at
