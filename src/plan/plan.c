@@ -654,8 +654,9 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     double total = t_fixed + C_TOKEN_S;
     c->ms_fixed = t_fixed * 1e3;
     if (starts_ahead(mp, p->hot)) { /* the first layer's lookahead pass, before its reads go out */
-        total += t_pred_all / (double)L;
-        c->ms_pred += t_pred_all / (double)L * 1e3;
+        const double t_pass = t_pred_all / (double)L;
+        total += t_pass;
+        c->ms_pred += t_pass * 1e3;
     }
     const double c_visit = visit_overhead(mp);
     c->ms_overhead = C_TOKEN_S * 1e3;

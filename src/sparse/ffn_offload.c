@@ -790,8 +790,8 @@ static pi_status offload_token_start(void *impl, pi_state *s) {
     pi_status st = refused(o);
     if (st || !sp || !o->lookahead || !pi_offload_start_wanted(o)) return st;
     const int64_t F = s->m->hp.n_ff, free_slots = pi_ncache_unpinned(o->cache);
-    const int64_t room = free_slots / 2 < free_slots - pi_down_chunk_rows(F, F) ? free_slots / 2
-                                                                               : free_slots - pi_down_chunk_rows(F, F);
+    const int64_t beside_chunk = free_slots - pi_down_chunk_rows(F, F);
+    const int64_t room = free_slots / 2 < beside_chunk ? free_slots / 2 : beside_chunk;
     pi_la_target t;
     const pi_la_target *first = guess_unit(o, s, 0, &t);
     if (!first || room <= 0 || o->la[o->la_turn ^ 1].layer >= 0) return PI_OK;
