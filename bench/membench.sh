@@ -338,7 +338,7 @@ median() { tr ' ' '\n' | awk 'NF { v[n++] = $1 } END { if (!n) { print "-"; exit
     printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
 
 # pinfer_cg LABEL BINARY ARGS...: one pinfer bench in a fresh cgroup. Sets TG (empty on
-# failure), STATE, FLOOR (the floor line), PEAKMIB.
+# failure), STATE, FLOOR and CORES (the floor lines), PEAKMIB.
 pinfer_cg() {
     local label=$1 bin=$2
     shift 2
@@ -347,6 +347,7 @@ pinfer_cg() {
     run_cg "$label" "$TMP/$label.log" - "$bin" "$@"
     TG=$(tg_of "$TMP/$label.log") STATE="" PEAKMIB=$(mib "$PEAK")
     FLOOR=$(grep -a '^I/O floor:' "$TMP/$label.log" | tail -n 1 || true)
+    CORES=$(grep -a '^cores:' "$TMP/$label.log" | tail -n 1 || true)
     printf 'exit status %s after %s s; cgroup peak %s MiB%s, limit hit %s times, OOM kills %s\n' \
         "$RC" "$SECS" "$PEAKMIB" "$PEAK_HOW" "$FAILCNT" "$OOM"
     if [ "$OOM" -gt 0 ]; then STATE="killed by the OOM killer at limit $(mib "$LIMIT") MiB"; TG=""
@@ -358,7 +359,7 @@ pinfer_cg() {
     fi
 }
 
-P_TGS="" B_TGS="" Q_TGS="" R_BASE="" R_PEER="" P_FAILS=0 P_OOM=0 P_PEAK_MAX=0 P_FLOOR="" P_STATE="" B_STATE="" Q_STATE=""
+P_TGS="" B_TGS="" Q_TGS="" R_BASE="" R_PEER="" P_FAILS=0 P_OOM=0 P_PEAK_MAX=0 P_FLOOR="" P_CORES="" P_STATE="" B_STATE="" Q_STATE=""
 for ROUND in $(seq 1 "$ROUNDS"); do
     pinfer_cg pinfer "$PINFER" "${PARGS[@]}"
     P_TG=$TG
@@ -367,6 +368,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     [ "$OOM" -eq 0 ] || P_OOM=$((P_OOM + OOM))
     [ "$PEAK" -le "$P_PEAK_MAX" ] || P_PEAK_MAX=$PEAK
     [ -z "$FLOOR" ] || P_FLOOR=$FLOOR
+    [ -z "$CORES" ] || P_CORES=$CORES
     P_TGS="$P_TGS $P_TG"
     if [ -n "$BASE" ]; then
         if [ -n "$BASE_CACHE" ]; then
@@ -427,6 +429,7 @@ printf 'cgroup peak memory:       %s MiB%s, %s the limit\n' "$(mib "$P_PEAK_MAX"
     "$([ "$P_PEAK_MAX" -le "$LIMIT" ] && echo 'within' || echo 'ABOVE')"
 printf 'OOM kills:                %s\n' "$P_OOM"
 [ -z "$P_FLOOR" ] || printf 'last run, %s\n' "$P_FLOOR"
+[ -z "$P_CORES" ] || printf 'last run, %s\n' "$P_CORES"
 if [ "$FREE_RUN" = 1 ]; then
     if [ -n "$F_TG" ]; then
         printf 'pinfer without a cgroup:  %s tok/s; limited/unlimited = %s\n' "$F_TG" "$([ "$P_MED" != - ] && ratio "$P_MED" "$F_TG" || echo -)"

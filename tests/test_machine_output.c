@@ -378,6 +378,26 @@ static void check_offload(const cJSON *r, const char *text) {
               num(r, "mb_read_per_token"), num(r, "io_busy_ms"), num(r, "io_hidden_ms"), num(r, "io_hidden_pct"),
               num(r, "io_wait_ms"), num(r, "ffn_ms"),
               num(r, "split_steps") > 0 ? " (cache too small for one pass: split steps)" : ""));
+    /* the cores' time, where /proc/stat is readable: its parts add up, the
+       floor is it over the cores, and the line says the same figures */
+    if (!is_num(r, "cores_floor_ms")) return;
+    static const char *const k_cpu[] = {"n_cores", "cpu_ms", "cpu_self_user_ms", "cpu_self_sys_ms", "cpu_other_ms",
+                                        "cpu_steal_ms", "cpu_idle_ms", "cores_ratio", "token_ms"};
+    for (size_t k = 0; k < sizeof k_cpu / sizeof k_cpu[0]; k++) CHECKF(is_num(r, k_cpu[k]), "cores field %s", k_cpu[k]);
+    const double cpu = num(r, "cpu_ms"), parts = num(r, "cpu_self_user_ms") + num(r, "cpu_self_sys_ms") +
+                                                 num(r, "cpu_other_ms") + num(r, "cpu_steal_ms");
+    CHECK(num(r, "n_cores") >= 1 && cpu > 0.0 && num(r, "cpu_other_ms") >= 0.0 && num(r, "cpu_idle_ms") >= 0.0);
+    CHECKF(cpu <= parts * 1.0001 + 1e-9 && (num(r, "cpu_other_ms") == 0.0 || fabs(cpu - parts) <= 1e-6 * cpu),
+           "cpu_ms %g against its parts %g", cpu, parts);
+    CHECK(fabs(num(r, "cores_floor_ms") * num(r, "n_cores") - cpu) <= 1e-6 * cpu);
+    CHECK(fabs(num(r, "cores_ratio") * num(r, "cores_floor_ms") - num(r, "token_ms")) <= 1e-6 * num(r, "token_ms"));
+    if (num(r, "reads_per_token") > 0.0)
+        CHECK(has(text, "cores: %.2f ms of CPU time per token on %.0f cores (pinfer %.2f in user mode and %.2f in "
+                        "the kernel, interrupts and other processes %.2f, taken by the host %.2f), idle %.2f; never "
+                        "idle: %.2f ms per token (%.2f tok/s); measured %.2f ms, %.2fx",
+                  cpu, num(r, "n_cores"), num(r, "cpu_self_user_ms"), num(r, "cpu_self_sys_ms"),
+                  num(r, "cpu_other_ms"), num(r, "cpu_steal_ms"), num(r, "cpu_idle_ms"), num(r, "cores_floor_ms"),
+                  1e3 / num(r, "cores_floor_ms"), num(r, "token_ms"), num(r, "cores_ratio")));
 }
 
 /* inspect --json against inspect's text on the same file. */

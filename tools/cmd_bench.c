@@ -26,8 +26,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_REPS 50
 
@@ -148,7 +150,37 @@ typedef struct {
     bool disk_ok[MAX_REPS];                         /* the block device's counters (pi_model_disk_counts): */
     double disk_reads[MAX_REPS], disk_bytes[MAX_REPS], disk_read_s[MAX_REPS], disk_busy_s[MAX_REPS];
     double head_bytes[MAX_REPS], head_s[MAX_REPS]; /* the output head read from flash */
+    bool cpu_ok[MAX_REPS];                          /* the cores' time (cpu_times): */
+    double cpu_busy_s[MAX_REPS], cpu_steal_s[MAX_REPS], cpu_idle_s[MAX_REPS]; /* every core's, summed */
+    double self_user_s[MAX_REPS], self_sys_s[MAX_REPS]; /* of cpu_busy_s, this process's */
 } rep_reads;
+
+/* The cores' time so far: every core's, from the first line of /proc/stat
+   (busy: user, nice, system, irq and softirq; steal: taken by the host of a
+   virtual machine; idle: idle and iowait), and this process's user and
+   system time. false where /proc/stat cannot be read. */
+typedef struct {
+    double busy, steal, idle, self_user, self_sys;
+} cpu_times;
+
+static bool cpu_times_now(cpu_times *c) {
+    memset(c, 0, sizeof *c);
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    const int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                             &v[5], &v[6], &v[7])
+                    : 0;
+    if (f) fclose(f);
+    const long hz = sysconf(_SC_CLK_TCK);
+    struct rusage ru;
+    if (n < 8 || hz <= 0 || getrusage(RUSAGE_SELF, &ru)) return false;
+    c->busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
+    c->idle = (double)(v[3] + v[4]) / (double)hz;
+    c->steal = (double)v[7] / (double)hz;
+    c->self_user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+    c->self_sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+    return true;
+}
 
 /* Median tok/s of `reps` runs generating n tokens one at a time. The
    session's counters start after the warm-up, so that the figures printed
@@ -198,16 +230,26 @@ static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *ou
         if (r == 0) pi_session_reset_stats(a->s);
         pi_token_stats s0 = {0}, s1 = {0};
         pi_disk_counts d0 = {0}, d1 = {0};
-        bool disk = false;
+        cpu_times c0, c1;
+        bool disk = false, cpu = false;
         if (io && r >= 0) {
             pi_session_stats(a->s, &s0);
             disk = pi_model_disk_counts(a->m, &d0) == PI_OK;
         }
         pi_session_kv_clear(a->s);
+        if (io && r >= 0) cpu = cpu_times_now(&c0);
         double t0 = app_time_s();
         for (long i = 0; i < n; i++)
             if (pi_session_decode(a->s, seq[i])) return false;
         sample(r, n, app_time_s() - t0, v, ts, ns);
+        if (io && r >= 0) {
+            io->cpu_ok[r] = cpu && cpu_times_now(&c1) && c1.busy >= c0.busy && c1.idle >= c0.idle;
+            io->cpu_busy_s[r] = io->cpu_ok[r] ? c1.busy - c0.busy : 0.0;
+            io->cpu_steal_s[r] = io->cpu_ok[r] ? c1.steal - c0.steal : 0.0;
+            io->cpu_idle_s[r] = io->cpu_ok[r] ? c1.idle - c0.idle : 0.0;
+            io->self_user_s[r] = io->cpu_ok[r] ? c1.self_user - c0.self_user : 0.0;
+            io->self_sys_s[r] = io->cpu_ok[r] ? c1.self_sys - c0.self_sys : 0.0;
+        }
         if (io && r >= 0 && !pi_session_stats(a->s, &s1)) {
             io->reads[r] = (double)(s1.reads - s0.reads);
             io->bytes[r] = (double)(s1.bytes_read - s0.bytes_read);
@@ -537,6 +579,15 @@ typedef struct {
        and read size, plus the time no read was in flight (compute that did
        not overlap I/O); 0 when the disk has not been measured */
     double token_ms, read_rate, io_floor_ms, no_io_ms, floor_ms, floor_ratio;
+    /* the cores' floor: the CPU time the decoding took on every core (busy:
+       this process's threads, and the interrupts, softirqs and other
+       processes beside them, and what the host of a virtual machine took),
+       per token, over the cores: the token's time were they never idle;
+       cpu_valid false where /proc/stat is unreadable */
+    bool cpu_valid;
+    int n_cores;
+    double cpu_ms, self_user_ms, self_sys_ms, other_ms, steal_ms, idle_ms; /* CPU ms per token */
+    double cores_floor_ms, cores_ratio;
 } offload_figs;
 
 static void offload_figures(const app *a, offload_figs *f) {
@@ -570,6 +621,45 @@ static void offload_figures(const app *a, offload_figs *f) {
         f->floor_ms = f->io_floor_ms + f->no_io_ms;
         f->floor_ratio = f->floor_ms > 0.0 ? f->token_ms / f->floor_ms : 0.0;
     }
+}
+
+/* The cores' figures of the timed repetitions io holds (the last round's,
+   over which f's counters ran). */
+static void cores_figures(const rep_reads *io, long reps, offload_figs *f) {
+    if (!f->valid || !f->st.decode_tokens) return;
+    double busy = 0.0, steal = 0.0, idle = 0.0, user = 0.0, sys = 0.0;
+    for (long r = 0; r < reps; r++) {
+        if (!io->cpu_ok[r]) return;
+        busy += io->cpu_busy_s[r], steal += io->cpu_steal_s[r], idle += io->cpu_idle_s[r];
+        user += io->self_user_s[r], sys += io->self_sys_s[r];
+    }
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1 || busy <= 0.0) return;
+    const double k = 1e3 / (double)f->st.decode_tokens;
+    f->n_cores = (int)cores;
+    f->cpu_ms = (busy + steal) * k;
+    f->self_user_ms = user * k;
+    f->self_sys_ms = sys * k;
+    f->other_ms = busy > user + sys ? (busy - user - sys) * k : 0.0;
+    f->steal_ms = steal * k;
+    f->idle_ms = idle * k;
+    f->cores_floor_ms = f->cpu_ms / (double)cores;
+    f->cores_ratio = f->token_ms / f->cores_floor_ms;
+    f->cpu_valid = true;
+}
+
+/* The cores' line under the I/O floor, and which floor is the higher. */
+static void print_cores(const offload_figs *f, FILE *out) {
+    if (!f->cpu_valid || !f->reads) return;
+    fprintf(out,
+            "cores: %.2f ms of CPU time per token on %d cores (pinfer %.2f in user mode and %.2f in the kernel, "
+            "interrupts and other processes %.2f, taken by the host %.2f), idle %.2f; never idle: %.2f ms per token "
+            "(%.2f tok/s); measured %.2f ms, %.2fx",
+            f->cpu_ms, f->n_cores, f->self_user_ms, f->self_sys_ms, f->other_ms, f->steal_ms, f->idle_ms,
+            f->cores_floor_ms, 1e3 / f->cores_floor_ms, f->token_ms, f->cores_ratio);
+    if (f->floor_ms > 0.0)
+        fprintf(out, "; the higher floor: %s", f->cores_floor_ms > f->floor_ms ? "the cores'" : "the I/O floor");
+    fputc('\n', out);
 }
 
 /* The floor line under the offload figures. */
@@ -873,13 +963,24 @@ static void add_record(report *r, const bench_ctx *c, const bench_test *t, const
             report_num(r, "ffn_ms", of->ffn_ms);
             report_int(r, "split_steps", (int64_t)of->st.split_steps);
             report_int(r, "queue_depth", of->mem.queue_depth);
+            report_num(r, "token_ms", of->token_ms);
             if (of->read_rate > 0.0) {
-                report_num(r, "token_ms", of->token_ms);
                 report_num(r, "read_rate", of->read_rate);
                 report_num(r, "io_floor_ms", of->io_floor_ms);
                 report_num(r, "no_io_ms", of->no_io_ms);
                 report_num(r, "floor_ms", of->floor_ms);
                 report_num(r, "floor_ratio", of->floor_ratio);
+            }
+            if (of->cpu_valid) {
+                report_int(r, "n_cores", of->n_cores);
+                report_num(r, "cpu_ms", of->cpu_ms);
+                report_num(r, "cpu_self_user_ms", of->self_user_ms);
+                report_num(r, "cpu_self_sys_ms", of->self_sys_ms);
+                report_num(r, "cpu_other_ms", of->other_ms);
+                report_num(r, "cpu_steal_ms", of->steal_ms);
+                report_num(r, "cpu_idle_ms", of->idle_ms);
+                report_num(r, "cores_floor_ms", of->cores_floor_ms);
+                report_num(r, "cores_ratio", of->cores_ratio);
             }
             if (of->st.prompt_bytes_read) report_num(r, "prompt_mb_streamed", (double)of->st.prompt_bytes_read * 1e-6);
         }
@@ -1083,7 +1184,9 @@ int cmd_bench(int argc, char **argv) {
     if (n_gen > 0) { /* the last round's decoding, with --mem-budget */
         app_print_offload(&a, out);
         offload_figures(&a, &of);
+        cores_figures(&tg_io, reps, &of);
         print_floor(&of, out);
+        print_cores(&of, out);
         note_achieved(&a, &of, &tg_io, ttg.ts + (rounds - 1) * reps, reps, cmd);
     }
     if (n_gen > 0 && pi_session_ffn(a.s) != PI_FFN_DENSE && !a.info.offloaded) {
