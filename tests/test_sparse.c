@@ -135,6 +135,23 @@ static void test_predictor_mode(void) {
         m->layers[il].fc2 = (pi_weight){fc2, PI_TYPE_F32, {R, F, 1, 1}, (size_t)R * 4, {0, NULL}};
     }
     m->has_predictor = true;
+    /* the logits from a neuron on (the lookahead's, past a resident prefix):
+       each the bits of the whole pass's, fewer bytes read */
+    float in[128], u_all[8], u_from[8], z_all[384], z_from[384];
+    for (int64_t i = 0; i < E; i++) in[i] = t_uniform(&r);
+    const uint64_t b_all = pi_sparse_logits(s, 1, 0, in, u_all, z_all);
+    for (int64_t i0 = 0; i0 <= F; i0 += 127) {
+        for (int64_t i = 0; i < F; i++) z_from[i] = -1e30f;
+        const uint64_t b_from = pi_sparse_logits_from(s, 1, 0, in, i0, u_from, z_from);
+        int same = 0, untouched = 0;
+        for (int64_t i = 0; i < F; i++)
+            if (i >= i0) same += memcmp(&z_from[i], &z_all[i], sizeof(float)) == 0;
+            else untouched += z_from[i] == -1e30f;
+        CHECKF(same == F - i0 && untouched == i0 && !memcmp(u_from, u_all, sizeof u_all) &&
+                   b_from == b_all - (uint64_t)i0 * (uint64_t)R * 4,
+               "logits from %lld: %d of %lld the same, %d below untouched, %llu of %llu bytes", (long long)i0, same,
+               (long long)(F - i0), untouched, (unsigned long long)b_from, (unsigned long long)b_all);
+    }
     pi_state_free(s);
     check_predictor_runs(m, 32, "generated relu", &r);
     free(fc1);

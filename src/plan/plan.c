@@ -578,6 +578,17 @@ static bool looks_ahead(const pi_mprofile *mp, const int64_t *hot, int64_t l) {
     return l + 1 < mp->n_layer && hot[l + 1] < mp->n_ff;
 }
 
+/* A lookahead pass's time given a whole predictor pass's t_pred: of a
+   dense model's, the second layer's rows of unit u's resident prefix are
+   not computed (their neurons are never read), a share n_ff / (n_embd +
+   n_ff) of the pass's bytes times the prefix's share of the rows (both
+   layers of one type). A mixture's pass is priced whole. */
+static double ahead_pass(const pi_mprofile *mp, const int64_t *hot, int64_t u, double t_pred) {
+    if (mp->n_expert || mp->n_ff <= 0 || mp->n_embd <= 0) return t_pred;
+    const double F = (double)mp->n_ff, h = (double)hot[u] / F;
+    return t_pred * (1.0 - F / ((double)mp->n_embd + F) * (h < 1.0 ? h : 1.0));
+}
+
 /* A visit's wait for its R reads at queue depth qd: t_io less what the
    lookahead read during the window before it. That is at most C_AHEAD of
    the reads, and at most the qd the ring holds: nothing reaps during the
@@ -654,7 +665,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     double total = t_fixed + C_TOKEN_S;
     c->ms_fixed = t_fixed * 1e3;
     if (starts_ahead(mp, p->hot)) { /* the first layer's lookahead pass, before its reads go out */
-        const double t_pass = t_pred_all / (double)L;
+        const double t_pass = ahead_pass(mp, p->hot, 0, t_pred_all / (double)L);
         total += t_pass;
         c->ms_pred += t_pass * 1e3;
     }
@@ -690,7 +701,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         const double t_body = t_pred + t_down + c_visit,
                      t_wait = io_left(t_io, ahead_window(mp, l, t_body, t_att, visits), R / w, qd);
         /* the lookahead's pass runs before its reads go out: outside their window */
-        const double t_la = looks_ahead(mp, p->hot, l) ? t_pred : 0.0;
+        const double t_la = looks_ahead(mp, p->hot, l) ? ahead_pass(mp, p->hot, l + 1, t_pred) : 0.0;
         double covered;
         double t_l = t_body + t_la + visit_io(t_wait, t_gu, R / w, qd, c_read, &covered);
         total += w * t_l;

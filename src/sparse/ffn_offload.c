@@ -158,7 +158,7 @@ static pi_status la_issue(const pi_sparse_ffn *f, pi_offload *o, pi_state *s, co
     if (a->layer >= 0) return PI_OK; /* still in use (cannot happen: the step finished it) */
     if (H >= F) return PI_OK; /* all of it resident: nothing to read, no predictor pass to spend */
     pi_state_input_changed(s);
-    pi_sparse_logits(s, nx->il, nx->x, nx->in, o->la_u, o->la_z);
+    pi_sparse_logits_from(s, nx->il, nx->x, nx->in, H, o->la_u, o->la_z); /* the resident prefix is never read */
     pi_state_input_changed(s);
     int64_t split;
     float thr_hot;

@@ -207,13 +207,18 @@ float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x, int64_t *split,
     return m->layer_threshold ? m->layer_threshold[u] : m->sparse_threshold;
 }
 
-uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, float *u, float *z) {
+uint64_t pi_sparse_logits_from(pi_state *s, int64_t il, int64_t x, const float *in, int64_t i0, float *u, float *z) {
     const pi_weight *fc1 = predictor_fc(s->m, il, 0), *fc2 = predictor_fc(s->m, il, 1);
     const int64_t R = fc1->ne[1], F = s->m->hp.n_ff;
+    i0 = i0 < 0 ? 0 : i0 > F ? F : i0;
     pi_state_matmul(s, fc1, x * R, R, in, s->m->hp.n_embd, 1, u, R);
     for (int64_t r = 0; r < R; r++) u[r] = u[r] > 0.0f ? u[r] : 0.0f;
-    pi_state_matmul(s, fc2, x * F, F, u, R, 1, z, F);
-    return fc1->row_bytes * (uint64_t)R + fc2->row_bytes * (uint64_t)F;
+    if (i0 < F) pi_state_matmul(s, fc2, x * F + i0, F - i0, u, R, 1, z + i0, F - i0);
+    return fc1->row_bytes * (uint64_t)R + fc2->row_bytes * (uint64_t)(F - i0);
+}
+
+uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, float *u, float *z) {
+    return pi_sparse_logits_from(s, il, x, in, 0, u, z);
 }
 
 int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x) {

@@ -94,6 +94,10 @@ float pi_sparse_threshold(const pi_lm *m, int64_t il, int64_t x, int64_t *split,
    u (the rank's floats). Returns the predictor bytes read. */
 uint64_t pi_sparse_logits(pi_state *s, int64_t il, int64_t x, const float *in, float *u, float *z);
 
+/* The same for neurons i0 .. n_ff only: z[i0 ..) (each logit the bits
+   pi_sparse_logits gives it), the rows of fc2 below i0 not read. */
+uint64_t pi_sparse_logits_from(pi_state *s, int64_t il, int64_t x, const float *in, int64_t i0, float *u, float *z);
+
 /* The predictor's selection for row 0 of s->xb into f->idx: the hot prefix
    [0, f->hot), then the cold neurons whose fc2 logit reaches the layer's
    threshold (pi_sparse_threshold); x: the expert whose predictor selects (0 for a dense layer).
