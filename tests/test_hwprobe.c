@@ -40,6 +40,7 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            same_bits(a->read_lat_us, b->read_lat_us, sizeof a->read_lat_us) &&
            same_bits(&a->seq_read_gbs, &b->seq_read_gbs, sizeof a->seq_read_gbs) && a->fs_dev == b->fs_dev &&
            same_bits(&a->read_cpu_us, &b->read_cpu_us, sizeof a->read_cpu_us) &&
+           same_bits(&a->read_busy_k, &b->read_busy_k, sizeof a->read_busy_k) &&
            !strcmp(a->cpu, b->cpu) && !strcmp(a->kernels_build, b->kernels_build) && same_bits(a->mem_bw_est, b->mem_bw_est, sizeof a->mem_bw_est) &&
            same_bits(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
            same_bits(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
@@ -94,6 +95,8 @@ static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
         }
     hw->seq_read_gbs = awkward ? rand_figure(r) : 2.5;
     hw->read_cpu_us = !awkward ? 2.75 : t_next(r) % 3 == 0 ? 0.0 : rand_figure(r); /* absent in a third */
+    /* a factor in (0, 1], absent in a third */
+    hw->read_busy_k = !awkward ? 0.625 : t_next(r) % 3 == 0 ? 0.0 : 1.0 / (1.0 + rand_figure(r));
     hw->fs_dev = awkward ? UINT64_MAX : 2049;
     hw->io_file_bytes = (uint64_t)1 << 30;
     hw->quick = true;
@@ -270,7 +273,7 @@ static void test_malformed(void) {
     expect_reject("\n# just a comment\n\n", 19, "empty", 0, "comments only");
     /* Without the header the first record is on line 2, after the comment. */
     reject_edit(good, "pinfer-hwprobe", NULL, "not a hwprobe file", 2, "missing header");
-    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 4", "format version 4", 1, "wrong version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 5", "format version 5", 1, "wrong version");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 0", "format version 0", 1, "version 0");
     pi_hw older;
     /* version 1: the same records without kernels_build */
@@ -282,6 +285,16 @@ static void test_malformed(void) {
                pi_hw_read_cpu_s(&older) == PI_HW_READ_CPU_S,
            "version 2: %s", pi_last_error());
     CHECK(pi_hw_parse(good, n, &older) == PI_OK && fabs(pi_hw_read_cpu_s(&older) - 2.75e-6) < 1e-18);
+    /* version 3: the same records without read_busy_k, which leaves the reads as probed */
+    CHECKF(strstr(good, "read_busy_k 0.625\n") && parse_older(good, 3, "read_busy_k", &older) &&
+               older.read_busy_k == 0.0,
+           "version 3: %s", pi_last_error());
+    CHECK(pi_hw_parse(good, n, &older) == PI_OK && older.read_busy_k == 0.625);
+    reject_edit(good, "read_busy_k", "read_busy_k 0", "read_busy_k", line_of(good, "read_busy_k"), "read_busy_k 0");
+    reject_edit(good, "read_busy_k", "read_busy_k 1.5", "(0, 1]", line_of(good, "read_busy_k"), "read_busy_k 1.5");
+    reject_edit(good, "read_busy_k", "read_busy_k nan", "read_busy_k", line_of(good, "read_busy_k"), "read_busy_k nan");
+    reject_edit(good, "read_busy_k", "read_busy_k 0.5 0.5", "takes 1 value", line_of(good, "read_busy_k"),
+                "read_busy_k two values");
     reject_edit(good, "read_cpu_us", "read_cpu_us 0", "read_cpu_us", line_of(good, "read_cpu_us"), "read_cpu_us 0");
     reject_edit(good, "read_cpu_us", "read_cpu_us nan", "read_cpu_us", line_of(good, "read_cpu_us"), "read_cpu_us nan");
     reject_edit(good, "read_cpu_us", "read_cpu_us 1 2", "takes 1 value", line_of(good, "read_cpu_us"),
@@ -465,6 +478,24 @@ static void test_run_reads(void) {
     CHECK(scaled);
     CHECK(hw.run_read_rate == 0.0 && hw.run_qd == 0 && pi_hw_validate(&hw) == PI_OK);
     CHECK(pi_hw_apply_run(&hw, NULL) == 1.0 && fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 1.5) < 1e-12);
+    /* the probe's share with the cores computing (read_busy_k) stays for the
+       planner where no run figure applies, and leaves the table as probed; a
+       run's figure, which holds that share already, clears it */
+    hw = base;
+    hw.read_busy_k = 0.625;
+    CHECK(pi_hw_apply_run(&hw, NULL) == 1.0 && hw.read_busy_k == 0.625 &&
+          pi_hw_iops(&hw, 8192, 128) == pi_hw_iops(&base, 8192, 128));
+    hw = base;
+    hw.read_busy_k = 0.625;
+    hw.run_read_bytes = 8192.0;
+    hw.run_qd = 128;
+    hw.run_time = 1.8e9;
+    hw.run_read_rate = 0.75 * pi_hw_iops(&base, 8192, 128);
+    CHECK(fabs(pi_hw_apply_run(&hw, NULL) - 0.75) < 1e-12 && hw.read_busy_k == 0.0 &&
+          fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 0.75) < 1e-12);
+    hw = base;
+    hw.read_busy_k = 1.25;
+    CHECK(pi_hw_validate(&hw) == PI_ERR_INVALID && strstr(pi_last_error(), "read_busy_k"));
     /* between grid points: the interpolated probe figure is the reference */
     hw = base;
     hw.run_read_bytes = 10000.0;
@@ -706,6 +737,7 @@ static void test_probe(void) {
         CHECK(hw.io_backend[0] && hw.cpu[0] && hw.io_file_bytes > 0);
         CHECK(!strcmp(hw.kernels_build, pi_kernels_build_id()) && strlen(hw.kernels_build) == 16);
         CHECK(hw.other_cpu >= 0 && isfinite(hw.other_cpu));
+        CHECKF(hw.read_busy_k > 0.0 && hw.read_busy_k <= 1.0, "read_busy_k %g", hw.read_busy_k);
         struct stat sb;
         CHECK(stat(tmp, &sb) == 0 && hw.fs_dev == (uint64_t)sb.st_dev);
         char path[256];

@@ -290,6 +290,27 @@ static void test_lookahead(void) {
                on.reads == off.reads,
            "lookahead %.2f tok/s (%.3f of %.3f ms hidden), without %.2f (%.3f)", on.tok_s, on.ms_io_hidden, on.ms_io,
            off.tok_s, off.ms_io_hidden);
+    /* reads hidden behind compute get the probe's share with the cores
+       computing (read_busy_k), waited ones the full rate: a share of 1 is
+       no share; a smaller one costs time, but less than the whole table at
+       that share */
+    {
+        pi_hw one = hw, half = hw, halved = hw;
+        one.read_busy_k = 1.0;
+        half.read_busy_k = 0.5;
+        for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+            for (int q = 0; q < PI_HW_N_QD; q++) halved.read_iops[b][q] *= 0.5;
+        pi_cost c_one, c_half, c_halved;
+        mp->lookahead = true;
+        pi_plan_cost(mp, &one, &p, &c_one);
+        pi_plan_cost(mp, &half, &p, &c_half);
+        pi_plan_cost(mp, &halved, &p, &c_halved);
+        CHECKF(c_one.tok_s == on.tok_s && c_half.tok_s < on.tok_s && c_half.tok_s > c_halved.tok_s &&
+                   c_half.ms_io == on.ms_io,
+               "busy share: 1: %.3f, 0.5: %.3f, the table halved: %.3f, none: %.3f tok/s", c_one.tok_s,
+               c_half.tok_s, c_halved.tok_s, on.tok_s);
+        mp->lookahead = false;
+    }
     /* a slow disk: the I/O dwarfs the compute between layers, so the time
        saved is at most that compute (window), and the token still costs all
        its reads less what the windows covered */

@@ -2,12 +2,13 @@
  * hwfile.c — the hwprobe cache file (save, load, a strict parser) and the
  * interpolation helpers the cost model reads it through.
  *
- * Format, version 3 (versions 1 and 2, read too, are the same without
- * read_cpu_us; version 1 also without kernels_build): text lines of
+ * Format, version 4 (versions 1 to 3, read too, are the same without
+ * read_busy_k; versions 1 and 2 also without read_cpu_us, version 1 without
+ * kernels_build): text lines of
  * printable ASCII, fields separated by spaces or tabs; blank lines and
  * lines starting with '#' are ignored.
  *
- *   pinfer-hwprobe 3                       header, the first record
+ *   pinfer-hwprobe 4                       header, the first record
  *   cpu avx512-2c                          kernel set and core count (cache key)
  *   kernels_build <id>                     optional: pi_kernels_build_id() of the build that
  *                                          measured the kernel rates (one printable word)
@@ -23,6 +24,8 @@
  *   seq_read_gbs <GB/s>
  *   read_cpu_us <us>                       optional: the machine's CPU time per random read
  *                                          (submission and completion)
+ *   read_busy_k <factor>                   optional, in (0, 1]: 8 KiB reads at the deepest queue
+ *                                          with the cores streaming memory over the same idle
  *   block <6 increasing sizes in bytes>
  *   qd <5 increasing queue depths>
  *   read <block> <qd> <reads/s> <mean latency us> [est]   one per (block, qd), all required
@@ -136,6 +139,8 @@ pi_status pi_hw_validate(const pi_hw *hw) {
     if (!figure_ok(hw->seq_read_gbs)) return pi_error(PI_ERR_INVALID, "seq_read_gbs is %g", hw->seq_read_gbs);
     if (hw->read_cpu_us != 0.0 && !figure_ok(hw->read_cpu_us))
         return pi_error(PI_ERR_INVALID, "read_cpu_us is %g", hw->read_cpu_us);
+    if (hw->read_busy_k != 0.0 && !(figure_ok(hw->read_busy_k) && hw->read_busy_k <= 1.0))
+        return pi_error(PI_ERR_INVALID, "read_busy_k is %g (expected a factor in (0, 1])", hw->read_busy_k);
     if (!isfinite(hw->other_cpu) || hw->other_cpu < 0 || signbit(hw->other_cpu))
         return pi_error(PI_ERR_INVALID, "other_cpu is %g", hw->other_cpu);
     const bool run = hw->run_read_rate != 0.0 || hw->run_read_bytes != 0.0 || hw->run_time != 0.0 || hw->run_qd != 0;
@@ -208,6 +213,10 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
     wr(&w, "fs_dev %llu\n", (unsigned long long)hw->fs_dev);
     wr(&w, "seq_read_gbs %s\n", fmt_double(d0, sizeof d0, hw->seq_read_gbs));
     if (hw->read_cpu_us > 0.0) wr(&w, "read_cpu_us %s\n", fmt_double(d0, sizeof d0, hw->read_cpu_us));
+    if (hw->read_busy_k > 0.0) {
+        wr(&w, "# read_busy_k: random reads with the cores computing, over idle\n");
+        wr(&w, "read_busy_k %s\n", fmt_double(d0, sizeof d0, hw->read_busy_k));
+    }
     wr(&w, "block");
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) wr(&w, " %d", hw->block[b]);
     wr(&w, "\nqd");
@@ -280,11 +289,11 @@ pi_status pi_hw_save(const pi_hw *hw, const char *path) {
 /* ---- reading ---- */
 
 enum { K_CPU, K_NTHREADS, K_QUICK, K_IO_BACKEND, K_IO_BUFFERED, K_IO_FILE_BYTES, K_FS_DEV, K_SEQ, K_BLOCK, K_QD,
-       K_OTHER_CPU, K_KERNELS_BUILD, K_READ_CPU, K_SCALARS };
+       K_OTHER_CPU, K_KERNELS_BUILD, K_READ_CPU, K_READ_BUSY, K_SCALARS };
 static const char *const k_scalar_names[K_SCALARS] = {"cpu",           "n_threads", "quick",        "io_backend",
                                                       "io_buffered",   "io_file_bytes", "fs_dev", "seq_read_gbs",
                                                       "block",         "qd",     "other_cpu",
-                                                      "kernels_build", "read_cpu_us"};
+                                                      "kernels_build", "read_cpu_us", "read_busy_k"};
 
 typedef struct pstate {
     int line;                                                     /* current line, 1-based */
@@ -400,6 +409,10 @@ static pi_status parse_scalar(pstate *ps, pi_hw *hw, int k, char **tok, int ntok
     case K_READ_CPU:
         if (!parse_figure(tok[1], k == K_SEQ ? &hw->seq_read_gbs : &hw->read_cpu_us))
             return perr(ps, PI_ERR_FORMAT, "%s: '%s' is not a finite number > 0", key, tok[1]);
+        break;
+    case K_READ_BUSY:
+        if (!parse_figure(tok[1], &hw->read_busy_k) || hw->read_busy_k > 1.0)
+            return perr(ps, PI_ERR_FORMAT, "read_busy_k: '%s' is not a factor in (0, 1]", tok[1]);
         break;
     case K_OTHER_CPU: {
         char *end;
@@ -526,7 +539,7 @@ static pi_status parse_run_pair(pstate *ps, const char *key, const char *what, i
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
-        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU)
+        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU && k != K_READ_BUSY)
             return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
     for (int t = 1; t <= hw->n_threads; t++)
         if (!ps->mem_bw_line[t]) return perr(ps, PI_ERR_FORMAT, "no 'mem_bw %d' record before 'end'", t);
@@ -747,6 +760,9 @@ double pi_hw_apply_run(pi_hw *hw, double *seq_k) {
     }
     double k = pi_hw_run_factor(hw);
     if (!hw) return k;
+    /* a run's rate is what its reads achieved, hidden or waited for: it
+       stands for the probe's share with the cores computing too */
+    if (hw->run_read_rate > 0.0) hw->read_busy_k = 0.0;
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) /* figures at the ends of the double range stay as they are */
         for (int q = 0; q < PI_HW_N_QD; q++)
             if (!figure_ok(hw->read_iops[b][q] * k) || !figure_ok(hw->read_lat_us[b][q] / k)) k = 1.0;

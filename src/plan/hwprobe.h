@@ -29,7 +29,7 @@
 #define PI_HW_MAX_THREADS 16
 #define PI_HW_N_BLOCKS 6 /* 4K 8K 16K 32K 64K 128K */
 #define PI_HW_N_QD 5     /* 1 8 32 64 128 */
-#define PI_HW_FILE_VERSION 3 /* 1 and 2 are read too: 1 has no kernels_build, 1 and 2 no read_cpu_us */
+#define PI_HW_FILE_VERSION 4 /* 1-3 are read too: 1 has no kernels_build, 1 and 2 no read_cpu_us, 1-3 no read_busy_k */
 
 enum { PI_HW_MATVEC = 0, PI_HW_ROWDOT = 1, PI_HW_AXPY = 2, PI_HW_N_KERNELS = 3 };
 
@@ -59,6 +59,12 @@ typedef struct pi_hw {
                                                         and its completion takes interrupts and softirqs
                                                         on any core (files before 2026-11-29 hold the
                                                         submitting thread's alone); 0: not measured */
+    double read_busy_k;                              /* 8 KiB random reads at the deepest queue with every
+                                                        core streaming memory over the same reads with the
+                                                        cores idle, in [1/8, 1]: the share of the table
+                                                        reads get while the cores compute (the planner
+                                                        prices hidden reads at it, where no run figure
+                                                        applied); 0: not measured (files before version 4) */
     uint64_t fs_dev;                                 /* st_dev of the measured filesystem */
     char cpu[64];                                    /* kernel set name + core count, for the cache key */
     char kernels_build[24];                          /* pi_kernels_build_id() of the build that measured the
@@ -211,7 +217,9 @@ double pi_hw_apply_compute(pi_hw *hw);
 
 /* Scale every random-read figure by pi_hw_run_factor (latencies by its
    inverse) and the sequential rate by pi_hw_seq_factor, and clear both run
-   figures, so that they apply once. Returns the random reads' factor
+   figures, so that they apply once. Where a run figure applies, read_busy_k
+   is cleared too: the run's rate already holds the share its reads got
+   while the cores computed. Returns the random reads' factor
    applied (1 where a scaled figure would leave the double range); the
    sequential one goes to *seq_k (may be NULL). */
 double pi_hw_apply_run(pi_hw *hw, double *seq_k);

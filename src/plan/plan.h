@@ -11,13 +11,17 @@
  *   t_token = t_fixed + sum over layers l of t_l + c_token
  *   t_fixed = sum over types y of W_y / matvec(y, T)
  *             W_y: bytes of type y read every token (attention, output head)
- *   t_l     = t_body + t_la + c_r min(R_l, Q) + max(t_wait, t_gu + c_r (R_l - min(R_l, Q)))
+ *   t_l     = t_body + t_la + c_r min(R_l, Q) + t_busy + max(0, t_wait - k_b t_busy)
+ *   t_busy  = t_gu + c_r (R_l - min(R_l, Q))
  *             c_r: the machine's CPU per read (hwprobe's read_cpu_us): the
  *             reads that go out at once cost it first, the rest overlap reads in flight;
+ *             k_b: the share of the disk's rate reads get while the cores compute
+ *             (hwprobe's read_busy_k; 1 where not measured or a run's rate applies):
+ *             reads overlapped by compute progress at k_b, waited-for ones at the full rate;
  *             t_la: the lookahead's own predictor pass (t_pred) where a later layer
  *             has neurons off its hot prefix
  *   t_body  = t_pred + t_down + c_layer
- *   t_wait  = t_io - min(C_AHEAD t_io, t_win)               the reads the lookahead has not done:
+ *   t_wait  = t_io - min(C_AHEAD t_io, k_b t_win)           the reads the lookahead has not done:
  *             t_win = t_body + t_att / (visits per token)    it reads up to C_AHEAD of a unit's
  *             t_att = t_fixed less the output head's         misses while the step before runs
  *             (0 in the first layer, and without predictors)
