@@ -319,6 +319,12 @@ int main(void) {
     hwv.read_cpu_us = 0.0;
     CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
     CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "the CPU time a read costs") && t_file_has(err, "2.7 us"));
+    /* a probe from before the reads were measured with the cores computing: said, with the command */
+    CHECK(t_write_hw(hwf) && pi_hw_load(hwf, &hwv) == PI_OK);
+    hwv.read_busy_k = 0.0;
+    CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "with the cores computing") &&
+          t_file_has(err, "pinfer hwprobe -m"));
     CHECK(t_write_hw(hwf));
     CHECK(pinfer(args, out, err) == 0 && !t_file_has(err, "another filesystem") && !t_file_has(err, "warn"));
     /* without activation counts the hot neurons are spread evenly, and the

@@ -1,8 +1,8 @@
 /*
  * test_hw.h — a made-up hardware file for the planner, so that tests which
  * plan measure nothing: a disk with 20K IOPS per queue slot, 15 GB/s of
- * memory bandwidth per thread, 2.5 us of CPU per read, kernels at fixed
- * speeds for the types the engine runs.
+ * memory bandwidth per thread, 2.5 us of CPU per read, reads as fast with the
+ * cores computing, kernels at fixed speeds for the types the engine runs.
  */
 #ifndef PI_TEST_HW_H
 #define PI_TEST_HW_H
@@ -35,6 +35,7 @@ static inline bool t_write_hw(const char *path) {
         }
     hw.seq_read_gbs = 2.0;
     hw.read_cpu_us = 2.5;
+    hw.read_busy_k = 1.0; /* reads as fast with the cores computing */
     snprintf(hw.io_backend, sizeof hw.io_backend, "pread");
     snprintf(hw.cpu, sizeof hw.cpu, "test");
     snprintf(hw.kernels_build, sizeof hw.kernels_build, "%s", pi_kernels_build_id());

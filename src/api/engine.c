@@ -70,6 +70,11 @@ static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *mode
         PI_LOGW("%s does not hold the CPU time a read costs (a file from before format version 3): the plan takes "
                 "%.1f us a read; measure it with: pinfer hwprobe -m %s -o %s",
                 hw_path, PI_HW_READ_CPU_S * 1e6, model_path, hw_path);
+    if (!(hw->read_busy_k > 0.0) && !(hw->run_read_rate > 0.0))
+        PI_LOGW("%s does not hold the disk's reads with the cores computing (a file from before format version 4): "
+                "the plan prices the reads it hides behind compute at the idle rate, which a busy machine may not "
+                "reach; measure it with: pinfer hwprobe -m %s -o %s",
+                hw_path, model_path, hw_path);
 }
 
 /* The hardware file for model_path: hw_path when given, else the cache file
