@@ -102,7 +102,7 @@ static void print_table(const pi_hw *hw) {
     if (hw->read_cpu_us > 0) printf("CPU time per random read (submission and completion, every core): %.2f us\n", hw->read_cpu_us);
     if (hw->read_busy_k > 0)
         printf("with every core streaming memory, as decoding keeps them: %.2fx the random reads above (8K, qd %d); "
-               "plans price reads at that share\n", hw->read_busy_k, hw->qd[PI_HW_N_QD - 1]);
+               "plans price the reads they hide behind compute at that share\n", hw->read_busy_k, hw->qd[PI_HW_N_QD - 1]);
 }
 
 /* The cache file for the filesystem dev, or NULL after saying there is none. */
