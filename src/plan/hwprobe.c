@@ -640,13 +640,12 @@ static void settle_writeback(const char *path, uint64_t dev, double max_s, bool 
 
 /* Threads streaming memory until told to stop, as decoding's do. */
 typedef struct busy_load {
-    const uint64_t *buf;
-    size_t n; /* words */
+    bw_ctx bw; /* the buffer, read as the bandwidth passes read it */
+    size_t n;  /* words */
     int threads;
     atomic_bool stop;
     pthread_t tid[PI_HW_MAX_THREADS];
     int started;
-    uint64_t sink[PI_HW_MAX_THREADS * 8];
 } busy_load;
 
 typedef struct {
@@ -657,18 +656,10 @@ typedef struct {
 static void *busy_main(void *v) {
     busy_arg *a = v;
     busy_load *b = a->b;
-    const size_t share = b->n / (size_t)b->threads, i0 = share * (size_t)a->k;
-    uint64_t acc = 0;
+    const int64_t share = (int64_t)(b->n / (size_t)b->threads), i0 = share * a->k;
     while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
-        for (size_t i = i0; i < i0 + share && !atomic_load_explicit(&b->stop, memory_order_relaxed); i += 4096) {
-            const size_t e = i + 4096 < i0 + share ? i + 4096 : i0 + share;
-            uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0;
-            size_t j = i;
-            for (; j + 4 <= e; j += 4) x0 ^= b->buf[j], x1 ^= b->buf[j + 1], x2 ^= b->buf[j + 2], x3 ^= b->buf[j + 3];
-            for (; j < e; j++) x0 ^= b->buf[j];
-            acc ^= x0 ^ x1 ^ x2 ^ x3;
-        }
-    b->sink[a->k * 8] = acc;
+        for (int64_t i = i0; i < i0 + share && !atomic_load_explicit(&b->stop, memory_order_relaxed); i += 4096)
+            read_range(&b->bw, i, i + 4096 < i0 + share ? i + 4096 : i0 + share, a->k);
     return NULL;
 }
 
@@ -708,7 +699,7 @@ static pi_status probe_busy(const char *path, pi_io_backend be, int64_t usable, 
         free(b);
         return pi_error(PI_ERR_NOMEM, "hwprobe: cannot allocate %zu bytes to load the cores", c->bw_bytes);
     }
-    b->buf = buf;
+    b->bw.buf = buf;
     double rate[2] = {0.0, 0.0}; /* reads/s summed: idle, busy */
     pi_status st = PI_OK;
     for (int r = 0; r < 4 && !st; r++) {

@@ -621,7 +621,7 @@ static double visit_io(double t_wait, double t_gu, double R, double qd, double c
 }
 
 /* The share of the disk's rate that reads get while the cores compute
-   (pi_hw.read_busy_k: 0.55-0.63 on a 2-core virtual machine, whose idle
+   (pi_hw.read_busy_k: 0.55-0.66 on a 2-core virtual machine, whose idle
    time the host's disk emulation runs in), 1 where it was not measured.
    The plan prices the reads hidden behind compute at that share and the
    waited ones at the full rate: priced all at the share, a plan at 570 MiB
@@ -756,6 +756,7 @@ typedef struct {
     double *store;
     int queue_depth;
     double c_read; /* pi_hw_read_cpu_s */
+    double kb;     /* busy_share */
 } tables;
 
 static double layer_time(const tables *tb, int64_t l, int64_t H) {
@@ -763,9 +764,8 @@ static double layer_time(const tables *tb, int64_t l, int64_t H) {
     const double w = visit_of(tb->mp, l); /* per visit, weighted by the share of tokens visiting */
     const double R = reads_of(tb->mp, t->miss[H], t->pairs[H] / w) / w; /* reads per visit, as in cost_with */
     double qd = (double)tb->queue_depth < R ? (double)tb->queue_depth : R;
-    const double kb = busy_share(tb->hw);
-    double t_wait = io_left(io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd), t->window, R, qd, kb);
-    return w * (t->t_fixed_part + visit_io(t_wait, t->t_gu, R, qd, tb->c_read, kb, NULL));
+    double t_wait = io_left(io_time(tb->hw, tb->mp->stride, t->miss[H] / w, R, qd), t->window, R, qd, tb->kb);
+    return w * (t->t_fixed_part + visit_io(t_wait, t->t_gu, R, qd, tb->c_read, tb->kb, NULL));
 }
 
 static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int threads, int qd, double tc) {
@@ -774,6 +774,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
     tb->hw = hw;
     tb->queue_depth = qd;
     tb->c_read = pi_hw_read_cpu_s(hw);
+    tb->kb = busy_share(hw);
     tb->tab = calloc((size_t)L, sizeof *tb->tab);
     tb->store = malloc((size_t)(2 * L * (F + 1)) * sizeof *tb->store);
     if (!tb->tab || !tb->store) return false;
