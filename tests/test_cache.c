@@ -267,11 +267,57 @@ static void test_ahead(pi_ncache_policy policy) {
     pi_ncache_free(c);
 }
 
+/* Lending the last slots (buffers for what streams while the cache is
+   idle): their neurons are forgotten, pinned or not; no allocation returns
+   them while lent; given back they are empty and reused first; the rest of
+   the cache keeps what it held. */
+static void test_lend(pi_ncache_policy policy) {
+    enum { S = 8, N = 3 };
+    pi_ncache *c = NULL;
+    CHECK(pi_ncache_create(2, 50, 64, S, 64, &c) == PI_OK);
+    if (!c) return;
+    pi_ncache_set_policy(c, policy);
+    int64_t slot_of[S];
+    for (int i = 0; i < S; i++) slot_of[i] = pi_ncache_alloc(c, 0, i);
+    for (int i = 0; i < S; i++) CHECK(slot_of[i] >= 0);
+    pi_ncache_use(c, 0, 1, NULL); /* a hit: SLRU protects it, LFU counts it */
+    pi_ncache_next_epoch(c);
+    pi_ncache_pin(c, slot_of[S - 1]); /* pinned ones are lent all the same */
+    size_t arena_bytes = 0;
+    uint8_t *arena = pi_ncache_arena(c, &arena_bytes);
+    uint8_t *p = pi_ncache_lend(c, N);
+    CHECK(p == arena + (S - N) * 64 && pi_ncache_lent(c) == N && pi_ncache_unpinned(c) == S - N);
+    CHECK(pi_ncache_lend(c, 1) == NULL && pi_ncache_lend(c, 0) == NULL);
+    for (int i = 0; i < S; i++) /* slots were given in order: neuron i in slot i */
+        CHECKF(pi_ncache_contains(c, 0, i) == (slot_of[i] < S - N), "neuron %d in slot %lld", i, (long long)slot_of[i]);
+    memset(p, 0xab, (size_t)N * 64);
+    for (int i = 0; i < 10; i++) {
+        const int64_t s = pi_ncache_alloc(c, 1, i);
+        CHECKF(s < 0 || s < S - N, "allocation %d got lent slot %lld", i, (long long)s);
+        if (i < S - N) CHECK(s >= 0);
+    }
+    pi_ncache_next_epoch(c);
+    pi_ncache_take_back(c);
+    CHECK(pi_ncache_lent(c) == 0 && pi_ncache_unpinned(c) == S);
+    for (int i = 0; i < N; i++) { /* the given-back slots come first, and evict nothing */
+        pi_ncache_stats a, b;
+        pi_ncache_get_stats(c, &a);
+        const int64_t s = pi_ncache_alloc(c, 0, 40 + i);
+        pi_ncache_get_stats(c, &b);
+        CHECKF(s >= S - N && b.evictions == a.evictions, "slot %lld after the loan", (long long)s);
+    }
+    CHECK(pi_ncache_lend(c, S) == arena && pi_ncache_unpinned(c) == 0 && pi_ncache_alloc(c, 0, 49) < 0);
+    pi_ncache_take_back(c);
+    CHECK(pi_ncache_lend(c, S + 1) == NULL && pi_ncache_alloc(c, 0, 49) >= 0);
+    pi_ncache_free(c);
+}
+
 int main(void) {
     for (int p = 0; p < PI_NCACHE_N_POLICIES; p++) {
         test_against_reference((pi_ncache_policy)p);
         test_pinning((pi_ncache_policy)p);
         test_ahead((pi_ncache_policy)p);
+        test_lend((pi_ncache_policy)p);
     }
     test_scan_resistance();
     test_replay();

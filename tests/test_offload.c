@@ -715,14 +715,14 @@ int main(void) {
         /* with counts per expert, the default split gives a popular expert a
            longer resident prefix than a rare one, and the output is the same */
         CHECK(add_counts(bundle, packed, 6, 4, 256));
-        pi_offload_opts oo = {.mem_budget = 14u << 20, .n_ctx = 64};
+        pi_offload_opts oo = {.mem_budget = 12u << 20, .n_ctx = 64};
         pi_lm *om = NULL;
         pi_offload *off = NULL;
         CHECKF(pi_offload_load(packed, &oo, &om, &off) == PI_OK, "%s", pi_last_error());
         if (off) {
             int64_t sum = 0;
             for (int64_t u = 0; u < 24; u++) sum += off->hot[u];
-            fprintf(stderr, "moe with counts at 14 MiB: hot prefixes of layer 0's experts %lld %lld %lld %lld (%lld in all)\n",
+            fprintf(stderr, "moe with counts at 12 MiB: hot prefixes of layer 0's experts %lld %lld %lld %lld (%lld in all)\n",
                     (long long)off->hot[0], (long long)off->hot[1], (long long)off->hot[2], (long long)off->hot[3],
                     (long long)sum);
             CHECK(sum > 0 && off->hot[0] > off->hot[3] && off->hot[4] == off->hot[0] && off->hot[3] < 256);

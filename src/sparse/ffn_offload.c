@@ -389,7 +389,7 @@ static void stream_piece(pi_offload *o, pi_state *s, const int64_t *rows_of, int
    the result is the in-memory dense FFN's whatever the hot prefix. */
 static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_t *rows_of, int64_t nt) {
     const pi_hparams *hp = &s->m->hp;
-    const int64_t F = hp->n_ff, E = hp->n_embd, R = o->stream_rows, H = o->hot[u];
+    const int64_t F = hp->n_ff, E = hp->n_embd, R = o->piece_rows, H = o->hot[u];
     const pi_bundle_parts *pt = &o->parts[u];
     /* the nt partials (rows 0 ..) and sums (rows PI_MAX_BATCH ..) this unit uses */
     memset(o->stream_acc, 0, (size_t)nt * (size_t)E * sizeof(float));
@@ -449,11 +449,10 @@ static void stream_result(const pi_offload *o, int64_t j, int64_t E, float *out)
    result. A mixture routes each token as the in-memory path does, streams
    each expert that some token chose once for all of its tokens, and mixes
    every token's experts in routing order. */
-static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) {
+static pi_status stream_layer(pi_offload *o, pi_state *s, int64_t il, int64_t nb) {
     const pi_hparams *hp = &s->m->hp;
     const int64_t E = hp->n_embd;
-    pi_status err = la_finish_all(o); /* its reaps must not take a lookahead read's completion */
-    if (err) return err;
+    pi_status err;
     if (!hp->n_expert) {
         if ((err = stream_unit(o, s, il, NULL, nb))) return err;
         for (int64_t b = 0; b < nb; b++) stream_result(o, b, E, s->xb2 + b * E);
@@ -464,7 +463,7 @@ static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) 
     int64_t chosen[PI_MAX_BATCH][PI_MOE_MAX_USED], K = 0;
     float w[PI_MAX_BATCH][PI_MOE_MAX_USED];
     for (int64_t b = 0; b < nb; b++) K = pi_moe_route(s, l, s->xb + b * s->xb_dim, chosen[b], w[b]);
-    float *eo = o->stream_acc + 2 * PI_MAX_BATCH * E; /* (nb, K, E): token b's k-th expert's output */
+    float *eo = o->moe_out; /* (nb, K, E): token b's k-th expert's output */
     int64_t rows[PI_MAX_BATCH], slot[PI_MAX_BATCH];
     for (int64_t x = 0; x < hp->n_expert; x++) {
         int64_t nt = 0;
@@ -559,26 +558,21 @@ static pi_status head_wait(pi_offload *o, head_batch *bs, uint64_t tag) {
 }
 
 /* The output head over nb rows of X into rows of Y: from memory, or with
-   the head on flash a piece at a time through the two streaming buffers
-   (each piece's covering aligned range read while the piece before is
+   the head on flash a piece at a time through the two streaming buffers,
+   lent by the neuron cache (each piece's covering aligned range read while the piece before is
    multiplied, by the head's own handle; its scales checked as a bundle's
    are; then multiplied as the resident head is: the same rows by the same
    kernel give the same logits). A resident prefix of the head's rows
    (head_res_rows) is multiplied while the first piece after it is read. */
-static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
-                           int64_t y_stride) {
+static pi_status head_stream(pi_offload *o, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
+                             int64_t y_stride) {
     const pi_weight *w = &s->m->output;
-    if (!o->head_on_flash) {
-        pi_state_matmul(s, w, 0, w->ne[1], X, x_stride, nb, Y, y_stride);
-        return PI_OK;
-    }
-    pi_status st = la_finish_all(o);
-    if (st) return st;
+    pi_status st = PI_OK;
     const uint64_t t0 = pi_time_ns();
     const int64_t a = (int64_t)pi_io_align(o->head_io), rb = (int64_t)w->row_bytes, R = w->ne[1];
     const int64_t R0 = o->head_res_rows; /* rows [0, R0) resident (at most R: the loader's clamp) */
     const int64_t size = pi_io_file_size(o->head_io);
-    int64_t cap = o->stream_rows * (int64_t)o->stride;
+    int64_t cap = o->piece_rows * (int64_t)o->stride;
     if (cap > HEAD_MAX_SUB * HEAD_SUB) cap = HEAD_MAX_SUB * HEAD_SUB;
     if (o->head_piece > 0 && (int64_t)o->head_piece < cap) cap = (int64_t)o->head_piece;
     cap = cap / a * a; /* a piece's covering aligned range then stays within cap */
@@ -642,6 +636,25 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     return PI_OK;
 }
 
+static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
+                           int64_t y_stride) {
+    const pi_weight *w = &s->m->output;
+    if (!o->head_on_flash) {
+        pi_state_matmul(s, w, 0, w->ne[1], X, x_stride, nb, Y, y_stride);
+        return PI_OK;
+    }
+    pi_status st = la_finish_all(o); /* the cache is idle from here to the next token's first reads */
+    if (st) return st;
+    pi_offload_lend(o);
+    st = head_stream(o, s, X, x_stride, nb, Y, y_stride);
+    if (st) {
+        uint64_t tags[2 * HEAD_MAX_SUB];
+        while (pi_io_in_flight(o->head_io) > 0 && pi_io_reap(o->head_io, tags, 2 * HEAD_MAX_SUB, true) > 0) {}
+    }
+    pi_offload_take_back(o);
+    return st;
+}
+
 /* Layer il's lookahead target, guessed from the residual s->x as it is
    before il's attention, normed with il's FFN norm: a dense layer, or the
    expert its router ranks first there (Deja Vu's observation: consecutive
@@ -694,7 +707,7 @@ static pi_status moe_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
             }
     }
     o->la_guess = -1;
-    float *eo = o->stream_acc + 2 * PI_MAX_BATCH * E; /* (K, E): each chosen expert's output */
+    float *eo = o->moe_out; /* (K, E): each chosen expert's output */
     const uint64_t tokens = st->tokens;
     for (int64_t j = 0; j < K; j++) {
         pi_la_target t;
@@ -717,6 +730,21 @@ static pi_status moe_offload(pi_sparse_ffn *f, pi_offload *o, pi_state *s, int64
    gives the same refusal. */
 static pi_status refused(const pi_offload *o) {
     return o->refusal[0] ? pi_error(PI_ERR_FORMAT, "%s", o->refusal) : PI_OK;
+}
+
+/* A layer's FFN streamed (stream_layer) through buffers the neuron cache
+   lends for it: the cache is idle while a layer streams. */
+static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) {
+    pi_status err = la_finish_all(o); /* its reaps must not take a lookahead read's completion */
+    if (err) return err;
+    pi_offload_lend(o);
+    err = stream_layer(o, s, il, nb);
+    if (err) { /* no read may land in the slots once they are the cache's again */
+        uint64_t tags[4];
+        while (pi_io_in_flight(o->io) > 0 && pi_io_reap(o->io, tags, 4, true) > 0) {}
+    }
+    pi_offload_take_back(o);
+    return err;
 }
 
 /* The offload state for a step of session s: the pool its waits park is

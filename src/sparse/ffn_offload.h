@@ -9,7 +9,8 @@
  * merged into one read, and each read's neurons are computed as it
  * completes. The result equals the in-memory sparse FFN bit for bit.
  * Prompt batches (and every step of a dense state) stream each layer's
- * bundles through two buffers and give exactly the in-memory dense result.
+ * bundles through two buffers the neuron cache lends while it is idle, and
+ * give exactly the in-memory dense result.
  * The token embedding is read row by row when it is not resident.
  *
  * The pi_offload is shared, not owned: one state at a time may use it

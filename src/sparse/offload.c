@@ -19,6 +19,7 @@
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 #define STREAM_ROWS 512       /* bundles per prompt-streaming buffer: a multiple of the matmul block */
+#define MIN_PIECE 8           /* bundles per streaming buffer at least, where the neuron cache is small */
 #define HOT_READ_BYTES (8u << 20) /* hot prefixes are read in pieces of this size */
 
 static bool in_mapping(const pi_lm *m, const void *p) {
@@ -93,11 +94,15 @@ static bool batch_alloc(pi_read_batch *b, int64_t F) {
     return b->slot && b->neuron && b->run_of && b->run_done && b->run_first && b->run_len && b->reqs && b->iov;
 }
 
-/* The streamed down projection's partials and sums, and for a mixture each
-   token's routed experts' outputs (mixed in routing order at the end). */
-static size_t stream_acc_bytes(const pi_lm *m) {
+/* The streamed down projection's partials and sums; a mixture's routed
+   experts' outputs for each token (mixed in routing order at the end). */
+static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
+static int64_t acc_lent_slots(const pi_lm *m, size_t stride) {
+    return (int64_t)((stream_acc_bytes(m) + stride - 1) / stride);
+}
+static size_t moe_out_bytes(const pi_lm *m) {
     const size_t used = m->hp.n_expert ? (size_t)m->hp.n_expert_used : 0;
-    return (2 + used) * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float);
+    return used * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float);
 }
 
 pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t align, pi_budget_needs *z) {
@@ -156,14 +161,40 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     const int64_t rank = max_rank(m);
     const size_t tables = (size_t)F * (2 * sizeof(int64_t) + sizeof(uint64_t)) + 3 * batch_bytes(F) +
                           (size_t)(E + rank + F) * sizeof(float) + (size_t)F * (sizeof(int64_t) + sizeof(int32_t));
-    z->io = embd_buf + 2 * (size_t)stream_rows * z->stride + tables;
-    z->session = pi_state_bytes_ex(m, n_ctx, PI_MAX_BATCH, stream_rows) + pi_sparse_ffn_bytes(m) + stream_acc_bytes(m);
+    z->io = embd_buf + tables;
+    z->session = pi_state_bytes_ex(m, n_ctx, PI_MAX_BATCH, stream_rows) + pi_sparse_ffn_bytes(m) + moe_out_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
     z->min_slots = 2 * ((F + 63) / 64) + max_merge;
     z->max_merge = max_merge;
-    z->min_cold = pi_ncache_footprint(U, F, z->stride, z->min_slots);
+    /* two streaming buffers and a prompt's partial sums, lent by the cache:
+       at least MIN_PIECE bundles, or a row of a head on flash with its
+       alignment, per buffer */
+    const int64_t acc_slots = acc_lent_slots(m, z->stride);
+    int64_t piece = MIN_PIECE < stream_rows ? MIN_PIECE : stream_rows;
+    const int64_t head_row = z->head_flash ? (int64_t)((z->head_row_bytes + 2 * align - 1) / z->stride) + 1 : 0;
+    piece = head_row > piece ? head_row : piece;
+    z->lend_slots = acc_slots + 2 * stream_rows;
+    z->lend_min = acc_slots + 2 * piece;
+    z->min_cold = pi_ncache_footprint(U, F, z->stride, z->min_slots > z->lend_min ? z->min_slots : z->lend_min);
     z->minimum = z->fixed + z->session + z->io + z->min_cold;
     return PI_OK;
+}
+
+void pi_offload_lend(pi_offload *o) {
+    const int64_t n = pi_ncache_slots(o->cache) < o->lend_slots ? pi_ncache_slots(o->cache) : o->lend_slots;
+    o->piece_rows = (n - o->acc_slots) / 2; /* at least lend_min's pieces: the loader's floor */
+    uint8_t *p = pi_ncache_lend(o->cache, o->acc_slots + 2 * o->piece_rows);
+    const size_t piece_bytes = (size_t)o->piece_rows * o->stride;
+    o->stream_acc = (float *)(void *)p;
+    o->stream_buf[0] = p + (size_t)o->acc_slots * o->stride;
+    o->stream_buf[1] = o->stream_buf[0] + piece_bytes;
+}
+
+void pi_offload_take_back(pi_offload *o) {
+    pi_ncache_take_back(o->cache);
+    o->stream_buf[0] = o->stream_buf[1] = NULL;
+    o->stream_acc = NULL;
+    o->piece_rows = 0;
 }
 
 void pi_offload_free(pi_offload *o) {
@@ -179,9 +210,7 @@ void pi_offload_free(pi_offload *o) {
     free(o->bundle_off);
     free(o->parts);
     free(o->embd_buf);
-    free(o->stream_buf[0]);
-    free(o->stream_buf[1]);
-    free(o->stream_acc);
+    free(o->moe_out);
     free(o->miss);
     free(o->ready);
     batch_free(&o->rd);
@@ -351,8 +380,9 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->embd_on_flash = z.embd_on_flash;
     o->embd_buf_bytes = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
     o->stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
-    const size_t stream_bytes = (size_t)o->stream_rows * o->stride;
-    const int64_t min_slots = z.min_slots;
+    o->lend_slots = z.lend_slots;
+    o->acc_slots = acc_lent_slots(m, o->stride);
+    const int64_t min_slots = z.min_slots > z.lend_min ? z.min_slots : z.lend_min;
     const size_t min_cold = z.min_cold;
     const uint64_t sess = z.session, kv = z.kv, io_bytes = z.io, minimum = z.minimum;
     if (o->budget.limit && o->budget.limit < minimum) {
@@ -414,7 +444,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         }
         int64_t cold_total = 0;
         for (int64_t il = 0; il < L; il++) cold_total += F - o->hot[il];
-        if (slots > cold_total + min_slots) slots = cold_total + min_slots;
+        if (slots > cold_total + z.min_slots) slots = cold_total + z.min_slots;
     }
     if (slots < min_slots) slots = min_slots;
     if ((st = pi_budget_charge(&o->budget, PI_MEM_COLD, pi_ncache_footprint(L, F, o->stride, slots),
@@ -432,9 +462,8 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->fixed_arena = fixed ? pi_huge_alloc(fixed) : NULL;
     o->hot_arena = hot_bytes ? pi_huge_alloc(hot_bytes) : NULL;
     o->embd_buf = aligned(align, o->embd_buf_bytes);
-    o->stream_buf[0] = aligned(align, stream_bytes);
-    o->stream_buf[1] = aligned(align, stream_bytes);
-    o->stream_acc = aligned(64, stream_acc_bytes(m));
+    const size_t moe_bytes = moe_out_bytes(m);
+    o->moe_out = moe_bytes ? aligned(64, moe_bytes) : NULL;
     o->miss = malloc((size_t)F * sizeof *o->miss);
     o->ready = malloc((size_t)F * sizeof *o->ready);
     const bool rd_ok = batch_alloc(&o->rd, F);
@@ -458,8 +487,8 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     }
     o->head_res = o->head_res_bytes ? pi_huge_alloc(o->head_res_bytes) : NULL;
     if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || (o->head_res_bytes && !o->head_res) ||
-        !o->embd_buf || !o->stream_buf[0] ||
-        !o->stream_buf[1] || !o->stream_acc || !o->miss || !o->ready || !rd_ok ||
+        !o->embd_buf ||
+        (moe_bytes && !o->moe_out) || !o->miss || !o->ready || !rd_ok ||
         !o->tags) {
         st = pi_error(PI_ERR_NOMEM, "cannot allocate the %.0f MiB the budget allows",
                       (double)pi_budget_used(&o->budget) / (1 << 20));
@@ -497,7 +526,10 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         PI_LOGI("%s: the output head (%s) stays on flash%s and is read every token: the budget is below the "
                 "minimum with it resident", path, PI_BYTES(z.head_flash), kept);
     }
-    if ((st = read_hot(o, o->stream_buf[0], stream_bytes))) goto fail;
+    pi_offload_lend(o); /* the cache's memory is the hot rows' bounce buffer */
+    st = read_hot(o, o->stream_buf[0], (size_t)o->piece_rows * o->stride);
+    pi_offload_take_back(o);
+    if (st) goto fail;
     pi_io_reset_stats(o->io);
     pi_ncache_reset_stats(o->cache);
     *model = m;

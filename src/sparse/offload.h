@@ -133,11 +133,19 @@ typedef struct pi_offload {
     size_t head_res_bytes;
     uint8_t *embd_buf;       /* aligned bounce buffer for one row */
     size_t embd_buf_bytes;
-    /* prompt batches: the FFN streamed through two aligned buffers */
+    /* what streams while the neuron cache is idle reads through two
+       buffers it lends (pi_offload_lend), so the budget holds them once: a
+       prompt batch's FFN, a layer at a time, summed in stream_acc (lent
+       too), and a head on flash. NULL while not lent. */
     uint8_t *stream_buf[2];
-    int64_t stream_rows;     /* bundles per buffer */
+    int64_t stream_rows;     /* bundles per buffer at most (the session's FFN rows, hb_cols) */
+    int64_t piece_rows;      /* bundles per buffer as lent: stream_rows, or fewer where the cache is small */
     float *stream_acc;       /* (2, PI_MAX_BATCH, n_embd): the streamed down projection's chunk partials
-                                and sums (charged as the session's scratch) */
+                                and sums */
+    int64_t lend_slots, acc_slots; /* cache slots the three take at most (pi_budget_needs.lend_slots),
+                                      stream_acc's of them */
+    float *moe_out;          /* a mixture: (n_expert_used, PI_MAX_BATCH, n_embd), each token's routed
+                                experts' outputs (charged as the session's scratch) */
     /* per-step scratch */
     int64_t *miss;           /* (n_ff) list entries waiting for a read */
     int64_t *ready;          /* (n_ff) list entries ready to compute */
@@ -169,6 +177,12 @@ typedef struct pi_offload {
     pi_pool *pool;               /* the pool of the session whose step runs (set as each step starts):
                                     parked before every wait for reads (pi_pool_park) */
 } pi_offload;
+
+/* Point stream_buf and stream_acc into the neuron cache's last lend_slots
+   slots (whatever they held is forgotten), and give them back. No read
+   may be in flight into the cache. */
+void pi_offload_lend(pi_offload *o);
+void pi_offload_take_back(pi_offload *o);
 
 /* Refuse a bundle of unit u (neuron `neuron`) read from flash whose parts
    hold a NaN or infinite scale: PI_ERR_FORMAT naming the bundle, part and

@@ -44,8 +44,13 @@ typedef struct pi_budget_needs {
     uint64_t session, kv;    /* a session's buffers at n_ctx (KV cache, scratch, the sparse FFN's lists,
                                 the streamed FFN's sums); the KV cache alone */
     uint64_t io;             /* I/O buffers and per-step tables */
-    uint64_t min_cold;       /* the smallest neuron cache */
-    int64_t min_slots;
+    uint64_t min_cold;       /* the smallest neuron cache: min_slots, at least lend_min */
+    int64_t min_slots;       /* slots a decoding step needs */
+    int64_t lend_slots;      /* slots the cache lends to what streams while it is idle (a prompt's FFN:
+                                two buffers and the partial sums; a head on flash: the two buffers),
+                                charged once, as cache; a smaller cache lends what it has, with smaller
+                                buffers */
+    int64_t lend_min;        /* the fewest slots that lend buffers of a few bundles (or a head row) each */
     int max_merge;           /* bundles per read at most: neighbours merge up to this many */
     uint64_t minimum;        /* the sum: the smallest budget accepted */
     size_t stride;           /* bytes per bundle on flash and per cache slot */
@@ -56,9 +61,9 @@ typedef struct pi_budget_needs {
     bool embd_on_flash;
     int64_t n_expert, n_expert_used; /* a mixture (n_layer counts its units, layer x expert); 0: dense */
     /* The output head can stay on flash and be read whole every token (in
-       the I/O buffers, a piece at a time), where a budget is below the
-       minimum with it resident: head_flash is what that saves, its bytes
-       in the fixed region (0 where it cannot: a head tied to the
+       buffers the neuron cache lends, a piece at a time), where a budget is
+       below the minimum with it resident: head_flash is what that saves, its
+       bytes in the fixed region (0 where it cannot: a head tied to the
        embedding). head_on_flash: these needs are with it on flash
        (pi_budget_head_on_flash). */
     uint64_t head_flash;

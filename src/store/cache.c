@@ -39,6 +39,7 @@ struct pi_ncache {
     int64_t protected_cap;
     uint32_t epoch;
     int64_t pinned;
+    int64_t lent;       /* the last `lent` slots are lent out (pi_ncache_lend): on no list */
     pi_ncache_stats st;
 };
 
@@ -288,7 +289,28 @@ void pi_ncache_next_epoch(pi_ncache *c) {
     c->pinned = 0;
 }
 
-int64_t pi_ncache_unpinned(const pi_ncache *c) { return c->n_slots - c->pinned; }
+int64_t pi_ncache_unpinned(const pi_ncache *c) { return c->n_slots - c->lent - c->pinned; }
+
+uint8_t *pi_ncache_lend(pi_ncache *c, int64_t n) {
+    if (c->lent || n <= 0 || n > c->n_slots) return NULL;
+    for (int32_t s = (int32_t)(c->n_slots - n); s < (int32_t)c->n_slots; s++) {
+        if (c->owner[s] >= 0) c->map[c->owner[s]] = -1;
+        c->owner[s] = -1;
+        if (pinned(c, s)) c->pinned--;
+        c->epoch_of[s] = 0;
+        c->ahead[s] = c->count[s] = 0;
+        unlink_slot(c, s);
+    }
+    c->lent = n;
+    return c->arena + (size_t)(c->n_slots - n) * c->slot_bytes;
+}
+
+void pi_ncache_take_back(pi_ncache *c) {
+    for (int32_t s = (int32_t)(c->n_slots - c->lent); s < (int32_t)c->n_slots; s++) push_head(c, s, 0);
+    c->lent = 0;
+}
+
+int64_t pi_ncache_lent(const pi_ncache *c) { return c->lent; }
 
 void pi_ncache_get_stats(const pi_ncache *c, pi_ncache_stats *st) { *st = c->st; }
 void pi_ncache_reset_stats(pi_ncache *c) { memset(&c->st, 0, sizeof c->st); }

@@ -99,8 +99,18 @@ void pi_ncache_drop(pi_ncache *c, int64_t slot);
 /* Unpin every slot: the step that used them is over. */
 void pi_ncache_next_epoch(pi_ncache *c);
 
-/* Slots that can still be allocated in this epoch (not pinned). */
+/* Slots that can still be allocated in this epoch (not pinned, not lent). */
 int64_t pi_ncache_unpinned(const pi_ncache *c);
+
+/* Lend the arena's last n slots (n <= the slot count) as one block of
+   n * slot_bytes, aligned as the arena: what they held is forgotten, and no
+   allocation returns them until pi_ncache_take_back(). For buffers that
+   are used only while the cache is not (a prompt's streamed FFN); no read
+   may be in flight into them. NULL when some are lent already. */
+uint8_t *pi_ncache_lend(pi_ncache *c, int64_t n);
+/* The lent slots, empty, become the next to reuse. */
+void pi_ncache_take_back(pi_ncache *c);
+int64_t pi_ncache_lent(const pi_ncache *c);
 
 void pi_ncache_get_stats(const pi_ncache *c, pi_ncache_stats *st);
 void pi_ncache_reset_stats(pi_ncache *c);
