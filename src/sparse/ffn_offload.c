@@ -557,13 +557,13 @@ static pi_status head_wait(pi_offload *o, head_batch *bs, uint64_t tag) {
     return PI_OK;
 }
 
-/* The output head over nb rows of X into rows of Y: from memory, or with
-   the head on flash a piece at a time through the two streaming buffers,
-   lent by the neuron cache (each piece's covering aligned range read while the piece before is
-   multiplied, by the head's own handle; its scales checked as a bundle's
-   are; then multiplied as the resident head is: the same rows by the same
-   kernel give the same logits). A resident prefix of the head's rows
-   (head_res_rows) is multiplied while the first piece after it is read. */
+/* The output head on flash over nb rows of X into rows of Y, a piece at a
+   time through the two streaming buffers (each piece's covering aligned
+   range read while the piece before is multiplied, by the head's own
+   handle; its scales checked as a bundle's are; then multiplied as the
+   resident head is: the same rows by the same kernel give the same
+   logits). A resident prefix of the head's rows (head_res_rows) is
+   multiplied while the first piece after it is read. */
 static pi_status head_stream(pi_offload *o, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
                              int64_t y_stride) {
     const pi_weight *w = &s->m->output;
@@ -636,6 +636,9 @@ static pi_status head_stream(pi_offload *o, pi_state *s, const float *X, int64_t
     return PI_OK;
 }
 
+/* The output head: from memory, or from flash (head_stream) through
+   buffers the neuron cache lends: it is idle from the last layer's step to
+   the next token's first reads. */
 static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x_stride, int64_t nb, float *Y,
                            int64_t y_stride) {
     const pi_weight *w = &s->m->output;
@@ -643,7 +646,7 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
         pi_state_matmul(s, w, 0, w->ne[1], X, x_stride, nb, Y, y_stride);
         return PI_OK;
     }
-    pi_status st = la_finish_all(o); /* the cache is idle from here to the next token's first reads */
+    pi_status st = la_finish_all(o);
     if (st) return st;
     pi_offload_lend(o);
     st = head_stream(o, s, X, x_stride, nb, Y, y_stride);

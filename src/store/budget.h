@@ -42,7 +42,7 @@ typedef struct pi_budget_needs {
     uint64_t fixed_by_type[PI_TYPE_COUNT]; /* the matrices among them read every token, by type (no predictors) */
     uint64_t pred_by_type[PI_TYPE_COUNT];  /* predictor matrices, by type */
     uint64_t session, kv;    /* a session's buffers at n_ctx (KV cache, scratch, the sparse FFN's lists,
-                                the streamed FFN's sums); the KV cache alone */
+                                a mixture's expert outputs); the KV cache alone */
     uint64_t io;             /* I/O buffers and per-step tables */
     uint64_t min_cold;       /* the smallest neuron cache: min_slots, at least lend_min */
     int64_t min_slots;       /* slots a decoding step needs */
