@@ -408,6 +408,10 @@ static void check_file(const char *bundle, const char *what, bool every_split) {
         const pi_offload_stats *st = &off->st;
         CHECK(st->tokens == N_DECODE && st->resident + st->hits + st->misses > 0);
         if (sp->hot == 0) CHECK(st->misses > 0 && st->reads > 0 && st->reads <= st->misses && st->bytes > 0);
+        /* the prompt streamed every bundle and decoding read some again:
+           each bundle's scales were checked on its first read only */
+        CHECKF(st->checked <= (uint64_t)(L * F) && (sp->hot != 0 || st->checked > 0), "%s: %llu bundles checked of %lld",
+               sp->label, (unsigned long long)st->checked, (long long)(L * F));
         if (c == 2) CHECKF(st->waves > 0, "%s: expected split steps", sp->label);
         /* the lookahead reads ahead where a layer is one wave, and what it
            read is counted once: used ones are misses, every read is a read */

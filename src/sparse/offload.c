@@ -97,6 +97,8 @@ static bool batch_alloc(pi_read_batch *b, int64_t F) {
 /* The streamed down projection's partials and sums; a mixture's routed
    experts' outputs for each token (mixed in routing order at the end). */
 static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
+/* One bit per bundle: checked once (pi_offload_check_bundle). */
+static size_t checked_bytes(int64_t units, int64_t n_ff) { return (size_t)((units * n_ff + 63) / 64) * 8; }
 static int64_t acc_lent_slots(const pi_lm *m, size_t stride) {
     return (int64_t)((stream_acc_bytes(m) + stride - 1) / stride);
 }
@@ -160,7 +162,8 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
        list and two read batches */
     const int64_t rank = max_rank(m);
     const size_t tables = (size_t)F * (2 * sizeof(int64_t) + sizeof(uint64_t)) + 3 * batch_bytes(F) +
-                          (size_t)(E + rank + F) * sizeof(float) + (size_t)F * (sizeof(int64_t) + sizeof(int32_t));
+                          (size_t)(E + rank + F) * sizeof(float) + (size_t)F * (sizeof(int64_t) + sizeof(int32_t)) +
+                          checked_bytes(U, F);
     z->io = embd_buf + tables;
     z->session = pi_state_bytes_ex(m, n_ctx, PI_MAX_BATCH, stream_rows) + pi_sparse_ffn_bytes(m) + moe_out_bytes(m);
     z->kv = pi_state_kv_bytes(m, n_ctx);
@@ -215,6 +218,7 @@ void pi_offload_free(pi_offload *o) {
     free(o->ready);
     batch_free(&o->rd);
     free(o->tags);
+    free(o->checked);
     free(o->la_x);
     free(o->la_u);
     free(o->la_z);
@@ -274,6 +278,8 @@ static void *aligned(size_t align, size_t bytes) {
 
 pi_status pi_offload_check_bundle(pi_offload *o, int64_t u, int64_t neuron, const uint8_t *bundle) {
     static const char *const part[3] = {"gate", "up", "down"};
+    const uint64_t bit = (uint64_t)(u * o->n_ff + neuron);
+    if (o->checked[bit / 64] >> (bit % 64) & 1) return PI_OK;
     const pi_bundle_parts *pt = &o->parts[u];
     for (int k = 0; k < 3; k++) {
         float v = 0.0f;
@@ -285,6 +291,8 @@ pi_status pi_offload_check_bundle(pi_offload *o, int64_t u, int64_t neuron, cons
             return pi_error(PI_ERR_FORMAT, "%s", o->refusal);
         }
     }
+    o->checked[bit / 64] |= (uint64_t)1 << (bit % 64);
+    o->st.checked++;
     return PI_OK;
 }
 
@@ -468,6 +476,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->ready = malloc((size_t)F * sizeof *o->ready);
     const bool rd_ok = batch_alloc(&o->rd, F);
     o->tags = malloc((size_t)F * sizeof *o->tags);
+    o->checked = calloc(1, checked_bytes(L, F));
     o->la[0].layer = o->la[1].layer = -1;
     o->lookahead = opt->lookahead && m->has_predictor;
     o->la_guess = -1;
@@ -489,7 +498,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     if ((fixed && !o->fixed_arena) || (hot_bytes && !o->hot_arena) || (o->head_res_bytes && !o->head_res) ||
         !o->embd_buf ||
         (moe_bytes && !o->moe_out) || !o->miss || !o->ready || !rd_ok ||
-        !o->tags) {
+        !o->tags || !o->checked) {
         st = pi_error(PI_ERR_NOMEM, "cannot allocate the %.0f MiB the budget allows",
                       (double)pi_budget_used(&o->budget) / (1 << 20));
         goto fail;

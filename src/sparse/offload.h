@@ -74,6 +74,7 @@ typedef struct pi_offload_stats {
                                 part of it not spent waiting (busy - wait) is I/O hidden by compute */
     uint64_t ffn_ns;         /* wall time in the FFN of decoded tokens */
     uint64_t prefill_bytes;  /* bytes streamed for prompt batches (dense FFN) */
+    uint64_t checked;        /* bundles read whose scales were checked: each one's first read only */
     /* lookahead: neurons read for the next layer while this one computed */
     uint64_t ahead_neurons;  /* read ahead */
     uint64_t ahead_start;    /* of them, the first layer's, read when a token starts */
@@ -114,6 +115,8 @@ typedef struct pi_offload {
     size_t fixed_bytes;
     int64_t *bundle_off;     /* (n_layer) file offset of bundle 0 */
     char refusal[512];       /* a malformed bundle was read: what was wrong ("" while none) */
+    uint64_t *checked;       /* (n_layer * n_ff bits) bundles whose scales passed the check: the file's
+                                bytes do not change, so a bundle read again is not checked again */
     size_t stride;           /* bytes per bundle on flash and per cache slot */
     pi_bundle_parts *parts;  /* (n_layer) gate, up, down_t inside a unit's bundles (its layer's types) */
     int max_merge;
