@@ -94,14 +94,16 @@ static bool batch_alloc(pi_read_batch *b, int64_t F) {
     return b->slot && b->neuron && b->run_of && b->run_done && b->run_first && b->run_len && b->reqs && b->iov;
 }
 
-/* The streamed down projection's partials and sums; a mixture's routed
-   experts' outputs for each token (mixed in routing order at the end). */
+/* The streamed down projection's partials and sums (stream_acc), and the
+   cache slots they take when lent. */
 static size_t stream_acc_bytes(const pi_lm *m) { return 2 * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float); }
-/* One bit per bundle: checked once (pi_offload_check_bundle). */
-static size_t checked_bytes(int64_t units, int64_t n_ff) { return (size_t)((units * n_ff + 63) / 64) * 8; }
 static int64_t acc_lent_slots(const pi_lm *m, size_t stride) {
     return (int64_t)((stream_acc_bytes(m) + stride - 1) / stride);
 }
+/* One bit per bundle: checked once (pi_offload_check_bundle). */
+static size_t checked_bytes(int64_t units, int64_t n_ff) { return (size_t)((units * n_ff + 63) / 64) * 8; }
+/* A mixture's routed experts' outputs for each token (mixed in routing
+   order at the end). */
 static size_t moe_out_bytes(const pi_lm *m) {
     const size_t used = m->hp.n_expert ? (size_t)m->hp.n_expert_used : 0;
     return used * PI_MAX_BATCH * (size_t)m->hp.n_embd * sizeof(float);
@@ -158,8 +160,8 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     z->embd_on_flash = m->tok_embd.data != m->output.data;
     const size_t embd_buf = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
     const int64_t stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
-    /* the step's tables and read batch, and the lookahead's vectors, pending
-       list and two read batches */
+    /* the step's tables and read batch, the lookahead's vectors, pending
+       list and two read batches, and the bundles' checked bits */
     const int64_t rank = max_rank(m);
     const size_t tables = (size_t)F * (2 * sizeof(int64_t) + sizeof(uint64_t)) + 3 * batch_bytes(F) +
                           (size_t)(E + rank + F) * sizeof(float) + (size_t)F * (sizeof(int64_t) + sizeof(int32_t)) +
