@@ -976,8 +976,33 @@ static void test_read_cpu(void) {
     pi_mprofile_free(mp);
 }
 
+/* The cache keeps room to lend a prompt's streamed FFN its full pieces
+   where that room is at most a tenth of the memory left after the fixed
+   parts, and not where it is more. */
+static void test_lend_room(void) {
+    pi_mprofile *mp = fake_profile(4, 2048);
+    const uint64_t per = pi_ncache_footprint(1, 0, mp->stride, 1), map = (uint64_t)(4 * 2048) * 4;
+    const uint64_t left = 48u << 20;
+    pi_plan_limits lim = {mp->fixed + mp->session + mp->io + left, 2, 0.0, 0.0};
+    pi_hw hw;
+    fake_hw(&hw);
+    pi_plan p0, p1, p2;
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p0) == PI_OK);
+    mp->lend_slots = (int64_t)(p0.cache_bytes - map) / (int64_t)per + 400; /* more than the plan's cache */
+    const uint64_t room = (uint64_t)mp->lend_slots * per;
+    CHECK(room <= left / 10 && pi_plan_solve(mp, &hw, &lim, &p1) == PI_OK);
+    CHECKF(p1.cache_bytes >= map + room && p1.resident_bytes <= lim.mem_budget, "cache %llu for a loan of %llu",
+           (unsigned long long)p1.cache_bytes, (unsigned long long)room);
+    mp->lend_slots = (int64_t)(left / 10 / per) + 1; /* more than a tenth: not kept */
+    CHECK(pi_plan_solve(mp, &hw, &lim, &p2) == PI_OK);
+    CHECKF(p2.cache_bytes == p0.cache_bytes, "cache %llu against %llu without the loan",
+           (unsigned long long)p2.cache_bytes, (unsigned long long)p0.cache_bytes);
+    pi_mprofile_free(mp);
+}
+
 int main(void) {
     test_cost_and_solver();
+    test_lend_room();
     test_mixture();
     test_lookahead();
     test_read_cpu();

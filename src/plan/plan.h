@@ -147,6 +147,8 @@ typedef struct pi_mprofile {
     uint64_t fixed, session, io, min_cold; /* bytes, as the loader charges them (pi_budget_needs) */
     uint64_t kv;            /* of session, the KV cache (it grows with n_ctx) */
     int64_t min_slots;
+    int64_t lend_slots;     /* what the cache lends a prompt's streamed FFN (pi_budget_needs.lend_slots):
+                               a smaller cache streams it in smaller, slower pieces */
     int max_merge;          /* bundles per read at most (the engine's; 16 when unknown) */
     size_t stride, bundle_mem;
     size_t part_bytes[3];
