@@ -987,7 +987,7 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
                 double floor_slots = 1.25 * worst + (double)mp->min_slots;
                 /* and room to lend a prompt's streamed FFN its full pieces
                    where that is at most a tenth of the memory left: pieces
-                   of 297 bundles instead of 512 measured pp512 0.75x on
+                   of 297 bundles instead of 512 measured pp512 0.77-0.87x on
                    7b-l8 at 570 MiB, the room 1% of its decode speed */
                 if (floor_slots < (double)mp->lend_slots && (uint64_t)mp->lend_slots * per_slot <= left / 10)
                     floor_slots = (double)mp->lend_slots;
