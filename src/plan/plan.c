@@ -986,10 +986,12 @@ static pi_status solve_split(const pi_mprofile *mp, const pi_hw *hw, const pi_pl
                 const size_t per_slot = pi_ncache_footprint(1, 0, mp->stride, 1);
                 double floor_slots = 1.25 * worst + (double)mp->min_slots;
                 /* and room to lend a prompt's streamed FFN its full pieces
-                   where that is at most a tenth of the memory left: pieces
-                   of 297 bundles instead of 512 measured pp512 0.77-0.87x on
-                   7b-l8 at 570 MiB, the room 1% of its decode speed */
-                if (floor_slots < (double)mp->lend_slots && (uint64_t)mp->lend_slots * per_slot <= left / 10)
+                   where that is at most a quarter of the memory left:
+                   pieces of 297 bundles instead of 512 measured pp512
+                   0.77-0.87x on 7b-l8 at 570 MiB (the room: 1% of its
+                   decode speed), pieces of 14 a third of the prompt speed
+                   at `make demo`'s budget */
+                if (floor_slots < (double)mp->lend_slots && (uint64_t)mp->lend_slots * per_slot <= left / 4)
                     floor_slots = (double)mp->lend_slots;
                 uint64_t floor_bytes = (uint64_t)(L * F) * 4 + (uint64_t)floor_slots * per_slot;
                 if (cache < floor_bytes) cache = floor_bytes < left ? floor_bytes : left;
