@@ -129,6 +129,13 @@ static pi_status la_finish_all(pi_offload *o) {
     return e0 ? e0 : e1;
 }
 
+/* After a failed step: reap what is still in flight on io, so that nothing
+   lands in buffers given back to the neuron cache. */
+static void drain(pi_io *io) {
+    uint64_t tags[16];
+    while (pi_io_in_flight(io) > 0 && pi_io_reap(io, tags, 16, true) > 0) {}
+}
+
 /* The read that brings layer `la->layer`'s neuron i, or -1 (binary search:
    the set's neurons ascend). */
 static int32_t la_run_of(const pi_read_batch *a, int64_t i) {
@@ -425,10 +432,7 @@ static pi_status stream_unit(pi_offload *o, pi_state *s, int64_t u, const int64_
         o->st.prefill_bytes += (uint64_t)rows * o->stride;
         const uint8_t *buf = o->stream_buf[p];
         for (int64_t r = 0; r < rows; r++)
-            if ((err = pi_offload_check_bundle(o, u, i0 + r, buf + (size_t)r * o->stride))) {
-                if (i0 + R < F) pi_io_reap(o->io, &tag, 1, true); /* the next piece's read, in flight */
-                return err;
-            }
+            if ((err = pi_offload_check_bundle(o, u, i0 + r, buf + (size_t)r * o->stride))) return err;
         pi_weight g = {buf + pt->off[PI_BUNDLE_GATE], pt->type[PI_BUNDLE_GATE], {E, rows, 1, 1}, o->stride, {0, NULL}};
         pi_weight w_up = {buf + pt->off[PI_BUNDLE_UP], pt->type[PI_BUNDLE_UP], {E, rows, 1, 1}, o->stride, {0, NULL}};
         stream_piece(o, s, rows_of, nt, &g, &w_up, buf + pt->off[PI_BUNDLE_DOWN], pt->type[PI_BUNDLE_DOWN], o->stride,
@@ -626,11 +630,7 @@ static pi_status head_stream(pi_offload *o, pi_state *s, const float *X, int64_t
         piece.ne[1] = rows;
         pi_state_matmul(s, &piece, 0, rows, X, x_stride, nb, Y + r0, y_stride);
     }
-    if (st) { /* nothing may land in the buffers after this */
-        uint64_t tags[2 * HEAD_MAX_SUB];
-        while (pi_io_in_flight(o->head_io) > 0 && pi_io_reap(o->head_io, tags, 2 * HEAD_MAX_SUB, true) != 0) {}
-        return st;
-    }
+    if (st) return st; /* the caller drains what is in flight */
     o->st.head_ns += pi_time_ns() - t0 - t_res;
     o->st.head_uses++;
     return PI_OK;
@@ -648,12 +648,9 @@ static pi_status head_rows(pi_offload *o, pi_state *s, const float *X, int64_t x
     }
     pi_status st = la_finish_all(o);
     if (st) return st;
-    pi_offload_lend(o);
+    pi_offload_lend(o, false);
     st = head_stream(o, s, X, x_stride, nb, Y, y_stride);
-    if (st) {
-        uint64_t tags[2 * HEAD_MAX_SUB];
-        while (pi_io_in_flight(o->head_io) > 0 && pi_io_reap(o->head_io, tags, 2 * HEAD_MAX_SUB, true) > 0) {}
-    }
+    if (st) drain(o->head_io);
     pi_offload_take_back(o);
     return st;
 }
@@ -740,12 +737,9 @@ static pi_status refused(const pi_offload *o) {
 static pi_status ffn_stream(pi_offload *o, pi_state *s, int64_t il, int64_t nb) {
     pi_status err = la_finish_all(o); /* its reaps must not take a lookahead read's completion */
     if (err) return err;
-    pi_offload_lend(o);
+    pi_offload_lend(o, true);
     err = stream_layer(o, s, il, nb);
-    if (err) { /* no read may land in the slots once they are the cache's again */
-        uint64_t tags[4];
-        while (pi_io_in_flight(o->io) > 0 && pi_io_reap(o->io, tags, 4, true) > 0) {}
-    }
+    if (err) drain(o->io);
     pi_offload_take_back(o);
     return err;
 }

@@ -185,14 +185,14 @@ pi_status pi_offload_measure(pi_lm *m, int64_t n_ctx, int max_merge, size_t alig
     return PI_OK;
 }
 
-void pi_offload_lend(pi_offload *o) {
-    const int64_t n = pi_ncache_slots(o->cache) < o->lend_slots ? pi_ncache_slots(o->cache) : o->lend_slots;
-    o->piece_rows = (n - o->acc_slots) / 2; /* at least lend_min's pieces: the loader's floor */
-    uint8_t *p = pi_ncache_lend(o->cache, o->acc_slots + 2 * o->piece_rows);
+void pi_offload_lend(pi_offload *o, bool sums) {
+    const int64_t acc = sums ? o->acc_slots : 0, want = acc + 2 * o->stream_rows, have = pi_ncache_slots(o->cache);
+    o->piece_rows = ((have < want ? have : want) - acc) / 2; /* at least lend_min's pieces: the loader's floor */
+    uint8_t *p = pi_ncache_lend(o->cache, acc + 2 * o->piece_rows);
     const size_t piece_bytes = (size_t)o->piece_rows * o->stride;
-    o->stream_acc = (float *)(void *)p;
-    o->stream_buf[0] = p + (size_t)o->acc_slots * o->stride;
-    o->stream_buf[1] = o->stream_buf[0] + piece_bytes;
+    o->stream_buf[0] = p;
+    o->stream_buf[1] = p + piece_bytes;
+    o->stream_acc = sums ? (float *)(void *)(p + 2 * piece_bytes) : NULL;
 }
 
 void pi_offload_take_back(pi_offload *o) {
@@ -390,7 +390,6 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
     o->embd_on_flash = z.embd_on_flash;
     o->embd_buf_bytes = ALIGN_UP(m->tok_embd.row_bytes, align) + align;
     o->stream_rows = STREAM_ROWS < F ? STREAM_ROWS : F;
-    o->lend_slots = z.lend_slots;
     o->acc_slots = acc_lent_slots(m, o->stride);
     const int64_t min_slots = z.min_slots > z.lend_min ? z.min_slots : z.lend_min;
     const size_t min_cold = z.min_cold;
@@ -537,7 +536,7 @@ pi_status pi_offload_load(const char *path, const pi_offload_opts *opt, pi_lm **
         PI_LOGI("%s: the output head (%s) stays on flash%s and is read every token: the budget is below the "
                 "minimum with it resident", path, PI_BYTES(z.head_flash), kept);
     }
-    pi_offload_lend(o); /* the cache's memory is the hot rows' bounce buffer */
+    pi_offload_lend(o, false); /* the cache's memory is the hot rows' bounce buffer */
     st = read_hot(o, o->stream_buf[0], (size_t)o->piece_rows * o->stride);
     pi_offload_take_back(o);
     if (st) goto fail;

@@ -139,14 +139,13 @@ typedef struct pi_offload {
     /* what streams while the neuron cache is idle reads through two
        buffers it lends (pi_offload_lend), so the budget holds them once: a
        prompt batch's FFN, a layer at a time, summed in stream_acc (lent
-       too), and a head on flash. NULL while not lent. */
+       too), and a head on flash (the buffers only). NULL while not lent. */
     uint8_t *stream_buf[2];
     int64_t stream_rows;     /* bundles per buffer at most (the session's FFN rows, hb_cols) */
     int64_t piece_rows;      /* bundles per buffer as lent: stream_rows, or fewer where the cache is small */
     float *stream_acc;       /* (2, PI_MAX_BATCH, n_embd): the streamed down projection's chunk partials
                                 and sums */
-    int64_t lend_slots, acc_slots; /* cache slots the three take at most (pi_budget_needs.lend_slots),
-                                      stream_acc's of them */
+    int64_t acc_slots;       /* cache slots stream_acc takes when lent */
     float *moe_out;          /* a mixture: (n_expert_used, PI_MAX_BATCH, n_embd), each token's routed
                                 experts' outputs (charged as the session's scratch) */
     /* per-step scratch */
@@ -181,10 +180,11 @@ typedef struct pi_offload {
                                     parked before every wait for reads (pi_pool_park) */
 } pi_offload;
 
-/* Point stream_buf and stream_acc into the neuron cache's last lend_slots
-   slots (whatever they held is forgotten), and give them back. No read
-   may be in flight into the cache. */
-void pi_offload_lend(pi_offload *o);
+/* Point stream_buf (and with sums, stream_acc) into the neuron cache's
+   last slots, whatever they held forgotten: pieces of stream_rows bundles,
+   or fewer where the cache is small (piece_rows); and give them back. No
+   read may be in flight into the cache. */
+void pi_offload_lend(pi_offload *o, bool sums);
 void pi_offload_take_back(pi_offload *o);
 
 /* Refuse a bundle of unit u (neuron `neuron`) read from flash whose parts
