@@ -41,6 +41,7 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            same_bits(&a->seq_read_gbs, &b->seq_read_gbs, sizeof a->seq_read_gbs) && a->fs_dev == b->fs_dev &&
            same_bits(&a->read_cpu_us, &b->read_cpu_us, sizeof a->read_cpu_us) &&
            same_bits(&a->read_busy_k, &b->read_busy_k, sizeof a->read_busy_k) &&
+           same_bits(&a->read_issue_us, &b->read_issue_us, sizeof a->read_issue_us) &&
            !strcmp(a->cpu, b->cpu) && !strcmp(a->kernels_build, b->kernels_build) && same_bits(a->mem_bw_est, b->mem_bw_est, sizeof a->mem_bw_est) &&
            same_bits(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
            same_bits(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
@@ -95,6 +96,7 @@ static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
         }
     hw->seq_read_gbs = awkward ? rand_figure(r) : 2.5;
     hw->read_cpu_us = !awkward ? 2.75 : t_next(r) % 3 == 0 ? 0.0 : rand_figure(r); /* absent in a third */
+    hw->read_issue_us = !awkward ? 1.25 : t_next(r) % 3 == 0 ? 0.0 : rand_figure(r); /* absent in a third */
     /* a factor in (0, 1], absent in a third */
     hw->read_busy_k = !awkward ? 0.625 : t_next(r) % 3 == 0 ? 0.0 : 1.0 / (1.0 + rand_figure(r));
     hw->fs_dev = awkward ? UINT64_MAX : 2049;
@@ -273,7 +275,7 @@ static void test_malformed(void) {
     expect_reject("\n# just a comment\n\n", 19, "empty", 0, "comments only");
     /* Without the header the first record is on line 2, after the comment. */
     reject_edit(good, "pinfer-hwprobe", NULL, "not a hwprobe file", 2, "missing header");
-    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 5", "format version 5", 1, "wrong version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 6", "format version 6", 1, "wrong version");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 0", "format version 0", 1, "version 0");
     pi_hw older;
     /* version 1: the same records without kernels_build */
@@ -290,6 +292,15 @@ static void test_malformed(void) {
                older.read_busy_k == 0.0,
            "version 3: %s", pi_last_error());
     CHECK(pi_hw_parse(good, n, &older) == PI_OK && older.read_busy_k == 0.625);
+    /* version 4: the same records without read_issue_us; the plan's path then prices a read's issue at the
+       machine's CPU for it, as version 4 files were priced */
+    CHECKF(strstr(good, "read_issue_us 1.25\n") && parse_older(good, 4, "read_issue_us", &older) &&
+               older.read_issue_us == 0.0 && pi_hw_read_issue_s(&older) == pi_hw_read_cpu_s(&older),
+           "version 4: %s", pi_last_error());
+    CHECK(pi_hw_parse(good, n, &older) == PI_OK && fabs(pi_hw_read_issue_s(&older) - 1.25e-6) < 1e-18);
+    static const char *const bad_issue[] = {"read_issue_us 0", "read_issue_us -1", "read_issue_us inf"};
+    for (size_t i = 0; i < sizeof bad_issue / sizeof bad_issue[0]; i++)
+        reject_edit(good, "read_issue_us", bad_issue[i], "read_issue_us", line_of(good, "read_issue_us"), bad_issue[i]);
     reject_edit(good, "read_busy_k", "read_busy_k 0", "read_busy_k", line_of(good, "read_busy_k"), "read_busy_k 0");
     reject_edit(good, "read_busy_k", "read_busy_k 1.5", "(0, 1]", line_of(good, "read_busy_k"), "read_busy_k 1.5");
     reject_edit(good, "read_busy_k", "read_busy_k nan", "read_busy_k", line_of(good, "read_busy_k"), "read_busy_k nan");

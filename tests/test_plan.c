@@ -976,6 +976,48 @@ static void test_read_cpu(void) {
     pi_mprofile_free(mp);
 }
 
+/* A read's issue (the submitting thread's time, read_issue_us) is what
+   the token's path pays; the machine's CPU for it (read_cpu_us) bounds the
+   token only through the cores: the token takes at least the cores' work
+   plus every read's CPU spread over the threads. */
+static void test_read_issue(void) {
+    layers4 x;
+    identical_layers(&x);
+    const pi_hw hw = x.hw; /* reads: 0.2 us of CPU, no issue figure (a version 4 file) */
+    pi_mprofile *mp = x.mp;
+    const pi_plan *p = &x.p;
+    const int T = p->threads > 0 ? p->threads : 1;
+    CHECK(pi_hw_read_issue_s(&hw) == pi_hw_read_cpu_s(&hw));
+    /* a slow disk: the path is the reads' wait, the cores idle most of the time */
+    pi_hw slow = hw;
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 200.0;
+    pi_hw busy_irq = slow; /* interrupts cost the machine 100 times the issue */
+    busy_irq.read_cpu_us = 20.0;
+    busy_irq.read_issue_us = 0.2;
+    CHECK(fabs(pi_hw_read_issue_s(&busy_irq) - 0.2e-6) < 1e-18 && fabs(pi_hw_read_cpu_s(&busy_irq) - 20e-6) < 1e-18);
+    pi_cost a, b;
+    pi_plan_cost(mp, &slow, p, &a);
+    pi_plan_cost(mp, &busy_irq, p, &b);
+    CHECKF(a.reads > 0.0 && b.ms_cores < 1e3 / b.tok_s && fabs(a.tok_s - b.tok_s) <= 1e-12 * a.tok_s,
+           "slow disk: %.6f against %.6f tok/s, the cores' bound %.3f ms", b.tok_s, a.tok_s, b.ms_cores);
+    CHECKF(fabs(b.ms_read_cpu - b.reads * 20e-3) < 1e-9, "the reads' CPU %.4f ms for %.0f reads", b.ms_read_cpu,
+           b.reads);
+    /* the disk as fast as it was and the reads' CPU dear: the cores bind */
+    pi_hw dear = hw;
+    dear.read_cpu_us = 400.0;
+    dear.read_issue_us = 0.2;
+    pi_plan_cost(mp, &hw, p, &a);
+    pi_plan_cost(mp, &dear, p, &b);
+    const double spread = b.reads * (400.0 - 0.2) * 1e-3 / (double)T;
+    CHECKF(fabs(1e3 / b.tok_s - b.ms_cores) < 1e-9 * b.ms_cores && fabs(b.ms_cores - a.ms_cores - spread) < 1e-6 * spread,
+           "cores' bound %.4f ms (a token %.4f ms), %.4f more than at 0.2 us a read for %.4f ms of CPU over %d threads",
+           b.ms_cores, 1e3 / b.tok_s, b.ms_cores - a.ms_cores, spread, T);
+    CHECKF(a.ms_cores < 1e3 / a.tok_s, "cheap reads: the cores' bound %.4f ms binds a token of %.4f ms", a.ms_cores,
+           1e3 / a.tok_s);
+    pi_mprofile_free(mp);
+}
+
 /* The cache keeps room to lend a prompt's streamed FFN its full pieces
    where that room is at most a quarter of the memory left after the fixed
    parts, and not where it is more. */
@@ -1006,6 +1048,7 @@ int main(void) {
     test_mixture();
     test_lookahead();
     test_read_cpu();
+    test_read_issue();
     test_recall_choice();
     test_pair_choice();
     test_plan_file();

@@ -99,7 +99,11 @@ static void print_table(const pi_hw *hw) {
                    iops * hw->block[b] * 1e-6, hw->read_lat_us[b][q], hw->read_est[b][q] ? "*" : "");
         }
     printf("sequential 1 MiB reads, QD 8: %.2f GB/s\n", hw->seq_read_gbs);
-    if (hw->read_cpu_us > 0) printf("CPU time per random read (submission and completion, every core): %.2f us\n", hw->read_cpu_us);
+    if (hw->read_cpu_us > 0) {
+        printf("CPU time per random read (submission and completion, every core): %.2f us", hw->read_cpu_us);
+        if (hw->read_issue_us > 0) printf("; submitting a read holds the thread %.2f us", hw->read_issue_us);
+        printf("\n");
+    }
     if (hw->read_busy_k > 0)
         printf("with every core streaming memory, as decoding keeps them: %.2fx the random reads above (8K, qd %d); "
                "plans price the reads they hide behind compute at that share\n", hw->read_busy_k, hw->qd[PI_HW_N_QD - 1]);

@@ -63,6 +63,9 @@ static void print_plan(const pi_plan *p, FILE *f) {
                "of which %.2f hidden behind compute, the reads' CPU %.2f, overhead %.2f)\n",
             c->tok_s, c->ms_fixed, c->ms_pred, c->ms_gu, c->ms_down, c->ms_io, c->ms_io_hidden, c->ms_read_cpu,
             c->ms_overhead);
+    if (c->ms_cores * c->tok_s > 1e3 * (1.0 - 1e-9))
+        fprintf(f, "  the cores bind: their work and the reads' CPU spread over %d threads take %.2f ms a token\n",
+                p->threads, c->ms_cores);
 }
 
 int cmd_plan(int argc, char **argv) {

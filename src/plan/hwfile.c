@@ -2,13 +2,13 @@
  * hwfile.c — the hwprobe cache file (save, load, a strict parser) and the
  * interpolation helpers the cost model reads it through.
  *
- * Format, version 4 (versions 1 to 3, read too, are the same without
- * read_busy_k; versions 1 and 2 also without read_cpu_us, version 1 without
- * kernels_build): text lines of
- * printable ASCII, fields separated by spaces or tabs; blank lines and
- * lines starting with '#' are ignored.
+ * Format, version 5 (versions 1 to 4, read too, are the same without
+ * read_issue_us; 1 to 3 also without read_busy_k; 1 and 2 also without
+ * read_cpu_us; version 1 without kernels_build): text lines of printable
+ * ASCII, fields separated by spaces or tabs; blank lines and lines
+ * starting with '#' are ignored.
  *
- *   pinfer-hwprobe 4                       header, the first record
+ *   pinfer-hwprobe 5                       header, the first record
  *   cpu avx512-2c                          kernel set and core count (cache key)
  *   kernels_build <id>                     optional: pi_kernels_build_id() of the build that
  *                                          measured the kernel rates (one printable word)
@@ -24,6 +24,8 @@
  *   seq_read_gbs <GB/s>
  *   read_cpu_us <us>                       optional: the machine's CPU time per random read
  *                                          (submission and completion)
+ *   read_issue_us <us>                     optional: the submitting thread's time inside a
+ *                                          read's submission
  *   read_busy_k <factor>                   optional, in (0, 1]: 8 KiB reads at the deepest queue
  *                                          with the cores streaming memory over the same idle
  *   block <6 increasing sizes in bytes>
@@ -139,6 +141,8 @@ pi_status pi_hw_validate(const pi_hw *hw) {
     if (!figure_ok(hw->seq_read_gbs)) return pi_error(PI_ERR_INVALID, "seq_read_gbs is %g", hw->seq_read_gbs);
     if (hw->read_cpu_us != 0.0 && !figure_ok(hw->read_cpu_us))
         return pi_error(PI_ERR_INVALID, "read_cpu_us is %g", hw->read_cpu_us);
+    if (hw->read_issue_us != 0.0 && !figure_ok(hw->read_issue_us))
+        return pi_error(PI_ERR_INVALID, "read_issue_us is %g", hw->read_issue_us);
     if (hw->read_busy_k != 0.0 && !(figure_ok(hw->read_busy_k) && hw->read_busy_k <= 1.0))
         return pi_error(PI_ERR_INVALID, "read_busy_k is %g (expected a factor in (0, 1])", hw->read_busy_k);
     if (!isfinite(hw->other_cpu) || hw->other_cpu < 0 || signbit(hw->other_cpu))
@@ -213,6 +217,7 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
     wr(&w, "fs_dev %llu\n", (unsigned long long)hw->fs_dev);
     wr(&w, "seq_read_gbs %s\n", fmt_double(d0, sizeof d0, hw->seq_read_gbs));
     if (hw->read_cpu_us > 0.0) wr(&w, "read_cpu_us %s\n", fmt_double(d0, sizeof d0, hw->read_cpu_us));
+    if (hw->read_issue_us > 0.0) wr(&w, "read_issue_us %s\n", fmt_double(d0, sizeof d0, hw->read_issue_us));
     if (hw->read_busy_k > 0.0) {
         wr(&w, "# read_busy_k: random reads with the cores computing, over idle\n");
         wr(&w, "read_busy_k %s\n", fmt_double(d0, sizeof d0, hw->read_busy_k));
@@ -289,11 +294,12 @@ pi_status pi_hw_save(const pi_hw *hw, const char *path) {
 /* ---- reading ---- */
 
 enum { K_CPU, K_NTHREADS, K_QUICK, K_IO_BACKEND, K_IO_BUFFERED, K_IO_FILE_BYTES, K_FS_DEV, K_SEQ, K_BLOCK, K_QD,
-       K_OTHER_CPU, K_KERNELS_BUILD, K_READ_CPU, K_READ_BUSY, K_SCALARS };
+       K_OTHER_CPU, K_KERNELS_BUILD, K_READ_CPU, K_READ_BUSY, K_READ_ISSUE, K_SCALARS };
 static const char *const k_scalar_names[K_SCALARS] = {"cpu",           "n_threads", "quick",        "io_backend",
                                                       "io_buffered",   "io_file_bytes", "fs_dev", "seq_read_gbs",
                                                       "block",         "qd",     "other_cpu",
-                                                      "kernels_build", "read_cpu_us", "read_busy_k"};
+                                                      "kernels_build", "read_cpu_us", "read_busy_k",
+                                                      "read_issue_us"};
 
 typedef struct pstate {
     int line;                                                     /* current line, 1-based */
@@ -407,7 +413,9 @@ static pi_status parse_scalar(pstate *ps, pi_hw *hw, int k, char **tok, int ntok
         break;
     case K_SEQ:
     case K_READ_CPU:
-        if (!parse_figure(tok[1], k == K_SEQ ? &hw->seq_read_gbs : &hw->read_cpu_us))
+    case K_READ_ISSUE:
+        if (!parse_figure(tok[1], k == K_SEQ ? &hw->seq_read_gbs : k == K_READ_CPU ? &hw->read_cpu_us
+                                                                                 : &hw->read_issue_us))
             return perr(ps, PI_ERR_FORMAT, "%s: '%s' is not a finite number > 0", key, tok[1]);
         break;
     case K_READ_BUSY:
@@ -539,7 +547,7 @@ static pi_status parse_run_pair(pstate *ps, const char *key, const char *what, i
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
-        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU && k != K_READ_BUSY)
+        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU && k != K_READ_BUSY && k != K_READ_ISSUE)
             return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
     for (int t = 1; t <= hw->n_threads; t++)
         if (!ps->mem_bw_line[t]) return perr(ps, PI_ERR_FORMAT, "no 'mem_bw %d' record before 'end'", t);
@@ -850,6 +858,10 @@ double pi_hw_kernel_gbs(const pi_hw *hw, int what, pi_type t, int threads) {
 
 double pi_hw_read_cpu_s(const pi_hw *hw) {
     return hw && hw->read_cpu_us > 0.0 ? hw->read_cpu_us * 1e-6 : PI_HW_READ_CPU_S;
+}
+
+double pi_hw_read_issue_s(const pi_hw *hw) {
+    return hw && hw->read_issue_us > 0.0 ? hw->read_issue_us * 1e-6 : pi_hw_read_cpu_s(hw);
 }
 
 /* Fields 1, 3, 4 and 10 of the 11 or more: reads completed, sectors read

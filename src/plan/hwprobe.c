@@ -371,7 +371,11 @@ pi_status pi_probe_io(const char *path, pi_io_backend b, int qd, size_t max_len,
                 reqs[m++] = (pi_io_req){.off = off, .iov = &iov[s], .iovcnt = 1, .tag = (uint64_t)s};
                 t_start[s] = now;
             }
-            if (m > 0 && (st = pi_io_submit(io, reqs, m))) goto out;
+            if (m > 0) {
+                const uint64_t s0 = pi_time_ns();
+                if ((st = pi_io_submit(io, reqs, m))) goto out;
+                if (counting) out->submit_s += (double)(pi_time_ns() - s0) * 1e-9;
+            }
         }
         if (pi_io_in_flight(io) == 0) break;
         n = pi_io_reap(io, tags, qd, true);
@@ -750,7 +754,8 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
     bool meas_b[PI_HW_N_BLOCKS], meas_q[PI_HW_N_QD];
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) meas_b[b] = c->all_points || k_quick_block[b];
     for (int q = 0; q < PI_HW_N_QD; q++) meas_q[q] = c->all_points || k_quick_qd[q];
-    double cpu_s = 0.0, cpu_reads = 0.0; /* the machine's, at queue depths of 8 and more */
+    double cpu_s = 0.0, issue_s = 0.0, cpu_reads = 0.0; /* the machine's CPU and the submissions' time, at
+                                                           queue depths of 8 and more */
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) {
         for (int q = 0; q < PI_HW_N_QD; q++) {
             if (!meas_b[b] || !meas_q[q]) continue;
@@ -769,6 +774,7 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
                softirqs run on any core, and take as much from the compute as the submissions */
             if (k_qds[q] >= 8) {
                 cpu_s += pt.machine_cpu_s > pt.cpu_s ? pt.machine_cpu_s : pt.cpu_s;
+                issue_s += pt.submit_s;
                 cpu_reads += (double)pt.reads;
             }
             if (verbose) {
@@ -780,8 +786,11 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
         }
     }
     hw->read_cpu_us = cpu_reads > 0 && cpu_s > 0 ? cpu_s / cpu_reads * 1e6 : 0.0;
+    hw->read_issue_us = cpu_reads > 0 && issue_s > 0 ? issue_s / cpu_reads * 1e6 : 0.0;
     if ((st = probe_busy(path, be, usable, (int64_t)align, c, hw->n_threads, verbose, hw))) return st;
-    if (verbose && hw->read_cpu_us > 0) fprintf(stderr, "hwprobe: flash: %.2f us of CPU per read\n", hw->read_cpu_us);
+    if (verbose && hw->read_cpu_us > 0)
+        fprintf(stderr, "hwprobe: flash: %.2f us of CPU per read; submitting one holds the thread %.2f us\n",
+                hw->read_cpu_us, hw->read_issue_us);
     /* Interpolate what was not measured: along blocks in measured rows, then along qd. */
     for (int q = 0; q < PI_HW_N_QD; q++)
         if (meas_q[q]) fill_log_axis(&hw->read_iops[0][q], PI_HW_N_QD, k_blocks, meas_b, PI_HW_N_BLOCKS);
@@ -927,6 +936,7 @@ static void copy_flash(const pi_hw *from, pi_hw *out) {
     memcpy(out->read_est, from->read_est, sizeof out->read_est);
     out->seq_read_gbs = from->seq_read_gbs;
     out->read_cpu_us = from->read_cpu_us;
+    out->read_issue_us = from->read_issue_us;
     out->read_busy_k = from->read_busy_k;
     out->fs_dev = from->fs_dev;
     out->io_buffered = from->io_buffered;

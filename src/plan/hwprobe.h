@@ -29,7 +29,8 @@
 #define PI_HW_MAX_THREADS 16
 #define PI_HW_N_BLOCKS 6 /* 4K 8K 16K 32K 64K 128K */
 #define PI_HW_N_QD 5     /* 1 8 32 64 128 */
-#define PI_HW_FILE_VERSION 4 /* 1-3 are read too: 1 has no kernels_build, 1 and 2 no read_cpu_us, 1-3 no read_busy_k */
+#define PI_HW_FILE_VERSION 5 /* 1-4 are read too: 1 has no kernels_build, 1 and 2 no read_cpu_us, 1-3 no read_busy_k,
+                                 1-4 no read_issue_us */
 
 enum { PI_HW_MATVEC = 0, PI_HW_ROWDOT = 1, PI_HW_AXPY = 2, PI_HW_N_KERNELS = 3 };
 
@@ -59,6 +60,11 @@ typedef struct pi_hw {
                                                         and its completion takes interrupts and softirqs
                                                         on any core (files before 2026-11-29 hold the
                                                         submitting thread's alone); 0: not measured */
+    double read_issue_us;                            /* the submitting thread's time inside a read's
+                                                        submission (the same reads), what issuing it holds
+                                                        the thread that computes for; the rest of the CPU
+                                                        runs while reads are in flight; 0: not measured
+                                                        (files before version 5) */
     double read_busy_k;                              /* 8 KiB random reads at the deepest queue with every
                                                         core streaming memory over the same reads with the
                                                         cores idle, in [1/8, 1]: the share of the table
@@ -242,6 +248,11 @@ double pi_hw_kernel_gbs(const pi_hw *hw, int what, pi_type t, int threads);
 #define PI_HW_READ_CPU_S 2.7e-6
 double pi_hw_read_cpu_s(const pi_hw *hw);
 
+/* The submitting thread's seconds inside a read's submission:
+   hw->read_issue_us, or for a file without it the machine's CPU per read
+   (pi_hw_read_cpu_s), as files before version 5 were priced. */
+double pi_hw_read_issue_s(const pi_hw *hw);
+
 /* ---- the measuring cores, shared with bench-kernels and bench-io ---- */
 
 /* Memory read bandwidth in GB/s (1e9 bytes/s): the median of `reps` passes of
@@ -292,6 +303,7 @@ typedef struct pi_probe_io_point {
     double seconds;        /* from the first submit to the last counted completion */
     double lat_sum_us;     /* sum over counted reads of (completion seen - submitted) */
     double cpu_s;          /* the calling thread's CPU time (user + system) meanwhile */
+    double submit_s;       /* the calling thread's time inside submissions (pi_io_submit) */
     double machine_cpu_s;  /* every core's (/proc/stat, steal aside; 0 where unknown): with the
                               completions' interrupts and softirqs, and whatever else ran */
 } pi_probe_io_point;

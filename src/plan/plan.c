@@ -606,11 +606,10 @@ static double io_left(double t_io, double window, double R, double qd, double kb
 
 /* A visit's time for its reads and its gate/up work t_gu, given the wait
    t_wait that the lookahead left: the reads that go out at once (up to the
-   ring's depth qd) cost c_read each before anything overlaps them (the
-   kernel submits a read inline: 2.7 us of CPU a read on the project
-   machine; with its completion's interrupts and softirqs on any core, 9.1
-   us on a 2-core virtual machine whose submitting thread spent 6.0); the
-   rest are submitted and reaped as the ring
+   ring's depth qd) cost c_read each before anything overlaps them, the
+   submitting thread's CPU (pi_hw_read_issue_s; the kernel submits a read
+   inline: 2.7 us on the project machine, 6.0 and 1.2 us on two 2-core
+   virtual machines); the rest are submitted and reaped as the ring
    refills, overlapping the reads still in flight as the gate/up work does.
    On a planted 7b-l8 at 50% of its file, 2622 reads a token, the compute
    outside the I/O wait measured 5-12 ms more than the plan without this
@@ -629,6 +628,21 @@ static double visit_io(double t_wait, double t_gu, double R, double qd, double c
    on a planted 7b-l8 predicted 8.85 tok/s for 11.87 measured, its cores
    idle 42% of the time; priced all at the full rate, 15.22 for 11.42, and
    at 715 MiB 23.71 for 15.87. */
+/* The cores' bound on a token: their work (cpu, wall time at T threads)
+   plus every read's CPU on the whole machine (pi_hw_read_cpu_s: the
+   submission and the completion's interrupts and softirqs, which run on
+   any core), spread over the T cores. The path of a token (cost_with)
+   charges only the submitting thread's share of a read (pi_hw_read_issue_s)
+   in line: the rest runs on whichever core is free, most of it while the
+   reads are waited for, and the probe's read rates already include it. A
+   token takes the longer of the two. On a 2-core virtual machine with 5.3
+   us of CPU a read, 1.2 us of it the submitting thread's: at 570 MiB on a
+   planted 7b-l8 (3223 reads a token) the path priced with the machine's
+   figure predicted 22.9 tok/s for 28.3-31.4 measured, the cores 45% idle. */
+static double cores_bound(double cpu, double reads, const pi_hw *hw, int T) {
+    return cpu + reads * pi_hw_read_cpu_s(hw) / (double)(T > 0 ? T : 1);
+}
+
 static double busy_share(const pi_hw *hw) {
     return hw && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
 }
@@ -667,7 +681,8 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], T) * 1e9;
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
-    const double d = (double)mp->part_bytes[2], c_read = pi_hw_read_cpu_s(hw), kb = busy_share(hw);
+    const double d = (double)mp->part_bytes[2], c_read = pi_hw_read_issue_s(hw), kb = busy_share(hw);
+    double cpu = t_fixed + C_TOKEN_S; /* the cores' work, as wall time at T threads (cores_bound) */
     /* the output head on flash: read in pieces one after the other, but for
        its resident rows, with nothing to overlap (it follows the last layer) */
     if (needs_at(mp, p->mem_budget).head_on_flash && hw->seq_read_gbs > 0.0) {
@@ -680,6 +695,7 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     if (starts_ahead(mp, p->hot)) { /* the first layer's lookahead pass, before its reads go out */
         const double t_pass = ahead_pass(mp, p->hot, 0, t_pred_all / (double)L);
         total += t_pass;
+        cpu += t_pass;
         c->ms_pred += t_pass * 1e3;
     }
     const double c_visit = visit_overhead(mp);
@@ -718,19 +734,22 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         double covered;
         double t_l = t_body + t_la + visit_io(t_wait, t_gu, R / w, qd, c_read, kb, &covered);
         total += w * t_l;
+        cpu += w * (t_body + t_la + t_gu);
         c->ms_overhead += w * c_visit * 1e3;
         c->ms_pred += w * (t_pred + t_la) * 1e3;
         c->ms_gu += w * t_gu * 1e3;
         c->ms_down += w * t_down * 1e3;
         c->ms_io += w * t_io * 1e3;
         c->ms_io_hidden += w * (t_io - t_wait + covered) * 1e3;
-        c->ms_read_cpu += R * c_read * 1e3;
+        c->ms_read_cpu += R * pi_hw_read_cpu_s(hw) * 1e3;
         c->resident += res;
         c->hits += hit;
         c->misses += M;
         c->reads += R;
     }
-    c->tok_s = 1.0 / total;
+    const double bound = cores_bound(cpu, c->reads, hw, T);
+    c->ms_cores = bound * 1e3;
+    c->tok_s = 1.0 / (total > bound ? total : bound);
 }
 
 void pi_plan_cost(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, pi_cost *out) {
@@ -756,7 +775,7 @@ typedef struct {
     layer_tab *tab;
     double *store;
     int queue_depth;
-    double c_read; /* pi_hw_read_cpu_s */
+    double c_read; /* pi_hw_read_issue_s */
     double kb;     /* busy_share */
 } tables;
 
@@ -774,7 +793,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
     tb->mp = mp;
     tb->hw = hw;
     tb->queue_depth = qd;
-    tb->c_read = pi_hw_read_cpu_s(hw);
+    tb->c_read = pi_hw_read_issue_s(hw);
     tb->kb = busy_share(hw);
     tb->tab = calloc((size_t)L, sizeof *tb->tab);
     tb->store = malloc((size_t)(2 * L * (F + 1)) * sizeof *tb->store);
@@ -1080,7 +1099,7 @@ static bool solve_pair(pi_mprofile *c, const pi_hw *hw, const pi_plan_limits *li
                              C_NEURON_S / (double)T;
         const pi_cost *k = &cur.cost;
         const double used = k->hits + k->misses, miss = used > 0.0 ? k->misses / used : 0.0;
-        const double per_read = 1.0 / pi_hw_iops(hw, (int)c->stride, cur.queue_depth) + pi_hw_read_cpu_s(hw);
+        const double per_read = 1.0 / pi_hw_iops(hw, (int)c->stride, cur.queue_depth) + pi_hw_read_issue_s(hw);
         const double c_cold = c_hot + miss * (k->misses > 0.0 ? k->reads / k->misses : 1.0) * per_read;
         float th[PI_PLAN_MAX_LAYERS], tc[PI_PLAN_MAX_LAYERS];
         split_rates(c, cur.hot, r, c_hot, c_cold, th, tc);

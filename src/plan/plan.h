@@ -8,12 +8,19 @@
  * The cost model, per decoded token (seconds; every rate measured by
  * hwprobe at the plan's thread count T):
  *
- *   t_token = t_fixed + sum over layers l of t_l + c_token
+ *   t_token = max(t_path, t_cores)
+ *   t_path  = t_fixed + sum over layers l of t_l + c_token
+ *   t_cores = the cores' work in t_path (all but the reads' waits, their
+ *             CPU and a head read from flash) + R c_m / T:
+ *             every read's CPU on the whole machine (hwprobe's read_cpu_us:
+ *             the submission, the completion's interrupts and softirqs)
+ *             spread over the T cores
  *   t_fixed = sum over types y of W_y / matvec(y, T)
  *             W_y: bytes of type y read every token (attention, output head)
  *   t_l     = t_body + t_la + c_r min(R_l, Q) + t_busy + max(0, t_wait - k_b t_busy)
  *   t_busy  = t_gu + c_r (R_l - min(R_l, Q))
- *             c_r: the machine's CPU per read (hwprobe's read_cpu_us): the
+ *             c_r: the submitting thread's CPU per read (hwprobe's read_issue_us; a file
+ *             before version 5: the machine's, read_cpu_us): the
  *             reads that go out at once cost it first, the rest overlap reads in flight;
  *             k_b: the share of the disk's rate reads get while the cores compute
  *             (hwprobe's read_busy_k; 1 where not measured or a run's rate applies):
@@ -232,8 +239,10 @@ typedef struct pi_cost {
     double tok_s;
     double ms_fixed, ms_pred, ms_gu, ms_down, ms_io, ms_io_hidden, ms_overhead; /* per token */
     double ms_head_read;    /* of ms_fixed: the output head read from flash (0: resident) */
-    double ms_read_cpu;     /* the CPU the reads take (pi_hw_read_cpu_s each): part at
-                               issue, the rest overlapping the reads still in flight */
+    double ms_read_cpu;     /* the CPU the reads take on the whole machine (pi_hw_read_cpu_s each); of
+                               it the submitting thread's share (pi_hw_read_issue_s) is on the token's
+                               path: part at issue, the rest overlapping the reads still in flight */
+    double ms_cores;        /* the cores' bound: their work plus the reads' CPU over the threads */
     double resident, hits, misses, reads; /* neurons / reads per token, all layers */
 } pi_cost;
 
