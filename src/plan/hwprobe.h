@@ -61,10 +61,10 @@ typedef struct pi_hw {
                                                         on any core (files before 2026-11-29 hold the
                                                         submitting thread's alone); 0: not measured */
     double read_issue_us;                            /* the submitting thread's time inside a read's
-                                                        submission (the same reads), what issuing it holds
-                                                        the thread that computes for; the rest of the CPU
-                                                        runs while reads are in flight; 0: not measured
-                                                        (files before version 5) */
+                                                        submission at the deepest queue depth, what issuing
+                                                        it holds the thread that computes for; the rest of
+                                                        the CPU runs while reads are in flight; 0: not
+                                                        measured (files before version 5) */
     double read_busy_k;                              /* 8 KiB random reads at the deepest queue with every
                                                         core streaming memory over the same reads with the
                                                         cores idle, in [1/8, 1]: the share of the table
