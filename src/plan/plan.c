@@ -606,10 +606,12 @@ static double io_left(double t_io, double window, double R, double qd, double kb
 
 /* A visit's time for its reads and its gate/up work t_gu, given the wait
    t_wait that the lookahead left: the reads that go out at once (up to the
-   ring's depth qd) cost c_read each before anything overlaps them, the
-   submitting thread's CPU (pi_hw_read_issue_s; the kernel submits a read
-   inline: 2.7 us on the project machine, 6.0 and 1.2 us on two 2-core
-   virtual machines); the rest are submitted and reaped as the ring
+   ring's depth qd) cost c_read each before anything overlaps them: the
+   time a read's submission holds the submitting thread, the kernel doing
+   its block-layer work inline (pi_hw_read_issue_s: 1.0-1.6 us at queue
+   depth 128 on a 2-core virtual machine; files before version 5 give the
+   machine's CPU per read instead, 2.7 us on the project machine, 4-9 us on
+   2-core virtual machines); the rest are submitted and reaped as the ring
    refills, overlapping the reads still in flight as the gate/up work does.
    On a planted 7b-l8 at 50% of its file, 2622 reads a token, the compute
    outside the I/O wait measured 5-12 ms more than the plan without this
@@ -636,9 +638,10 @@ static double visit_io(double t_wait, double t_gu, double R, double qd, double c
    in line: the rest runs on whichever core is free, most of it while the
    reads are waited for, and the probe's read rates already include it. A
    token takes the longer of the two. On a 2-core virtual machine with 5.3
-   us of CPU a read, 1.2 us of it the submitting thread's: at 570 MiB on a
-   planted 7b-l8 (3223 reads a token) the path priced with the machine's
-   figure predicted 22.9 tok/s for 28.3-31.4 measured, the cores 45% idle. */
+   us of CPU a read and 1.5 us in its submission at queue depth 128: at
+   570 MiB on a planted 7b-l8 (3223 reads a token) the path priced with the
+   machine's figure predicted 22.9 tok/s for 28.3-31.4 measured, the cores
+   45% idle. */
 static double cores_bound(double cpu, double reads, const pi_hw *hw, int T) {
     return cpu + reads * pi_hw_read_cpu_s(hw) / (double)(T > 0 ? T : 1);
 }

@@ -19,8 +19,8 @@
  *             W_y: bytes of type y read every token (attention, output head)
  *   t_l     = t_body + t_la + c_r min(R_l, Q) + t_busy + max(0, t_wait - k_b t_busy)
  *   t_busy  = t_gu + c_r (R_l - min(R_l, Q))
- *             c_r: the submitting thread's CPU per read (hwprobe's read_issue_us; a file
- *             before version 5: the machine's, read_cpu_us): the
+ *             c_r: the time a read's submission holds the submitting thread (hwprobe's
+ *             read_issue_us; a file before version 5: the machine's CPU, read_cpu_us): the
  *             reads that go out at once cost it first, the rest overlap reads in flight;
  *             k_b: the share of the disk's rate reads get while the cores compute
  *             (hwprobe's read_busy_k; 1 where not measured or a run's rate applies):
