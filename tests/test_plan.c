@@ -26,6 +26,13 @@
 #include <math.h>
 #include <unistd.h>
 
+/* hw with every random read k times slower. */
+static pi_hw slower_disk(pi_hw hw, double k) {
+    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
+        for (int q = 0; q < PI_HW_N_QD; q++) hw.read_iops[b][q] /= k;
+    return hw;
+}
+
 static void fake_hw(pi_hw *hw) {
     memset(hw, 0, sizeof *hw);
     hw->n_threads = 2;
@@ -135,9 +142,7 @@ static void test_cost_and_solver(void) {
     CHECK(pi_plan_solve(mp, &hw, &lim, &p) == PI_OK);
     pi_cost c1, c2;
     pi_plan_cost(mp, &hw, &p, &c1);
-    pi_hw slow = hw;
-    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
-        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 2.0;
+    const pi_hw slow = slower_disk(hw, 2.0);
     pi_plan_cost(mp, &slow, &p, &c2);
     CHECKF(fabs(c2.ms_io / c1.ms_io - 2.0) < 0.05, "I/O term %.3f -> %.3f ms", c1.ms_io, c2.ms_io);
 
@@ -314,9 +319,7 @@ static void test_lookahead(void) {
     /* a slow disk: the I/O dwarfs the compute between layers, so the time
        saved is at most that compute (window), and the token still costs all
        its reads less what the windows covered */
-    pi_hw slow = hw;
-    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
-        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 200.0;
+    const pi_hw slow = slower_disk(hw, 200.0);
     pi_plan_cost(mp, &slow, &p, &off);
     mp->lookahead = true;
     pi_plan_cost(mp, &slow, &p, &on);
@@ -961,9 +964,7 @@ static void test_read_cpu(void) {
     CHECKF(extra > 0.0 && extra <= costly.ms_read_cpu - cheap.ms_read_cpu + 1e-9,
            "%.4f ms more a token for %.4f ms more of the reads' CPU", extra, costly.ms_read_cpu - cheap.ms_read_cpu);
     /* a disk 200 times slower: the wait covers all but the reads that go out at once */
-    pi_hw slow = hw, slow_dear = dear;
-    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
-        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 200.0, slow_dear.read_iops[b][q] /= 200.0;
+    const pi_hw slow = slower_disk(hw, 200.0), slow_dear = slower_disk(dear, 200.0);
     pi_plan q = *p;
     q.queue_depth = 32; /* fewer than a layer's reads: the rest go out as the ring refills */
     pi_plan_cost(mp, &slow, &q, &cheap);
@@ -989,9 +990,7 @@ static void test_read_issue(void) {
     const int T = p->threads > 0 ? p->threads : 1;
     CHECK(pi_hw_read_issue_s(&hw) == pi_hw_read_cpu_s(&hw));
     /* a slow disk: the path is the reads' wait, the cores idle most of the time */
-    pi_hw slow = hw;
-    for (int b = 0; b < PI_HW_N_BLOCKS; b++)
-        for (int q = 0; q < PI_HW_N_QD; q++) slow.read_iops[b][q] /= 200.0;
+    const pi_hw slow = slower_disk(hw, 200.0);
     pi_hw busy_irq = slow; /* interrupts cost the machine 100 times the issue */
     busy_irq.read_cpu_us = 20.0;
     busy_irq.read_issue_us = 0.2;

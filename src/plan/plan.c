@@ -630,8 +630,12 @@ static double visit_io(double t_wait, double t_gu, double R, double qd, double c
    on a planted 7b-l8 predicted 8.85 tok/s for 11.87 measured, its cores
    idle 42% of the time; priced all at the full rate, 15.22 for 11.42, and
    at 715 MiB 23.71 for 15.87. */
+static double busy_share(const pi_hw *hw) {
+    return hw && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
+}
+
 /* The cores' bound on a token: their work (cpu, wall time at T threads)
-   plus every read's CPU on the whole machine (pi_hw_read_cpu_s: the
+   plus every read's CPU on the whole machine (c_cpu, pi_hw_read_cpu_s: the
    submission and the completion's interrupts and softirqs, which run on
    any core), spread over the T cores. The path of a token (cost_with)
    charges only the submitting thread's share of a read (pi_hw_read_issue_s)
@@ -642,12 +646,8 @@ static double visit_io(double t_wait, double t_gu, double R, double qd, double c
    570 MiB on a planted 7b-l8 (3223 reads a token) the path priced with the
    machine's figure predicted 22.9 tok/s for 28.3-31.4 measured, the cores
    45% idle. */
-static double cores_bound(double cpu, double reads, const pi_hw *hw, int T) {
-    return cpu + reads * pi_hw_read_cpu_s(hw) / (double)(T > 0 ? T : 1);
-}
-
-static double busy_share(const pi_hw *hw) {
-    return hw && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
+static double cores_bound(double cpu, double reads, double c_cpu, int T) {
+    return cpu + reads * c_cpu / (double)(T > 0 ? T : 1);
 }
 
 /* The gate/up work of a layer: the gate rows of S selected neurons and the
@@ -684,7 +684,8 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     const double rd_g = pi_hw_kernel_gbs(hw, 1, mp->part_type[0], T) * 1e9;
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
-    const double d = (double)mp->part_bytes[2], c_read = pi_hw_read_issue_s(hw), kb = busy_share(hw);
+    const double d = (double)mp->part_bytes[2], c_read = pi_hw_read_issue_s(hw), c_cpu = pi_hw_read_cpu_s(hw),
+                 kb = busy_share(hw);
     double cpu = t_fixed + C_TOKEN_S; /* the cores' work, as wall time at T threads (cores_bound) */
     /* the output head on flash: read in pieces one after the other, but for
        its resident rows, with nothing to overlap (it follows the last layer) */
@@ -744,13 +745,13 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
         c->ms_down += w * t_down * 1e3;
         c->ms_io += w * t_io * 1e3;
         c->ms_io_hidden += w * (t_io - t_wait + covered) * 1e3;
-        c->ms_read_cpu += R * pi_hw_read_cpu_s(hw) * 1e3;
+        c->ms_read_cpu += R * c_cpu * 1e3;
         c->resident += res;
         c->hits += hit;
         c->misses += M;
         c->reads += R;
     }
-    const double bound = cores_bound(cpu, c->reads, hw, T);
+    const double bound = cores_bound(cpu, c->reads, c_cpu, T);
     c->ms_cores = bound * 1e3;
     c->tok_s = 1.0 / (total > bound ? total : bound);
 }
