@@ -230,10 +230,19 @@ int64_t pi_sparse_select(pi_sparse_ffn *f, pi_state *s, int64_t il, int64_t x) {
     const float thr = pi_sparse_threshold(f->m, il, x, &split, &thr_hot);
     int64_t n = 0, i = 0;
     for (; i < f->hot; i++) f->idx[n++] = (int32_t)i;
-    for (; i < split && i < F; i++)
-        if (z[i] >= thr_hot) f->idx[n++] = (int32_t)i;
-    for (; i < F; i++)
-        if (z[i] >= thr) f->idx[n++] = (int32_t)i;
+    /* without a branch: each index is written and kept only where it is
+       selected (n <= i < F, so the write stays inside idx). A branch on a
+       predictor's scores mispredicts on every few neurons: on 7b-l8 (14336
+       neurons, 16% selected) the selection's work besides the predictor's
+       matvecs took 30-36 us a layer with one, 8-11 us without. */
+    for (; i < split && i < F; i++) {
+        f->idx[n] = (int32_t)i;
+        n += z[i] >= thr_hot;
+    }
+    for (; i < F; i++) {
+        f->idx[n] = (int32_t)i;
+        n += z[i] >= thr;
+    }
     return n;
 }
 
