@@ -29,11 +29,12 @@ static void test_cover(int threads) {
     static const int64_t grains[] = {1, 3, 16, 5000};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
         for (size_t b = 0; b < sizeof grains / sizeof grains[0]; b++) {
-            for (int dyn = 0; dyn < 2; dyn++) {
+            for (int dyn = 0; dyn < 3; dyn++) {
                 int64_t n = ns[a];
                 atomic_int *hits = calloc((size_t)n + 1, sizeof *hits);
                 cover_ctx c = {hits, 0};
-                if (dyn) pi_pool_for_dynamic(p, n, grains[b], cover, &c);
+                if (dyn == 2) pi_pool_for_spread(p, n, grains[b], cover, &c);
+                else if (dyn) pi_pool_for_dynamic(p, n, grains[b], cover, &c);
                 else pi_pool_for(p, n, grains[b], cover, &c);
                 int bad = 0;
                 for (int64_t i = 0; i < n; i++) bad += atomic_load(&hits[i]) != 1;
@@ -44,6 +45,46 @@ static void test_cover(int threads) {
             }
         }
     }
+    pi_pool_free(p);
+}
+
+typedef struct {
+    atomic_long first[8]; /* the first item each thread ran, -1: none */
+} spread_ctx;
+
+/* Records each thread's first item and holds that first chunk for 2 ms, so
+   that no thread is done with its share before the others have begun. */
+static void first_item(void *vctx, int64_t i0, int64_t i1, int tid) {
+    (void)i1;
+    spread_ctx *c = vctx;
+    long none = -1;
+    if (atomic_compare_exchange_strong(&c->first[tid], &none, (long)i0)) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* pi_pool_for_spread: each thread begins at the front of its own share (as
+   pi_pool_for splits the chunks), so threads start far apart; a thread
+   whose share is done takes the rest of the others' (coverage above). Each
+   thread holds its first chunk for 2 ms so that the others start; a worker
+   the scheduler keeps away longer may find its share taken, so the check is
+   that some jobs (not every one) show every thread at its own front, which
+   a shared counter never does (thread 1 would begin at chunk 1). */
+static void test_spread_starts(int threads) {
+    pi_pool *p;
+    CHECK(pi_pool_create(threads, &p) == PI_OK);
+    const int64_t n = 64 * threads, grain = 4, chunks = n / grain;
+    int fronts = 0;
+    for (int rep = 0; rep < 50; rep++) {
+        spread_ctx c;
+        for (int t = 0; t < 8; t++) atomic_init(&c.first[t], -1);
+        pi_pool_for_spread(p, n, grain, first_item, &c);
+        int at_front = 0;
+        for (int t = 0; t < threads; t++) at_front += atomic_load(&c.first[t]) == chunks * t / threads * grain;
+        fronts += at_front == threads;
+    }
+    CHECKF(fronts > 0, "threads %d: in no job did every thread begin at the front of its own share", threads);
     pi_pool_free(p);
 }
 
@@ -150,6 +191,8 @@ int main(void) {
     test_cover(8);
     test_many_jobs(2);
     test_many_jobs(4);
+    test_spread_starts(2);
+    test_spread_starts(4);
     for (int t = 1; t <= 4; t++) test_park(t);
     test_reduce_deterministic();
     pi_pool *p = NULL;

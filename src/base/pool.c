@@ -54,21 +54,42 @@ struct pi_pool {
     pi_pool_fn fn;
     void *ctx;
     int64_t n, grain, n_chunks;
-    int dynamic;
+    int dynamic; /* SHARE_STATIC, SHARE_COUNTER or SHARE_SPREAD */
     atomic_int_fast64_t next_chunk;
+    /* SHARE_SPREAD: the next chunk of each thread's share, a cache line each */
+    struct {
+        atomic_int_fast64_t next;
+        char pad[64 - sizeof(atomic_int_fast64_t)];
+    } *share;
 };
 
+enum { SHARE_STATIC, SHARE_COUNTER, SHARE_SPREAD };
+
+static void run_chunk(pi_pool *p, int64_t c, int tid) {
+    const int64_t i0 = c * p->grain, i1 = i0 + p->grain < p->n ? i0 + p->grain : p->n;
+    p->fn(p->ctx, i0, i1, tid);
+}
+
 static void run_share(pi_pool *p, int tid) {
-    if (p->dynamic) {
-        for (;;) {
-            int64_t c = atomic_fetch_add_explicit(&p->next_chunk, 1, memory_order_relaxed);
-            if (c >= p->n_chunks) break;
-            int64_t i0 = c * p->grain, i1 = i0 + p->grain < p->n ? i0 + p->grain : p->n;
-            p->fn(p->ctx, i0, i1, tid);
+    const int64_t T = p->n_threads;
+    if (p->dynamic == SHARE_SPREAD) {
+        /* the thread's own share from its start, then what is left of the
+           others' shares, each taken from its own counter */
+        for (int64_t k = 0; k < T; k++) {
+            const int64_t s = (tid + k) % T, end = p->n_chunks * (s + 1) / T;
+            for (int64_t c; (c = atomic_fetch_add_explicit(&p->share[s].next, 1, memory_order_relaxed)) < end;)
+                run_chunk(p, c, tid);
         }
         return;
     }
-    int64_t T = p->n_threads;
+    if (p->dynamic == SHARE_COUNTER) {
+        for (;;) {
+            int64_t c = atomic_fetch_add_explicit(&p->next_chunk, 1, memory_order_relaxed);
+            if (c >= p->n_chunks) break;
+            run_chunk(p, c, tid);
+        }
+        return;
+    }
     int64_t c0 = p->n_chunks * tid / T, c1 = p->n_chunks * (tid + 1) / T;
     if (c0 >= c1) return;
     int64_t i0 = c0 * p->grain, i1 = c1 * p->grain < p->n ? c1 * p->grain : p->n;
@@ -123,7 +144,8 @@ pi_status pi_pool_create(int n_threads, pi_pool **out) {
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads, sizeof *p->threads);
         p->args = calloc((size_t)n_threads, sizeof *p->args);
-        if (!p->threads || !p->args) {
+        p->share = aligned_alloc(64, (size_t)n_threads * sizeof *p->share);
+        if (!p->threads || !p->args || !p->share) {
             pi_pool_free(p);
             return pi_error(PI_ERR_NOMEM, "thread pool: out of memory");
         }
@@ -154,6 +176,7 @@ void pi_pool_free(pi_pool *p) {
     pthread_cond_destroy(&p->cv);
     free(p->threads);
     free(p->args);
+    free(p->share);
     free(p);
 }
 
@@ -185,6 +208,9 @@ static void run_job(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *c
     p->n_chunks = n_chunks;
     p->dynamic = dynamic;
     atomic_store_explicit(&p->next_chunk, 0, memory_order_relaxed);
+    if (dynamic == SHARE_SPREAD)
+        for (int64_t t = 0; t < p->n_threads; t++)
+            atomic_store_explicit(&p->share[t].next, n_chunks * t / p->n_threads, memory_order_relaxed);
     atomic_store(&p->pending, p->n_threads - 1);
     atomic_store_explicit(&p->park, 0, memory_order_relaxed); /* ordered before gen's bump */
     atomic_fetch_add(&p->gen, 1);
@@ -203,11 +229,15 @@ static void run_job(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *c
 }
 
 void pi_pool_for(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx) {
-    run_job(p, n, grain, fn, ctx, 0);
+    run_job(p, n, grain, fn, ctx, SHARE_STATIC);
 }
 
 void pi_pool_for_dynamic(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx) {
-    run_job(p, n, grain, fn, ctx, 1);
+    run_job(p, n, grain, fn, ctx, SHARE_COUNTER);
+}
+
+void pi_pool_for_spread(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx) {
+    run_job(p, n, grain, fn, ctx, SHARE_SPREAD);
 }
 
 typedef struct {
@@ -265,7 +295,7 @@ void pi_pool_reduce_f32(pi_pool *p, int64_t n, int64_t chunk, pi_pool_reduce_fn 
     }
     if (chunk < 1) chunk = 1;
     reduce_job j = {fn, ctx, n, chunk, dim, (n + chunk - 1) / chunk, scratch, result, 0};
-    pi_pool_for_dynamic(p, j.n_chunks, 1, reduce_chunks, &j);
+    pi_pool_for_spread(p, j.n_chunks, 1, reduce_chunks, &j);
     pi_pool_for(p, dim, 64, reduce_sum, &j);
 }
 
