@@ -38,6 +38,9 @@ typedef struct {
     int tid;
 } worker_arg;
 
+/* How a job's chunks are shared: pi_pool_for, pi_pool_for_dynamic, pi_pool_for_spread. */
+enum { SHARE_STATIC, SHARE_COUNTER, SHARE_SPREAD };
+
 struct pi_pool {
     int n_threads;
     pthread_t *threads;
@@ -54,7 +57,7 @@ struct pi_pool {
     pi_pool_fn fn;
     void *ctx;
     int64_t n, grain, n_chunks;
-    int dynamic; /* SHARE_STATIC, SHARE_COUNTER or SHARE_SPREAD */
+    int mode; /* how the chunks are shared: SHARE_STATIC, SHARE_COUNTER or SHARE_SPREAD */
     atomic_int_fast64_t next_chunk;
     /* SHARE_SPREAD: the next chunk of each thread's share, a cache line each */
     struct {
@@ -63,7 +66,6 @@ struct pi_pool {
     } *share;
 };
 
-enum { SHARE_STATIC, SHARE_COUNTER, SHARE_SPREAD };
 
 static void run_chunk(pi_pool *p, int64_t c, int tid) {
     const int64_t i0 = c * p->grain, i1 = i0 + p->grain < p->n ? i0 + p->grain : p->n;
@@ -72,7 +74,7 @@ static void run_chunk(pi_pool *p, int64_t c, int tid) {
 
 static void run_share(pi_pool *p, int tid) {
     const int64_t T = p->n_threads;
-    if (p->dynamic == SHARE_SPREAD) {
+    if (p->mode == SHARE_SPREAD) {
         /* the thread's own share from its start, then what is left of the
            others' shares, each taken from its own counter */
         for (int64_t k = 0; k < T; k++) {
@@ -82,7 +84,7 @@ static void run_share(pi_pool *p, int tid) {
         }
         return;
     }
-    if (p->dynamic == SHARE_COUNTER) {
+    if (p->mode == SHARE_COUNTER) {
         for (;;) {
             int64_t c = atomic_fetch_add_explicit(&p->next_chunk, 1, memory_order_relaxed);
             if (c >= p->n_chunks) break;
@@ -186,13 +188,13 @@ void pi_pool_park(pi_pool *p) {
     if (p && p->n_threads > 1) atomic_store_explicit(&p->park, 1, memory_order_relaxed);
 }
 
-static void run_job(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx, int dynamic) {
+static void run_job(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx, int mode) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int64_t n_chunks = (n + grain - 1) / grain;
     if (!p || p->n_threads == 1 || n_chunks == 1) {
         /* nothing to share: run in place, in the same chunking */
-        if (dynamic) {
+        if (mode != SHARE_STATIC) {
             for (int64_t i0 = 0; i0 < n; i0 += grain) fn(ctx, i0, i0 + grain < n ? i0 + grain : n, 0);
         } else {
             fn(ctx, 0, n, 0);
@@ -206,9 +208,9 @@ static void run_job(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *c
     p->n = n;
     p->grain = grain;
     p->n_chunks = n_chunks;
-    p->dynamic = dynamic;
+    p->mode = mode;
     atomic_store_explicit(&p->next_chunk, 0, memory_order_relaxed);
-    if (dynamic == SHARE_SPREAD)
+    if (mode == SHARE_SPREAD)
         for (int64_t t = 0; t < p->n_threads; t++)
             atomic_store_explicit(&p->share[t].next, n_chunks * t / p->n_threads, memory_order_relaxed);
     atomic_store(&p->pending, p->n_threads - 1);

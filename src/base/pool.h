@@ -59,7 +59,7 @@ void pi_pool_for_dynamic(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, vo
    by token in one process) a sparse FFN's gathered rows took 2-6% less
    time this way than with a shared counter's neighbouring chunks, and the
    decode matvecs 2-3% less; the gathered down rows alone in `bench-kernels`
-   ran 15-40% faster. */
+   ran 15-43% faster. */
 void pi_pool_for_spread(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *ctx);
 
 /* result[0..dim) = sum over chunks c of fn's acc for chunk c, where chunk c is

@@ -370,7 +370,7 @@ Q4I_ATTR INLINE void q32_pass(pi_type T, const int P, const uint8_t *const *w, c
    products as the AVX2 table's per-row scale stage, so the same bits. Rows
    from 2P on repeat row 0 (their lanes are not used). Quantizing the pairs
    as they are (k4_coefs_quant), not as 8-lane halves, made Q4_K's down rows
-   5-6% faster (in L1 and from memory, one thread). */
+   3-7% faster (in L1 and from memory, one thread). */
 #define K4_B(r, src) (uint8_t)(16 * (r) + 4 + (src))
 #define K4_ROW(r, A0, A1, A2, A3, A4, A5, A6, A7) \
     K4_B(r, A0), K4_B(r, A1), K4_B(r, A2), K4_B(r, A3), K4_B(r, A4), K4_B(r, A5), K4_B(r, A6), K4_B(r, A7)
@@ -443,25 +443,20 @@ typedef struct {
    leaves them, lanes 0-7 row 2p's sub-blocks and 8-15 row 2p + 1's: the
    largest magnitude of each sub-block over the rows from the pairs' lanes
    and then the two halves', each pair's two rows scaled, rounded and
-   clamped in one vector, row 2p + 1's halves shifted up onto row 2p's. The
-   same operations lane for lane as the 8-lane form, in half the vectors. */
+   clamped in one vector (the 16-lane form's steps), row 2p + 1's halves
+   shifted up onto row 2p's. The same operations lane for lane as the
+   8-lane form, in half the vectors. */
 Q4I_ATTR INLINE void k4_coefs_quant(const int P, const __m512 *cdp, int32_t (*kp)[8], float *sc) {
     __m512i mb = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int p = 0; p < P; p++)
         mb = _mm512_max_epi32(mb, _mm512_and_si512(_mm512_castps_si512(cdp[p]), _mm512_set1_epi32(0x7fffffff)));
     mb = _mm512_max_epi32(mb, _mm512_shuffle_i64x2(mb, mb, _MM_SHUFFLE(1, 0, 3, 2))); /* both halves: every row */
-    const __m512i E = _mm512_srli_epi32(mb, 23);
-    const __m512i e = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(141)),
-                                                        _mm512_set1_epi32(-126)),
-                                       _mm512_set1_epi32(113));
-    const __m512 inv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), e), 23));
-    const __m512i s = _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(127), e), 23);
-    _mm256_storeu_ps(sc, _mm512_castps512_ps256(_mm512_castsi512_ps(q4i_nan512(E, s))));
-    const __m512i kmax = _mm512_set1_epi32(PI_Q4I_KMAX), kmin = _mm512_set1_epi32(-PI_Q4I_KMAX);
+    __m512 inv;
+    _mm256_storeu_ps(sc, _mm512_castps512_ps256(q4i_coefs16_w_scale(mb, &inv)));
 #pragma GCC unroll 4
     for (int p = 0; p < P; p++) {
-        const __m512i k = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(cdp[p], inv)), kmin), kmax);
+        const __m512i k = q4i_coefs16_w_k(cdp[p], inv);
         const __m256i lo = _mm256_and_si256(_mm512_castsi512_si256(k), _mm256_set1_epi32(0xffff));
         const __m256i hi = _mm512_extracti64x4_epi64(_mm512_slli_epi32(k, 16), 1);
         _mm256_storeu_si256((__m256i *)kp[p], _mm256_or_si256(lo, hi));

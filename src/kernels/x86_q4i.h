@@ -18,26 +18,34 @@
    block's scale 2^e (NaN where a coefficient is not finite). Returns the
    blocks' sums of the coefficients. PI_Q4I_DEFINE_COEFS defines it for a
    vector width W (256 here; the AVX-512 file's 16-lane one with 512):
-   VI / VF its types, SEL(E, s) the scales s with NaN where E is 255. */
+   VI / VF its types, SEL(E, s) the scales s with NaN where E is 255. It
+   also defines its two steps for lanes laid out otherwise: NAME##_scale,
+   from the lanes' largest magnitudes mb (bit patterns), the scales and
+   *inv = 2^-e; NAME##_k, one row's clamped integer coefficients. */
 #define PI_Q4I_DEFINE_COEFS(ATTR, NAME, W, VI, VF, SEL)                                                            \
-    ATTR static inline VI NAME(const int P, const VF *cd, int32_t *kp, size_t kstride, float *sc) {               \
-        VI mb = _mm##W##_setzero_si##W();                                                                         \
-        _Pragma("GCC unroll 8") for (int r = 0; r < 2 * P; r++) mb =                                               \
-            _mm##W##_max_epi32(mb, _mm##W##_and_si##W(_mm##W##_castps_si##W(cd[r]), _mm##W##_set1_epi32(0x7fffffff))); \
+    ATTR static inline VF NAME##_scale(VI mb, VF *inv) {                                                           \
         const VI E = _mm##W##_srli_epi32(mb, 23);                                                                 \
         const VI e = _mm##W##_min_epi32(_mm##W##_max_epi32(_mm##W##_sub_epi32(E, _mm##W##_set1_epi32(141)),        \
                                                            _mm##W##_set1_epi32(-126)),                             \
                                         _mm##W##_set1_epi32(113));                                                 \
-        const VF inv = _mm##W##_castsi##W##_ps(_mm##W##_slli_epi32(_mm##W##_sub_epi32(_mm##W##_set1_epi32(127), e), 23)); \
+        *inv = _mm##W##_castsi##W##_ps(_mm##W##_slli_epi32(_mm##W##_sub_epi32(_mm##W##_set1_epi32(127), e), 23));  \
         const VI s = _mm##W##_slli_epi32(_mm##W##_add_epi32(_mm##W##_set1_epi32(127), e), 23);                    \
-        _mm##W##_storeu_ps(sc, _mm##W##_castsi##W##_ps(SEL(E, s)));                                                \
-        const VI kmax = _mm##W##_set1_epi32(PI_Q4I_KMAX), kmin = _mm##W##_set1_epi32(-PI_Q4I_KMAX);               \
+        return _mm##W##_castsi##W##_ps(SEL(E, s));                                                                 \
+    }                                                                                                              \
+    ATTR static inline VI NAME##_k(VF cd, VF inv) {                                                                \
+        return _mm##W##_min_epi32(_mm##W##_max_epi32(_mm##W##_cvtps_epi32(_mm##W##_mul_ps(cd, inv)),               \
+                                                     _mm##W##_set1_epi32(-PI_Q4I_KMAX)),                           \
+                                  _mm##W##_set1_epi32(PI_Q4I_KMAX));                                               \
+    }                                                                                                              \
+    ATTR static inline VI NAME(const int P, const VF *cd, int32_t *kp, size_t kstride, float *sc) {               \
+        VI mb = _mm##W##_setzero_si##W();                                                                         \
+        _Pragma("GCC unroll 8") for (int r = 0; r < 2 * P; r++) mb =                                               \
+            _mm##W##_max_epi32(mb, _mm##W##_and_si##W(_mm##W##_castps_si##W(cd[r]), _mm##W##_set1_epi32(0x7fffffff))); \
+        VF inv;                                                                                                    \
+        _mm##W##_storeu_ps(sc, NAME##_scale(mb, &inv));                                                            \
         VI ksum = _mm##W##_setzero_si##W();                                                                       \
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                                      \
-            const VI k0 = _mm##W##_min_epi32(                                                                      \
-                _mm##W##_max_epi32(_mm##W##_cvtps_epi32(_mm##W##_mul_ps(cd[2 * p], inv)), kmin), kmax);             \
-            const VI k1 = _mm##W##_min_epi32(                                                                      \
-                _mm##W##_max_epi32(_mm##W##_cvtps_epi32(_mm##W##_mul_ps(cd[2 * p + 1], inv)), kmin), kmax);         \
+            const VI k0 = NAME##_k(cd[2 * p], inv), k1 = NAME##_k(cd[2 * p + 1], inv);                             \
             ksum = _mm##W##_add_epi32(ksum, _mm##W##_add_epi32(k0, k1));                                           \
             _mm##W##_storeu_si##W((VI *)(kp + p * kstride),                                                        \
                                   _mm##W##_or_si##W(_mm##W##_and_si##W(k0, _mm##W##_set1_epi32(0xffff)),            \
