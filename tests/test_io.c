@@ -10,7 +10,10 @@
  * injected EIO/short/delayed reads, close with reads in flight or after an
  * error, and the fixed queue: a batch that does not fit beside the reads in
  * flight is refused whole with PI_ERR_FULL and accepted after reaping, with
- * no allocation on the submit/reap path. An alarm turns a hang into a failure.
+ * no allocation on the submit/reap path; reads reaped by another thread while
+ * the one that submitted them sleeps (as the server's slots take turns with
+ * one engine), and reaped after the submitter computed without entering the
+ * kernel. An alarm turns a hang into a failure.
  */
 #include "store/io.h"
 #include "base/timer.h"
@@ -18,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -529,6 +533,79 @@ out:
     free(buf);
 }
 
+/* Reads submitted by one thread and reaped by another. The io_uring ring
+   posts a completion in the submitting thread's context; the submitter
+   here sleeps in pthread_join meanwhile, and must be woken to post them.
+   Then the same thread submits, computes for a while without a system
+   call, and reaps: every read is there, none twice. */
+enum { HAND_N = 48 };
+typedef struct {
+    pi_io *io;
+    uint64_t tags[HAND_N];
+    int got;
+} hand_ctx;
+
+static void *hand_reaper(void *arg) {
+    hand_ctx *h = arg;
+    while (h->got < HAND_N) {
+        int n = pi_io_reap(h->io, h->tags + h->got, HAND_N - h->got, true);
+        if (n <= 0) break;
+        h->got += n;
+    }
+    return NULL;
+}
+
+static void hand_check(const hand_ctx *h, const uint8_t *buf, const char *what, const char *how) {
+    int seen[HAND_N] = {0}, bad = 0;
+    for (int i = 0; i < h->got; i++) {
+        if (h->tags[i] < HAND_N) seen[h->tags[i]]++;
+        else bad++;
+    }
+    for (int i = 0; i < HAND_N; i++) bad += seen[i] != 1;
+    CHECKF(h->got == HAND_N && bad == 0, "%s, %s: %d of %d reads reaped, %d wrong", what, how, h->got, HAND_N, bad);
+    for (int i = 0; i < HAND_N; i++)
+        CHECKF(mismatch(buf + (size_t)i * 4096, (int64_t)(i * 7 % 1000) * 4096, 4096) < 0, "%s, %s: read %d: wrong bytes",
+               what, how, i);
+}
+
+static void test_handoff(const char *path, pi_io_backend b) {
+    const char *what = backend_str(b);
+    uint8_t *buf = aligned_alloc(4096, (size_t)HAND_N * 4096);
+    struct iovec v[HAND_N];
+    pi_io_req rq[HAND_N];
+    for (int i = 0; i < HAND_N; i++) {
+        v[i] = (struct iovec){buf + (size_t)i * 4096, 4096};
+        rq[i] = (pi_io_req){.off = (int64_t)(i * 7 % 1000) * 4096, .iov = &v[i], .iovcnt = 1, .tag = (uint64_t)i};
+    }
+    pi_io *io = NULL;
+    pi_status st = open_io(path, b, 16, (pi_io_fault){0}, &io);
+    if (b == PI_IO_URING && st == PI_ERR_UNSUPPORTED) goto out;
+    CHECKF(st == PI_OK, "%s: open: %s", what, pi_last_error());
+    if (st != PI_OK) goto out;
+
+    hand_ctx h = {.io = io};
+    memset(buf, SENTINEL, (size_t)HAND_N * 4096);
+    CHECK(pi_io_submit(io, rq, HAND_N) == PI_OK);
+    pthread_t th;
+    if (pthread_create(&th, NULL, hand_reaper, &h) == 0) {
+        pthread_join(th, NULL);
+        hand_check(&h, buf, what, "reaped by another thread");
+    }
+
+    memset(&h, 0, sizeof h);
+    h.io = io;
+    memset(buf, SENTINEL, (size_t)HAND_N * 4096);
+    CHECK(pi_io_submit(io, rq, HAND_N) == PI_OK);
+    volatile uint64_t x = 1;
+    const uint64_t until = pi_time_ns() + 20 * 1000 * 1000; /* the clock is read in user mode (vDSO) */
+    while (pi_time_ns() < until) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    hand_reaper(&h);
+    hand_check(&h, buf, what, "reaped after computing");
+    pi_io_close(io);
+out:
+    free(buf);
+}
+
 int main(void) {
     signal(SIGALRM, on_alarm);
     alarm(60);
@@ -572,6 +649,7 @@ int main(void) {
 
     for (int i = 0; i < 3; i++) test_eof(path, backends[i]);
     for (int i = 0; i < 3; i++) test_full(path, backends[i]);
+    for (int i = 0; i < 3; i++) test_handoff(path, backends[i]);
     test_faults(path);
 
     free(arena);
