@@ -348,15 +348,23 @@ out:
     unlink(path);
 }
 
+/* Reads 0..n) of len bytes each, one piece apiece: read i from offset
+   i * 12288 (not a multiple of len, so neighbours' pages interleave) into
+   buf + i * len, tagged i. */
+#define SPREAD_READ_STRIDE 12288
+static void spread_reads(uint8_t *buf, size_t len, struct iovec *v, pi_io_req *rq, int n) {
+    for (int i = 0; i < n; i++) {
+        v[i] = (struct iovec){buf + (size_t)i * len, len};
+        rq[i] = (pi_io_req){.off = (int64_t)i * SPREAD_READ_STRIDE, .iov = &v[i], .iovcnt = 1, .tag = (uint64_t)i};
+    }
+}
+
 /* PI_IO_TEST faults: EIO and short reads by number and by offset, delays. */
 static void test_faults(const char *path) {
     uint8_t *buf = aligned_alloc(4096, 16 * 8192);
     struct iovec v[16];
     pi_io_req rq[16];
-    for (int i = 0; i < 16; i++) {
-        v[i] = (struct iovec){buf + (size_t)i * 8192, 8192};
-        rq[i] = (pi_io_req){.off = (int64_t)i * 12288, .iov = &v[i], .iovcnt = 1, .tag = (uint64_t)i};
-    }
+    spread_reads(buf, 8192, v, rq, 16);
     uint64_t tags[16];
     char want[128];
 
@@ -445,10 +453,7 @@ static void test_full(const char *path, pi_io_backend b) {
     uint8_t *buf = aligned_alloc(4096, (size_t)N * 4096);
     struct iovec v[N];
     pi_io_req rq[N];
-    for (int i = 0; i < N; i++) {
-        v[i] = (struct iovec){buf + (size_t)i * 4096, 4096};
-        rq[i] = (pi_io_req){.off = (int64_t)i * 12288, .iov = &v[i], .iovcnt = 1, .tag = (uint64_t)i};
-    }
+    spread_reads(buf, 4096, v, rq, N);
     memset(buf, SENTINEL, (size_t)N * 4096);
     pi_io_req *many = calloc(DEF + 1, sizeof *many);
     struct iovec *many_v = calloc(DEF + 1, sizeof *many_v);
@@ -564,8 +569,8 @@ static void hand_check(const hand_ctx *h, const uint8_t *buf, const char *what, 
     for (int i = 0; i < HAND_N; i++) bad += seen[i] != 1;
     CHECKF(h->got == HAND_N && bad == 0, "%s, %s: %d of %d reads reaped, %d wrong", what, how, h->got, HAND_N, bad);
     for (int i = 0; i < HAND_N; i++)
-        CHECKF(mismatch(buf + (size_t)i * 4096, (int64_t)(i * 7 % 1000) * 4096, 4096) < 0, "%s, %s: read %d: wrong bytes",
-               what, how, i);
+        CHECKF(mismatch(buf + (size_t)i * 4096, (int64_t)i * SPREAD_READ_STRIDE, 4096) < 0,
+               "%s, %s: read %d: wrong bytes", what, how, i);
 }
 
 static void test_handoff(const char *path, pi_io_backend b) {
@@ -573,10 +578,7 @@ static void test_handoff(const char *path, pi_io_backend b) {
     uint8_t *buf = aligned_alloc(4096, (size_t)HAND_N * 4096);
     struct iovec v[HAND_N];
     pi_io_req rq[HAND_N];
-    for (int i = 0; i < HAND_N; i++) {
-        v[i] = (struct iovec){buf + (size_t)i * 4096, 4096};
-        rq[i] = (pi_io_req){.off = (int64_t)(i * 7 % 1000) * 4096, .iov = &v[i], .iovcnt = 1, .tag = (uint64_t)i};
-    }
+    spread_reads(buf, 4096, v, rq, HAND_N);
     pi_io *io = NULL;
     pi_status st = open_io(path, b, 16, (pi_io_fault){0}, &io);
     if (b == PI_IO_URING && st == PI_ERR_UNSUPPORTED) goto out;

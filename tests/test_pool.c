@@ -29,17 +29,17 @@ static void test_cover(int threads) {
     static const int64_t grains[] = {1, 3, 16, 5000};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
         for (size_t b = 0; b < sizeof grains / sizeof grains[0]; b++) {
-            for (int dyn = 0; dyn < 3; dyn++) {
+            for (int mode = 0; mode < 3; mode++) { /* static, counter, spread */
                 int64_t n = ns[a];
                 atomic_int *hits = calloc((size_t)n + 1, sizeof *hits);
                 cover_ctx c = {hits, 0};
-                if (dyn == 2) pi_pool_for_spread(p, n, grains[b], cover, &c);
-                else if (dyn) pi_pool_for_dynamic(p, n, grains[b], cover, &c);
+                if (mode == 2) pi_pool_for_spread(p, n, grains[b], cover, &c);
+                else if (mode) pi_pool_for_dynamic(p, n, grains[b], cover, &c);
                 else pi_pool_for(p, n, grains[b], cover, &c);
                 int bad = 0;
                 for (int64_t i = 0; i < n; i++) bad += atomic_load(&hits[i]) != 1;
-                CHECKF(bad == 0, "threads %d n %lld grain %lld dyn %d: %d indices not hit exactly once",
-                       threads, (long long)n, (long long)grains[b], dyn, bad);
+                CHECKF(bad == 0, "threads %d n %lld grain %lld mode %d: %d indices not hit exactly once",
+                       threads, (long long)n, (long long)grains[b], mode, bad);
                 CHECK(atomic_load(&c.max_tid) < threads);
                 free(hits);
             }

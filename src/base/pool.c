@@ -66,6 +66,9 @@ struct pi_pool {
     } *share;
 };
 
+/* The first chunk of thread t's share (pi_pool_for's split, and where
+   pi_pool_for_spread starts thread t); t = n_threads: the end. */
+static int64_t share_first(const pi_pool *p, int64_t t) { return p->n_chunks * t / p->n_threads; }
 
 static void run_chunk(pi_pool *p, int64_t c, int tid) {
     const int64_t i0 = c * p->grain, i1 = i0 + p->grain < p->n ? i0 + p->grain : p->n;
@@ -78,7 +81,7 @@ static void run_share(pi_pool *p, int tid) {
         /* the thread's own share from its start, then what is left of the
            others' shares, each taken from its own counter */
         for (int64_t k = 0; k < T; k++) {
-            const int64_t s = (tid + k) % T, end = p->n_chunks * (s + 1) / T;
+            const int64_t s = (tid + k) % T, end = share_first(p, s + 1);
             for (int64_t c; (c = atomic_fetch_add_explicit(&p->share[s].next, 1, memory_order_relaxed)) < end;)
                 run_chunk(p, c, tid);
         }
@@ -92,7 +95,7 @@ static void run_share(pi_pool *p, int tid) {
         }
         return;
     }
-    int64_t c0 = p->n_chunks * tid / T, c1 = p->n_chunks * (tid + 1) / T;
+    int64_t c0 = share_first(p, tid), c1 = share_first(p, tid + 1);
     if (c0 >= c1) return;
     int64_t i0 = c0 * p->grain, i1 = c1 * p->grain < p->n ? c1 * p->grain : p->n;
     p->fn(p->ctx, i0, i1, tid);
@@ -212,7 +215,7 @@ static void run_job(pi_pool *p, int64_t n, int64_t grain, pi_pool_fn fn, void *c
     atomic_store_explicit(&p->next_chunk, 0, memory_order_relaxed);
     if (mode == SHARE_SPREAD)
         for (int64_t t = 0; t < p->n_threads; t++)
-            atomic_store_explicit(&p->share[t].next, n_chunks * t / p->n_threads, memory_order_relaxed);
+            atomic_store_explicit(&p->share[t].next, share_first(p, t), memory_order_relaxed);
     atomic_store(&p->pending, p->n_threads - 1);
     atomic_store_explicit(&p->park, 0, memory_order_relaxed); /* ordered before gen's bump */
     atomic_fetch_add(&p->gen, 1);
