@@ -333,12 +333,30 @@ else
     BARGS=("${BCMD[@]}" ${PINFER_EXTRA_A[@]+"${PINFER_EXTRA_A[@]}"})
 fi
 
-median() { tr ' ' '\n' | awk 'NF { v[n++] = $1 } END { if (!n) { print "-"; exit }
+# the median of the numbers on stdin, printed with FMT (default %.2f)
+median() { tr ' ' '\n' | awk -v fmt="${1:-%.2f}" 'NF { v[n++] = $1 + 0 } END { if (!n) { print "-"; exit }
     for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-    printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+    printf fmt, n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+
+# The planner's figure of a pinfer bench log ("plan: predicted N tok/s"), and the measured
+# time per token over the I/O floor ("..., 1.21x the floor"); empty where the log has none.
+plan_of() { grep -a -o 'plan: predicted [0-9.]* tok/s' "$1" | tail -n 1 | awk '{ print $3 }'; }
+floor_x_of() { grep -a '^I/O floor:' "$1" | tail -n 1 | grep -o '[0-9.]*x the floor' | awk '{ sub(/x$/, "", $1); print $1 }'; }
+
+# Per-round lists of the planner's error (measured / predicted - 1, in %) and of the
+# time per token over the I/O floor, summarised: each value, the median, how many rounds
+# are within the limit (LIMIT: the error's magnitude in %, or the ratio).
+signed_pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%+.1f", (a / b - 1) * 100; else printf "-" }'; }
+within() { # LIST LIMIT ABS(0/1): "k of n"
+    echo "$1" | tr ' ' '\n' | awk -v lim="$2" -v abs="$3" 'NF { n++; v = $1 + 0; if (abs && v < 0) v = -v; k += v <= lim }
+        END { printf "%d of %d", k, n }'
+}
+spread() { tr ' ' '\n' | awk 'NF { v = $1 + 0; if (!n || v < lo) lo = v; if (!n || v > hi) hi = v; n++ }
+    END { if (n < 2 || lo <= 0) print "-"; else printf "%.2f", hi / lo }'; }
 
 # pinfer_cg LABEL BINARY ARGS...: one pinfer bench in a fresh cgroup. Sets TG (empty on
-# failure), STATE, FLOOR and CORES (the floor lines), PEAKMIB.
+# failure), STATE, FLOOR and CORES (the floor lines), PLAN (the planner's tok/s), FLOOR_X
+# (time per token over the I/O floor), PEAKMIB.
 pinfer_cg() {
     local label=$1 bin=$2
     shift 2
@@ -348,6 +366,7 @@ pinfer_cg() {
     TG=$(tg_of "$TMP/$label.log") STATE="" PEAKMIB=$(mib "$PEAK")
     FLOOR=$(grep -a '^I/O floor:' "$TMP/$label.log" | tail -n 1 || true)
     CORES=$(grep -a '^cores:' "$TMP/$label.log" | tail -n 1 || true)
+    PLAN=$(plan_of "$TMP/$label.log" || true) FLOOR_X=$(floor_x_of "$TMP/$label.log" || true)
     printf 'exit status %s after %s s; cgroup peak %s MiB%s, limit hit %s times, OOM kills %s\n' \
         "$RC" "$SECS" "$PEAKMIB" "$PEAK_HOW" "$FAILCNT" "$OOM"
     if [ "$OOM" -gt 0 ]; then STATE="killed by the OOM killer at limit $(mib "$LIMIT") MiB"; TG=""
@@ -359,7 +378,7 @@ pinfer_cg() {
     fi
 }
 
-P_TGS="" B_TGS="" Q_TGS="" R_BASE="" R_PEER="" P_FAILS=0 P_OOM=0 P_PEAK_MAX=0 P_FLOOR="" P_CORES="" P_STATE="" B_STATE="" Q_STATE=""
+P_TGS="" B_TGS="" Q_TGS="" R_BASE="" R_PEER="" P_PLANS="" P_ERRS="" P_FLOORS="" P_FAILS=0 P_OOM=0 P_PEAK_MAX=0 P_FLOOR="" P_CORES="" P_STATE="" B_STATE="" Q_STATE=""
 for ROUND in $(seq 1 "$ROUNDS"); do
     pinfer_cg pinfer "$PINFER" "${PARGS[@]}"
     P_TG=$TG
@@ -370,6 +389,11 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     [ -z "$FLOOR" ] || P_FLOOR=$FLOOR
     [ -z "$CORES" ] || P_CORES=$CORES
     P_TGS="$P_TGS $P_TG"
+    if [ -n "$P_TG" ] && [ -n "$PLAN" ]; then
+        P_PLANS="$P_PLANS $PLAN"
+        P_ERRS="$P_ERRS $(signed_pct "$P_TG" "$PLAN")"
+    fi
+    [ -z "$P_TG" ] || [ -z "$FLOOR_X" ] || P_FLOORS="$P_FLOORS $FLOOR_X"
     if [ -n "$BASE" ]; then
         if [ -n "$BASE_CACHE" ]; then
             pinfer_cg base env "XDG_CACHE_HOME=$BASE_CACHE" "$BASE" "${BARGS[@]}"
@@ -428,6 +452,16 @@ printf 'pinfer in the cgroup:     %s tok/s median (tg%s, %s threads; rounds:%s)%
 printf 'cgroup peak memory:       %s MiB%s, %s the limit\n' "$(mib "$P_PEAK_MAX")" "$PEAK_HOW" \
     "$([ "$P_PEAK_MAX" -le "$LIMIT" ] && echo 'within' || echo 'ABOVE')"
 printf 'OOM kills:                %s\n' "$P_OOM"
+if [ -n "$P_ERRS" ]; then
+    printf 'planner:                  predicted%s tok/s; measured/predicted - 1 (%%):%s; median %s%%, within ±20%% in %s rounds\n' \
+        "$P_PLANS" "$P_ERRS" "$(echo "$P_ERRS" | median %+.1f)" "$(within "$P_ERRS" 20 1)"
+fi
+if [ -n "$P_FLOORS" ]; then
+    printf 'time per token / floor:  %s; median %sx, within 1.25x in %s rounds\n' \
+        "$(echo "$P_FLOORS" | awk '{ for (i = 1; i <= NF; i++) printf " %sx", $i }')" \
+        "$(echo "$P_FLOORS" | median)" "$(within "$P_FLOORS" 1.25 0)"
+fi
+[ "$ROUNDS" -lt 2 ] || printf "rounds' spread:           fastest/slowest pinfer round %s\n" "$(echo "$P_TGS" | spread)"
 [ -z "$P_FLOOR" ] || printf 'last run, %s\n' "$P_FLOOR"
 [ -z "$P_CORES" ] || printf 'last run, %s\n' "$P_CORES"
 if [ "$FREE_RUN" = 1 ]; then
