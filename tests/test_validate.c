@@ -71,6 +71,48 @@ static void test_rows(void) {
     CHECK(pi_rows_bad_scale(PI_TYPE_F32, f, 8, 1, sizeof f, NULL) == -1);
 }
 
+/* Every block position, the last whole group of four blocks and the blocks
+   after it included (17 blocks of 32 weights, 5 super-blocks of 256): a bad
+   scale anywhere is found, and with two the first is named. */
+static void test_rows_every_block(void) {
+    const pi_type types[] = {PI_TYPE_Q8_0, PI_TYPE_Q4_0, PI_TYPE_Q4_1, PI_TYPE_Q5_0, PI_TYPE_Q5_1,
+                             PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const pi_type t = types[ti];
+        const pi_type_info *info = pi_type_get(t);
+        if (!info || !info->compute) continue;
+        const int64_t nb = info->blck == 256 ? 5 : 17, n = nb * info->blck;
+        const size_t rb = pi_row_size(t, n);
+        float *x = malloc((size_t)n * sizeof *x);
+        uint8_t *rows = malloc(2 * rb);
+        t_rng r = {11};
+        for (int64_t i = 0; i < n; i++) x[i] = t_normal(&r);
+        for (int j = 0; j < 2; j++) pi_quantize_row(t, x, rows + (size_t)j * rb, n);
+        CHECKF(pi_rows_bad_scale(t, rows, n, 2, rb, NULL) == -1, "%s: clean rows of %lld blocks", info->name,
+               (long long)nb);
+        for (int k = 0; scale_at(t, k) >= 0; k++)
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *p = rows + rb + (size_t)b * info->size + (size_t)scale_at(t, k);
+                uint8_t *q = rows + rb + (size_t)(nb - 1) * info->size + (size_t)scale_at(t, k);
+                uint16_t keep_p, keep_q;
+                memcpy(&keep_p, p, 2);
+                memcpy(&keep_q, q, 2);
+                memcpy(p, &bad_values[b % 3], 2);
+                float v = 0.0f;
+                CHECKF(pi_rows_bad_scale(t, rows, n, 2, rb, &v) == nb + b && !isfinite(v), "%s: scale %d of block %lld",
+                       info->name, k, (long long)b);
+                memcpy(q, &bad_values[0], 2); /* a second bad scale, in the row's last block */
+                CHECKF(pi_rows_bad_scale(t, rows, n, 2, rb, NULL) == nb + b, "%s: block %lld named before block %lld",
+                       info->name, (long long)b, (long long)(nb - 1));
+                memcpy(q, &keep_q, 2);
+                memcpy(p, &keep_p, 2);
+            }
+        CHECK(pi_rows_bad_scale(t, rows, n, 2, rb, NULL) == -1);
+        free(rows);
+        free(x);
+    }
+}
+
 static void gen(const char *path, pi_type type) {
     pi_genmodel_params p;
     CHECK(pi_genmodel_preset("tiny", &p) == PI_OK);
@@ -238,6 +280,7 @@ static void test_bundles(const char *plain, const char *bundle, const char *bad)
 
 int main(void) {
     test_rows();
+    test_rows_every_block();
     char plain[256], bundle[256], bad[256];
     t_tmp_path(plain, sizeof plain, "validate.gguf");
     t_tmp_path(bundle, sizeof bundle, "validate.bundle.gguf");
