@@ -389,7 +389,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     [ -z "$FLOOR" ] || P_FLOOR=$FLOOR
     [ -z "$CORES" ] || P_CORES=$CORES
     P_TGS="$P_TGS $P_TG"
-    if [ -n "$P_TG" ] && [ -n "$PLAN" ]; then
+    if [ -n "$P_TG" ] && [ -n "$PLAN" ] && awk -v p="$PLAN" 'BEGIN { exit !(p > 0) }'; then
         P_PLANS="$P_PLANS $PLAN"
         P_ERRS="$P_ERRS $(signed_pct "$P_TG" "$PLAN")"
     fi
