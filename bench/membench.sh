@@ -338,15 +338,14 @@ median() { tr ' ' '\n' | awk -v fmt="${1:-%.2f}" 'NF { v[n++] = $1 + 0 } END { i
     for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
     printf fmt, n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
 
-# The planner's figure of a pinfer bench log ("plan: predicted N tok/s"), and the measured
-# time per token over the I/O floor ("..., 1.21x the floor"); empty where the log has none.
+# The planner's figure of a pinfer bench log ("plan: predicted N tok/s"); empty where the
+# log has none.
 plan_of() { grep -a -o 'plan: predicted [0-9.]* tok/s' "$1" | tail -n 1 | awk '{ print $3 }'; }
-floor_x_of() { grep -a '^I/O floor:' "$1" | tail -n 1 | grep -o '[0-9.]*x the floor' | awk '{ sub(/x$/, "", $1); print $1 }'; }
 
 # Per-round lists of the planner's error (measured / predicted - 1, in %) and of the
 # time per token over the I/O floor, summarised: each value, the median, how many rounds
 # are within the limit (LIMIT: the error's magnitude in %, or the ratio).
-signed_pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%+.1f", (a / b - 1) * 100; else printf "-" }'; }
+signed_pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", (a / b - 1) * 100 }'; }
 within() { # LIST LIMIT ABS(0/1): "k of n"
     echo "$1" | tr ' ' '\n' | awk -v lim="$2" -v abs="$3" 'NF { n++; v = $1 + 0; if (abs && v < 0) v = -v; k += v <= lim }
         END { printf "%d of %d", k, n }'
@@ -366,7 +365,8 @@ pinfer_cg() {
     TG=$(tg_of "$TMP/$label.log") STATE="" PEAKMIB=$(mib "$PEAK")
     FLOOR=$(grep -a '^I/O floor:' "$TMP/$label.log" | tail -n 1 || true)
     CORES=$(grep -a '^cores:' "$TMP/$label.log" | tail -n 1 || true)
-    PLAN=$(plan_of "$TMP/$label.log" || true) FLOOR_X=$(floor_x_of "$TMP/$label.log" || true)
+    PLAN=$(plan_of "$TMP/$label.log" || true)
+    FLOOR_X=$(echo "$FLOOR" | awk 'match($0, /[0-9.]+x the floor/) { print substr($0, RSTART, RLENGTH - 11) }')
     printf 'exit status %s after %s s; cgroup peak %s MiB%s, limit hit %s times, OOM kills %s\n' \
         "$RC" "$SECS" "$PEAKMIB" "$PEAK_HOW" "$FAILCNT" "$OOM"
     if [ "$OOM" -gt 0 ]; then STATE="killed by the OOM killer at limit $(mib "$LIMIT") MiB"; TG=""

@@ -34,20 +34,34 @@ static int scale_at(pi_type t, int k) {
     }
 }
 
+/* The types with scales to check. */
+static const pi_type scaled_types[] = {PI_TYPE_Q8_0, PI_TYPE_Q4_0, PI_TYPE_Q4_1, PI_TYPE_Q5_0,
+                                       PI_TYPE_Q5_1, PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
+enum { N_SCALED = sizeof scaled_types / sizeof scaled_types[0] };
+
+/* n_rows rows of n normal values quantized to t (malloc'ed, *rb bytes each),
+   or NULL for a type this build does not read. */
+static uint8_t *quantized_rows(pi_type t, int64_t n, int n_rows, uint64_t seed, size_t *rb) {
+    const pi_type_info *info = pi_type_get(t);
+    if (!info || !info->compute) return NULL;
+    *rb = pi_row_size(t, n);
+    float *x = malloc((size_t)n * sizeof *x);
+    uint8_t *rows = malloc(*rb * (size_t)n_rows);
+    t_rng r = {seed};
+    for (int64_t i = 0; i < n; i++) x[i] = t_normal(&r);
+    for (int j = 0; j < n_rows; j++) pi_quantize_row(t, x, rows + (size_t)j * *rb, n);
+    free(x);
+    return rows;
+}
+
 static void test_rows(void) {
-    const pi_type types[] = {PI_TYPE_Q8_0, PI_TYPE_Q4_0, PI_TYPE_Q4_1, PI_TYPE_Q5_0, PI_TYPE_Q5_1,
-                             PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
     enum { N = 512, ROWS = 3 };
-    float x[N];
-    t_rng r = {5};
-    for (int i = 0; i < N; i++) x[i] = t_normal(&r);
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        const pi_type t = types[ti];
+    for (int ti = 0; ti < N_SCALED; ti++) {
+        const pi_type t = scaled_types[ti];
         const pi_type_info *info = pi_type_get(t);
-        if (!info || !info->compute) continue; /* a type this build does not read */
-        const size_t rb = pi_row_size(t, N);
-        uint8_t *rows = malloc(rb * ROWS);
-        for (int j = 0; j < ROWS; j++) pi_quantize_row(t, x, rows + (size_t)j * rb, N);
+        size_t rb;
+        uint8_t *rows = quantized_rows(t, N, ROWS, 5, &rb);
+        if (!rows) continue; /* a type this build does not read */
         float v = 0.0f;
         CHECKF(pi_rows_bad_scale(t, rows, N, ROWS, rb, &v) == -1, "%s: clean rows", info->name);
         const int64_t nb = N / info->blck;
@@ -75,19 +89,14 @@ static void test_rows(void) {
    after it included (17 blocks of 32 weights, 5 super-blocks of 256): a bad
    scale anywhere is found, and with two the first is named. */
 static void test_rows_every_block(void) {
-    const pi_type types[] = {PI_TYPE_Q8_0, PI_TYPE_Q4_0, PI_TYPE_Q4_1, PI_TYPE_Q5_0, PI_TYPE_Q5_1,
-                             PI_TYPE_Q4_K, PI_TYPE_Q5_K, PI_TYPE_Q6_K};
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        const pi_type t = types[ti];
+    for (int ti = 0; ti < N_SCALED; ti++) {
+        const pi_type t = scaled_types[ti];
         const pi_type_info *info = pi_type_get(t);
-        if (!info || !info->compute) continue;
+        if (!info) continue;
         const int64_t nb = info->blck == 256 ? 5 : 17, n = nb * info->blck;
-        const size_t rb = pi_row_size(t, n);
-        float *x = malloc((size_t)n * sizeof *x);
-        uint8_t *rows = malloc(2 * rb);
-        t_rng r = {11};
-        for (int64_t i = 0; i < n; i++) x[i] = t_normal(&r);
-        for (int j = 0; j < 2; j++) pi_quantize_row(t, x, rows + (size_t)j * rb, n);
+        size_t rb;
+        uint8_t *rows = quantized_rows(t, n, 2, 11, &rb);
+        if (!rows) continue;
         CHECKF(pi_rows_bad_scale(t, rows, n, 2, rb, NULL) == -1, "%s: clean rows of %lld blocks", info->name,
                (long long)nb);
         for (int k = 0; scale_at(t, k) >= 0; k++)
@@ -109,7 +118,6 @@ static void test_rows_every_block(void) {
             }
         CHECK(pi_rows_bad_scale(t, rows, n, 2, rb, NULL) == -1);
         free(rows);
-        free(x);
     }
 }
 
