@@ -27,6 +27,32 @@ static int pinfer(const char *args, const char *out_path, const char *err_path) 
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* bench-kernels on a small shape: a line per type with all twelve fields,
+   every figure positive, the plain read of the down path's scattered rows
+   among them. */
+static void bench_kernels_small(const char *out, const char *err) {
+    CHECK(pinfer("bench-kernels --types q4_0,f16 --variants ref -t 1 --rows 256 --cols 256 --ws-mib 8 --bw-mib 64 "
+                 "--reps 1",
+                 out, err) == 0);
+    char *text = t_read_file(out, NULL);
+    CHECK(text && strstr(text, "read GB/s") && strstr(text, "read share"));
+    int lines = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char type[16], set[16];
+        int threads = 0;
+        double v[9];
+        if (strncmp(line, "q4_0 ", 5) && strncmp(line, "f16 ", 4)) continue;
+        const int got = sscanf(line, "%15s %15s %d %lf %lf%% %lf %lf %lf%% %lf %lf %lf %lf%%", type, set, &threads,
+                               &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]);
+        CHECKF(got == 12, "bench-kernels line has %d of 12 fields: %s", got, line);
+        CHECK(!strcmp(set, "ref") && threads == 1);
+        for (int i = 0; i < 9 && got == 12; i++) CHECKF(v[i] > 0.0, "field %d of '%s' is not positive", i + 3, line);
+        lines++;
+    }
+    CHECK(lines == 2);
+    free(text);
+}
+
 int main(void) {
     if (!t_pinfer_binary(&g_pinfer, &g_runner)) return PI_TEST_SKIP;
     char out[300], err[300], args[2048], model[512], golden[512], bin[512], tok[512], conv[300];
@@ -41,6 +67,7 @@ int main(void) {
     CHECK(pinfer("run -m", NULL, err) == 2 && t_file_has(err, "needs a value"));
     CHECK(pinfer("inspect /nonexistent.gguf", NULL, err) == 1 && t_file_has(err, "/nonexistent.gguf"));
     CHECK(pinfer("version", out, NULL) == 0 && t_file_has(out, "kernels:"));
+    bench_kernels_small(out, err);
 
     if (t_fixture(model, sizeof model, "stories260K.gguf") &&
         t_fixture(golden, sizeof golden, "stories260K.greedy.txt")) {

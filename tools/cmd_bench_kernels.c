@@ -20,6 +20,13 @@
  * one call, the threads taking whole tokens (no chunks, no reduction), so
  * the gap between "rows" and "down" is what the chunked reduction costs.
  * "axpy" is the down path with the per-row axpy kernel, as before axpy_rows.
+ * "read" is the same lists read by a plain loop with no arithmetic (threads
+ * taking whole tokens, as for "rows"; the faster of two ways, read_tokens):
+ * about what the memory system delivers for rows scattered this way, so
+ * the gap between "rows" and "read" is what the kernel's arithmetic costs
+ * and the gap between "read" and matvec what the scattering costs; "read
+ * share" is "read" over matvec's figure. (A kernel can beat the plain
+ * loop where its own access pattern suits the hardware better.)
  */
 #include "args.h"
 #include "cmds.h"
@@ -153,6 +160,8 @@ typedef struct {
     const down_set *d;
     int64_t cols;
     pi_axpy_rows_fn axpy_rows;
+    size_t row_bytes;
+    int prefetch; /* read_tokens: two rows at a time with software prefetch */
 } rows_job;
 
 static void rows_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
@@ -166,10 +175,60 @@ static void rows_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
 
 /* Weight GB/s of axpy_rows alone over every token of d (one pass). */
 static double rows_gbs(pi_pool *pool, const pi_kernels *k, const pi_probe_mats *m, down_set *d) {
-    rows_job j = {d, m->cols, k->axpy_rows[m->type]};
+    rows_job j = {d, m->cols, k->axpy_rows[m->type], m->row_bytes, 0};
     const double t0 = pi_time_s();
     pi_pool_for_dynamic(pool, d->n_tok, 1, rows_tokens, &j);
     return (double)m->alloc_bytes / (pi_time_s() - t0) * 1e-9;
+}
+
+/* Tokens [t0, t1) of d read whole with no arithmetic, eight words a step,
+   in one of two ways (j->prefetch): two rows at a time with the next two
+   rows' same words prefetched, which suits short rows (Q4_0's 2304 bytes:
+   29 GB/s on two threads of the AVX-512 EPYC host, 25-31 one, four or eight
+   at a time), or one row at a time on the hardware prefetchers alone, which
+   suits long ones (F32's 16 KiB rows). */
+static void read_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
+    const rows_job *j = ctx;
+    const size_t words = j->row_bytes / sizeof(uint64_t);
+    const int step = j->prefetch ? 2 : 1;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t k0 = j->d->start[t], k1 = j->d->start[t + 1];
+        for (int64_t k = k0; k < k1; k += step) {
+            const uint64_t *p = j->d->rows[k], *q = step == 2 && k + 1 < k1 ? j->d->rows[k + 1] : p;
+            const uint8_t *np = k + 2 < k1 ? j->d->rows[k + 2] : (const uint8_t *)p;
+            const uint8_t *nq = k + 3 < k1 ? j->d->rows[k + 3] : np;
+            size_t i = 0;
+            for (; i + 8 <= words; i += 8) {
+                if (j->prefetch) {
+                    __builtin_prefetch(np + 8 * i, 0, 2);
+                    __builtin_prefetch(nq + 8 * i, 0, 2);
+                }
+                a0 ^= p[i] ^ p[i + 1] ^ p[i + 2] ^ p[i + 3];
+                a1 ^= p[i + 4] ^ p[i + 5] ^ p[i + 6] ^ p[i + 7];
+                if (step == 2) {
+                    a2 ^= q[i] ^ q[i + 1] ^ q[i + 2] ^ q[i + 3];
+                    a3 ^= q[i + 4] ^ q[i + 5] ^ q[i + 6] ^ q[i + 7];
+                }
+            }
+            for (; i < words; i++) a0 ^= p[i] ^ (step == 2 ? q[i] : 0);
+        }
+    }
+    j->d->ys[(size_t)tid * (size_t)j->cols] += (float)((a0 ^ a1 ^ a2 ^ a3) & 1); /* keeps the reads */
+}
+
+/* Weight GB/s of reading every token of d's rows, the faster of the two
+   ways (one pass each). */
+static double read_gbs(pi_pool *pool, const pi_probe_mats *m, down_set *d) {
+    double best = 0.0;
+    for (int pf = 0; pf < 2; pf++) {
+        rows_job j = {d, m->cols, NULL, m->row_bytes, pf};
+        const double t0 = pi_time_s();
+        pi_pool_for_dynamic(pool, d->n_tok, 1, read_tokens, &j);
+        const double gbs = (double)m->alloc_bytes / (pi_time_s() - t0) * 1e-9;
+        best = gbs > best ? gbs : best;
+    }
+    return best;
 }
 
 /* Weight GB/s of the down projection over every token of d (median of reps
@@ -285,10 +344,13 @@ int cmd_bench_kernels(int argc, char **argv) {
     }
     if (down)
         printf("down: down_t of the same matrices, %.0f%% of the rows per token, in chunks of at least %d rows; share: "
-               "median of down / matvec over rounds of both; rows: axpy_rows alone, a token's list per call\n",
+               "median of down / matvec over rounds of both; rows: axpy_rows alone, a token's list per call; "
+               "read: the same rows read by a plain loop, no arithmetic; read share: read / matvec\n",
                100.0 * active, PI_DOWN_T_MIN_ROWS);
     printf("\n%-6s %-8s %7s %10s %9s %11s", "type", "kernels", "threads", "GB/s", "% of bw", "ms/matrix");
-    if (down) printf(" %10s %7s %10s %10s", "down GB/s", "share", "rows GB/s", "axpy GB/s");
+    if (down)
+        printf(" %10s %7s %10s %10s %10s %10s", "down GB/s", "share", "rows GB/s", "axpy GB/s", "read GB/s",
+               "read share");
     printf("\n");
 
     int status = 0;
@@ -326,7 +388,7 @@ int cmd_bench_kernels(int argc, char **argv) {
                        better than a ratio of medians when other work on the
                        machine comes and goes */
                     fflush(stdout);
-                    double dg[MAX_REPS], rg[MAX_REPS], ag[MAX_REPS], share[MAX_REPS];
+                    double dg[MAX_REPS], rg[MAX_REPS], ag[MAX_REPS], share[MAX_REPS], rd[MAX_REPS], rshare[MAX_REPS];
                     for (int r = 0; r < reps && !status; r++) {
                         double mv;
                         if (pi_probe_kernel(pool, k, &m, PI_HW_MATVEC, 1, &mv) != PI_OK) {
@@ -337,11 +399,14 @@ int cmd_bench_kernels(int argc, char **argv) {
                         dg[r] = down_gbs(pool, k, &m, &ds, false, 1);
                         rg[r] = rows_gbs(pool, k, &m, &ds);
                         ag[r] = down_gbs(pool, k, &m, &ds, true, 1);
+                        rd[r] = read_gbs(pool, &m, &ds);
                         share[r] = dg[r] / mv;
+                        rshare[r] = rd[r] / mv;
                     }
                     if (!status)
-                        printf(" %10.2f %6.0f%% %10.2f %10.2f", pi_median(dg, (int)reps),
-                               100.0 * pi_median(share, (int)reps), pi_median(rg, (int)reps), pi_median(ag, (int)reps));
+                        printf(" %10.2f %6.0f%% %10.2f %10.2f %10.2f %9.0f%%", pi_median(dg, (int)reps),
+                               100.0 * pi_median(share, (int)reps), pi_median(rg, (int)reps), pi_median(ag, (int)reps),
+                               pi_median(rd, (int)reps), 100.0 * pi_median(rshare, (int)reps));
                 }
                 printf("\n");
                 fflush(stdout);
