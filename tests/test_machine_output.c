@@ -299,6 +299,22 @@ static void bench_json_sparse(const char *model) {
         CHECKF(num(r, "dense_ts") > 0.0 && fabs(num(r, "sparse_over_dense") - med) < 0.006,
                "sparse_over_dense %g, rounds' median %g", num(r, "sparse_over_dense"), med);
         CHECK(has(text, "sparse/dense = %.2f (median of 3 rounds)", num(r, "sparse_over_dense")));
+        /* the sessions in step: each round's ratio is its two speeds' quotient,
+           and the record's is their median */
+        double step[3] = {0};
+        int m = 0;
+        for (const char *q = text; m < 3 && (q = strstr(q, "| in step ")); q++) {
+            double st = 0.0, dt = 0.0, rt = 0.0;
+            CHECK(sscanf(q, "| in step %lf / %lf = %lf", &st, &dt, &rt) == 3 && st > 0.0 && dt > 0.0);
+            CHECKF(fabs(rt - st / dt) < 0.006 * rt + 0.006, "in step %g / %g printed as %g", st, dt, rt);
+            step[m++] = rt;
+        }
+        CHECK(m == 3);
+        const double slo = fmin(step[0], fmin(step[1], step[2])), shi = fmax(step[0], fmax(step[1], step[2]));
+        CHECKF(fabs(num(r, "sparse_over_dense_in_step") - (step[0] + step[1] + step[2] - slo - shi)) < 0.006,
+               "sparse_over_dense_in_step %g", num(r, "sparse_over_dense_in_step"));
+        CHECK(has(text, "one token of each in turn: sparse/dense = %.2f (median of 3 rounds)",
+                  num(r, "sparse_over_dense_in_step")));
         CHECK(str(r, "ffn") && !strcmp(str(r, "ffn"), "sparse"));
     }
     cJSON_Delete(doc);

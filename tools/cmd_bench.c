@@ -44,7 +44,8 @@ static void usage(FILE *f) {
                "                       median of the per-round ratios (robust to a noisy machine)\n"
                "  --vs-dense           a sparse model in memory: each round also decodes the same tokens with\n"
                "                       the dense FFN (a second session on the same weights), alternated with\n"
-               "                       the sparse runs; reports the median of the per-round sparse/dense ratios\n"
+               "                       the sparse runs; reports the median of the per-round sparse/dense ratios,\n"
+               "                       and of the ratios with the two sessions in step (one token of each in turn)\n"
                "  --greedy             the tg test decodes the model's own greedy continuation of token 1\n"
                "                       instead of llama-bench's fixed pseudo-random tokens: consecutive tokens\n"
                "                       of text reuse neurons, which a neuron cache under --mem-budget sees\n"
@@ -266,6 +267,32 @@ static bool measure_tg(app *a, const int32_t *seq, long n, long reps, double *ou
         }
     }
     *out = app_median(v, (int)reps);
+    return true;
+}
+
+/* The same n tokens through two sessions (a->s and other) in step, one
+   token of each in turn, the first of each pair alternating between them,
+   timed token by token: tok/s of each over the whole pass, into *a_ts and
+   *b_ts. A host whose speed drifts from second to second (another tenant's
+   load, the memory's clock) slows both alike, so their ratio holds where
+   two runs one after the other can differ by more than the difference
+   being measured. */
+static bool measure_tg_in_step(app *a, pi_session *other, const int32_t *seq, long n, double *a_ts, double *b_ts) {
+    double ta = 0.0, tb = 0.0;
+    pi_session_kv_clear(a->s);
+    pi_session_kv_clear(other);
+    for (long i = 0; i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            const bool first_a = (i & 1) == 0, run_a = (k == 0) == first_a;
+            const double t0 = app_time_s();
+            if (pi_session_decode(run_a ? a->s : other, seq[i])) return false;
+            const double dt = app_time_s() - t0;
+            if (run_a) ta += dt;
+            else tb += dt;
+        }
+    }
+    *a_ts = ta > 0.0 ? (double)n / ta : 0.0;
+    *b_ts = tb > 0.0 ? (double)n / tb : 0.0;
     return true;
 }
 
@@ -560,6 +587,7 @@ typedef struct {
     double median;         /* tok/s as the report shows it: the median (of the rounds' medians) */
     double peer, ratio;    /* with --peer: the peer's tok/s, median of pinfer/peer per round */
     double dense, dratio;  /* with --vs-dense: dense decode's tok/s, median of sparse/dense per round */
+    double sratio;         /* with --vs-dense: median over rounds of sparse/dense decoded token by token in step */
     double *ts, *ns;       /* (n): every timed repetition of every round */
     int n;
     char time[32];         /* when the test started, RFC 3339 */
@@ -908,6 +936,7 @@ static void add_record(report *r, const bench_ctx *c, const bench_test *t, const
     if (c->vs_dense && tg) {
         report_num(r, "dense_ts", t->dense);
         report_num(r, "sparse_over_dense", t->dratio);
+        report_num(r, "sparse_over_dense_in_step", t->sratio);
     }
     if (sf->valid && tg) {
         report_num(r, "sparse_neurons_frac", sf->computed_frac);
@@ -1005,6 +1034,7 @@ static void add_record(report *r, const bench_ctx *c, const bench_test *t, const
     if (c->vs_dense && tg) {
         report_md(r, "dense t/s", "%.2f", t->dense);
         report_md(r, "sparse/dense", "%.2f", t->dratio);
+        report_md(r, "in step", "%.2f", t->sratio);
     }
 }
 
@@ -1141,7 +1171,7 @@ int cmd_bench(int argc, char **argv) {
     fprintf(out, "%-8s %7s %12s %12s\n", "test", "threads", "tok/s", "of bound");
 
     double pp[MAX_REPS], tg[MAX_REPS], ppp[MAX_REPS], ptg[MAX_REPS], rpp[MAX_REPS], rtg[MAX_REPS];
-    double dtg[MAX_REPS], rdtg[MAX_REPS];
+    double dtg[MAX_REPS], rdtg[MAX_REPS], stg[MAX_REPS]; /* stg: sparse/dense, the sessions in step */
     rep_reads tg_io;
     memset(&tg_io, 0, sizeof tg_io);
     for (long k = 0; k < rounds; k++) {
@@ -1168,8 +1198,15 @@ int cmd_bench(int argc, char **argv) {
                 goto out;
             }
             rdtg[k] = dtg[k] > 0 ? tg[k] / dtg[k] : 0.0;
-            fprintf(stderr, "bench: round %ld: sparse tg %.2f | dense tg %.2f | sparse/dense %.2f\n", k + 1, tg[k],
-                    dtg[k], rdtg[k]);
+            double st = 0.0, dt = 0.0;
+            if (!measure_tg_in_step(&a, dense, seq, n_gen, &st, &dt)) {
+                fprintf(stderr, "pinfer: %s: decoding in step: %s\n", cmd, pi_last_error());
+                goto out;
+            }
+            stg[k] = dt > 0 ? st / dt : 0.0;
+            fprintf(stderr,
+                    "bench: round %ld: sparse tg %.2f | dense tg %.2f | sparse/dense %.2f | in step %.2f / %.2f = %.2f\n",
+                    k + 1, tg[k], dtg[k], rdtg[k], st, dt, stg[k]);
         }
         rpp[k] = ppp[k] > 0 ? pp[k] / ppp[k] : 0.0;
         rtg[k] = ptg[k] > 0 ? tg[k] / ptg[k] : 0.0;
@@ -1214,9 +1251,12 @@ int cmd_bench(int argc, char **argv) {
     if (dense) {
         ttg.dense = app_median(dtg, (int)rounds);
         ttg.dratio = app_median(rdtg, (int)rounds);
+        ttg.sratio = app_median(stg, (int)rounds);
         fprintf(out, "dense FFN (a second session, alternated with the sparse runs):\n");
         fprintf(out, "tg%-6ld %7d %12.2f %11.0f%%   sparse/dense = %.2f (median of %ld round%s)\n", n_gen, T,
                 ttg.dense, 100.0 * ttg.dense / bound, ttg.dratio, rounds, rounds > 1 ? "s" : "");
+        fprintf(out, "the two sessions in step, one token of each in turn: sparse/dense = %.2f (median of %ld round%s)\n",
+                ttg.sratio, rounds, rounds > 1 ? "s" : "");
     }
     if (fmt != REPORT_TEXT) {
         bench_ctx c = {.a = &a, .model = o.model, .peer = peer, .vs_dense = dense != NULL, .threads = T, .reps = reps, .rounds = rounds,
