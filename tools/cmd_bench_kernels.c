@@ -160,8 +160,6 @@ typedef struct {
     const down_set *d;
     int64_t cols;
     pi_axpy_rows_fn axpy_rows;
-    size_t row_bytes;
-    int prefetch; /* read_tokens: two rows at a time with software prefetch */
 } rows_job;
 
 static void rows_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
@@ -175,18 +173,12 @@ static void rows_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
 
 /* Weight GB/s of axpy_rows alone over every token of d (one pass). */
 static double rows_gbs(pi_pool *pool, const pi_kernels *k, const pi_probe_mats *m, down_set *d) {
-    rows_job j = {d, m->cols, k->axpy_rows[m->type], m->row_bytes, 0};
+    rows_job j = {d, m->cols, k->axpy_rows[m->type]};
     const double t0 = pi_time_s();
     pi_pool_for_dynamic(pool, d->n_tok, 1, rows_tokens, &j);
     return (double)m->alloc_bytes / (pi_time_s() - t0) * 1e-9;
 }
 
-/* Tokens [t0, t1) of d read whole with no arithmetic, 64 bytes a step,
-   in one of two ways (j->prefetch): two rows at a time with the next two
-   rows' same words prefetched, which suits short rows (Q4_0's 2304 bytes:
-   29 GB/s on two threads of the AVX-512 EPYC host, 25-31 one, four or eight
-   at a time), or one row at a time on the hardware prefetchers alone, which
-   suits long ones (F32's 16 KiB rows). */
 /* Eight bytes at p, which need not be aligned (rows of 18-byte blocks). */
 static inline uint64_t ld64(const uint8_t *p) {
     uint64_t v;
@@ -200,8 +192,23 @@ static inline uint64_t xor64(const uint8_t *p) {
            ld64(p + 56);
 }
 
+/* The plain read of a down set's rows: its rows of row_bytes, each
+   thread's sink in ys at tid * cols. */
+typedef struct {
+    const down_set *d;
+    int64_t cols;
+    size_t row_bytes;
+    bool prefetch; /* two rows at a time with software prefetch, else one on the hardware's */
+} read_job;
+
+/* Tokens [t0, t1) of d read whole with no arithmetic, 64 bytes a step,
+   in one of two ways (j->prefetch): two rows at a time with the next two
+   rows' same bytes prefetched, which suits short rows (Q4_0's 2304 bytes on
+   two threads of the AVX-512 EPYC host, in a harness: 32.5 GB/s, against
+   25-31 one, four or eight at a time), or one row at a time on the
+   hardware prefetchers alone, which suits long ones (F32's 16 KiB rows). */
 static void read_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
-    const rows_job *j = ctx;
+    const read_job *j = ctx;
     const size_t bytes = j->row_bytes;
     const int step = j->prefetch ? 2 : 1;
     uint64_t a = 0, b = 0;
@@ -230,7 +237,7 @@ static void read_tokens(void *ctx, int64_t t0, int64_t t1, int tid) {
 static double read_gbs(pi_pool *pool, const pi_probe_mats *m, down_set *d) {
     double best = 0.0;
     for (int pf = 0; pf < 2; pf++) {
-        rows_job j = {d, m->cols, NULL, m->row_bytes, pf};
+        read_job j = {d, m->cols, m->row_bytes, pf == 1};
         const double t0 = pi_time_s();
         pi_pool_for_dynamic(pool, d->n_tok, 1, read_tokens, &j);
         const double gbs = (double)m->alloc_bytes / (pi_time_s() - t0) * 1e-9;
