@@ -312,7 +312,30 @@ static void test_lend(pi_ncache_policy policy) {
     pi_ncache_free(c);
 }
 
+/* The arena starts on a 2 MiB boundary (huge pages advised there: reads
+   into it take fewer of the disk's requests), is zeroed and writable to its
+   end; alignments above 2 MiB are refused. */
+static void test_arena(void) {
+    static const int64_t slots[] = {1, 255, 1000};
+    for (size_t k = 0; k < sizeof slots / sizeof slots[0]; k++) {
+        pi_ncache *c = NULL;
+        CHECK(pi_ncache_create(2, 4096, 13824, slots[k], 512, &c) == PI_OK);
+        if (!c) continue;
+        size_t n = 0;
+        uint8_t *a = pi_ncache_arena(c, &n);
+        CHECKF(((uintptr_t)a & (((uintptr_t)2 << 20) - 1)) == 0 && n == (size_t)slots[k] * 13824,
+               "%lld slots: arena at %p, %zu bytes", (long long)slots[k], (void *)a, n);
+        CHECK(a[0] == 0 && a[n - 1] == 0);
+        memset(a, 0x5a, n);
+        CHECK(pi_ncache_slot(c, slots[k] - 1)[13823] == 0x5a);
+        pi_ncache_free(c);
+    }
+    pi_ncache *c = NULL;
+    CHECK(pi_ncache_create(1, 8, (size_t)4 << 20, 2, (size_t)4 << 20, &c) == PI_ERR_INVALID && !c);
+}
+
 int main(void) {
+    test_arena();
     for (int p = 0; p < PI_NCACHE_N_POLICIES; p++) {
         test_against_reference((pi_ncache_policy)p);
         test_pinning((pi_ncache_policy)p);

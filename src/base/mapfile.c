@@ -17,9 +17,15 @@
 static size_t huge_round(size_t n) { return (n + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1); }
 
 void *pi_huge_alloc(size_t n) {
-    size_t len = huge_round(n ? n : 1);
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
+    /* a huge page's more, trimmed so that the memory starts on a huge page:
+       kernels before 6.7 place anonymous mappings on any 4 KiB page, and the
+       huge pages then cover only the aligned middle */
+    const size_t len = huge_round(n ? n : 1);
+    uint8_t *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    uint8_t *p = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (p > m) munmap(m, (size_t)(p - m));
+    if (p + len < m + len + HUGE_PAGE) munmap(p + len, (size_t)(m + len + HUGE_PAGE - (p + len)));
 #ifdef MADV_HUGEPAGE
     madvise(p, len, MADV_HUGEPAGE); /* advice only: without THP the memory still works */
 #endif

@@ -34,9 +34,10 @@ pi_status pi_map_file(const char *path, pi_mapping *out);
 pi_status pi_map_file_mode(const char *path, pi_map_mode mode, pi_mapping *out);
 void pi_unmap_file(pi_mapping *m); /* accepts a zeroed mapping */
 
-/* Zeroed anonymous memory of at least n bytes, huge pages advised, for large
-   buffers that are streamed (benchmarks, weight copies); NULL on failure.
-   Free with pi_huge_free(p, n). */
+/* Zeroed anonymous memory of at least n bytes starting on a 2 MiB boundary,
+   huge pages advised, for large buffers that are streamed or read into
+   (weight copies, the neuron cache, benchmarks); NULL on failure. Free with
+   pi_huge_free(p, n). */
 void *pi_huge_alloc(size_t n);
 void pi_huge_free(void *p, size_t n);
 

@@ -13,6 +13,7 @@
  * one in order. `pinned` counts the slots touched this epoch.
  */
 #include "cache.h"
+#include "base/mapfile.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -144,7 +145,7 @@ pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int
                            pi_ncache **out) {
     *out = NULL;
     if (n_layer <= 0 || n_ff <= 0 || slot_bytes == 0 || n_slots <= 0 || n_slots > INT32_MAX ||
-        (align && slot_bytes % align))
+        (align && slot_bytes % align) || align > ((size_t)2 << 20))
         return pi_error(PI_ERR_INVALID, "neuron cache: bad geometry (%lld slots of %zu bytes, alignment %zu)",
                         (long long)n_slots, slot_bytes, align);
     pi_ncache *c = calloc(1, sizeof *c);
@@ -154,10 +155,12 @@ pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int
     c->n_slots = n_slots;
     c->slot_bytes = slot_bytes;
     c->arena_bytes = (size_t)n_slots * slot_bytes;
-    if (align < 64) align = 64;
-    void *arena = NULL;
-    if (posix_memalign(&arena, align, c->arena_bytes)) arena = NULL;
-    c->arena = arena;
+    /* on a huge page (alignment up to 2 MiB) and in huge pages where the
+       kernel gives them: a read into 4 KiB pages is a piece per page, and a
+       bundle's 13.5 KiB or the output head's 1 MiB then take more of the
+       disk's requests (this virtual disk: 80-91K reads/s of 13.5 KiB into
+       4 KiB pages, 113-116K into huge pages) */
+    c->arena = pi_huge_alloc(c->arena_bytes);
     c->map = malloc((size_t)(n_layer * n_ff) * sizeof *c->map);
     c->owner = malloc((size_t)n_slots * sizeof *c->owner);
     c->prev = malloc((size_t)n_slots * sizeof *c->prev);
@@ -187,7 +190,7 @@ pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int
 
 void pi_ncache_free(pi_ncache *c) {
     if (!c) return;
-    free(c->arena);
+    pi_huge_free(c->arena, c->arena_bytes);
     free(c->map);
     free(c->owner);
     free(c->prev);

@@ -46,8 +46,9 @@ typedef enum pi_ncache_policy {
 
 const char *pi_ncache_policy_name(pi_ncache_policy p); /* "lru", "slru", "lfu" */
 
-/* n_slots slots of slot_bytes (a multiple of align) for neurons of n_layer
-   layers of n_ff neurons. PI_ERR_NOMEM names the size. */
+/* n_slots slots of slot_bytes (a multiple of align, at most 2 MiB) for
+   neurons of n_layer layers of n_ff neurons, in an arena that starts on a
+   2 MiB boundary with huge pages advised. PI_ERR_NOMEM names the size. */
 pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int64_t n_slots, size_t align,
                            pi_ncache **out);
 void pi_ncache_free(pi_ncache *c); /* accepts NULL */
