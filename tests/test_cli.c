@@ -352,6 +352,11 @@ int main(void) {
     CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
     CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "with the cores computing") &&
           t_file_has(err, "pinfer hwprobe -m"));
+    /* a probe whose reads went into 4 KiB pages: said, with the command */
+    CHECK(t_write_hw(hwf) && pi_hw_load(hwf, &hwv) == PI_OK);
+    hwv.io_huge_pages = false;
+    CHECK(pi_hw_save(&hwv, hwf) == PI_OK);
+    CHECK(pinfer(args, out, err) == 0 && t_file_has(err, "4 KiB pages") && t_file_has(err, "pinfer hwprobe -m"));
     CHECK(t_write_hw(hwf));
     CHECK(pinfer(args, out, err) == 0 && !t_file_has(err, "another filesystem") && !t_file_has(err, "warn"));
     /* without activation counts the hot neurons are spread evenly, and the

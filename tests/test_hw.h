@@ -36,6 +36,7 @@ static inline bool t_write_hw(const char *path) {
     hw.seq_read_gbs = 2.0;
     hw.read_cpu_us = 2.5;
     hw.read_busy_k = 1.0; /* reads as fast with the cores computing */
+    hw.io_huge_pages = true;
     snprintf(hw.io_backend, sizeof hw.io_backend, "pread");
     snprintf(hw.cpu, sizeof hw.cpu, "test");
     snprintf(hw.kernels_build, sizeof hw.kernels_build, "%s", pi_kernels_build_id());

@@ -45,7 +45,8 @@ static bool hw_equal(const pi_hw *a, const pi_hw *b) {
            !strcmp(a->cpu, b->cpu) && !strcmp(a->kernels_build, b->kernels_build) && same_bits(a->mem_bw_est, b->mem_bw_est, sizeof a->mem_bw_est) &&
            same_bits(a->kernel_est, b->kernel_est, sizeof a->kernel_est) &&
            same_bits(a->read_est, b->read_est, sizeof a->read_est) && a->quick == b->quick &&
-           a->io_buffered == b->io_buffered && a->io_file_bytes == b->io_file_bytes &&
+           a->io_buffered == b->io_buffered && a->io_huge_pages == b->io_huge_pages &&
+           a->io_file_bytes == b->io_file_bytes &&
            same_bits(&a->other_cpu, &b->other_cpu, sizeof a->other_cpu) &&
            same_bits(&a->run_read_rate, &b->run_read_rate, sizeof a->run_read_rate) &&
            same_bits(&a->run_read_bytes, &b->run_read_bytes, sizeof a->run_read_bytes) &&
@@ -103,6 +104,7 @@ static void fill_hw(pi_hw *hw, t_rng *r, bool awkward) {
     hw->io_file_bytes = (uint64_t)1 << 30;
     hw->quick = true;
     hw->io_buffered = awkward;
+    hw->io_huge_pages = !awkward || t_next(r) % 2; /* absent in half of the awkward ones */
     hw->other_cpu = awkward ? rand_figure(r) : 0.0;
     if (awkward && t_next(r) % 2) { /* the reads a run achieved, in half of them */
         hw->run_read_rate = rand_figure(r);
@@ -275,7 +277,7 @@ static void test_malformed(void) {
     expect_reject("\n# just a comment\n\n", 19, "empty", 0, "comments only");
     /* Without the header the first record is on line 2, after the comment. */
     reject_edit(good, "pinfer-hwprobe", NULL, "not a hwprobe file", 2, "missing header");
-    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 6", "format version 6", 1, "wrong version");
+    reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 7", "format version 7", 1, "wrong version");
     reject_edit(good, "pinfer-hwprobe", "pinfer-hwprobe 0", "format version 0", 1, "version 0");
     pi_hw older;
     /* version 1: the same records without kernels_build */
@@ -298,6 +300,13 @@ static void test_malformed(void) {
                older.read_issue_us == 0.0 && pi_hw_read_issue_s(&older) == pi_hw_read_cpu_s(&older),
            "version 4: %s", pi_last_error());
     CHECK(pi_hw_parse(good, n, &older) == PI_OK && fabs(pi_hw_read_issue_s(&older) - 1.25e-6) < 1e-18);
+    /* version 5: the same records without io_huge_pages: reads into 4 KiB pages */
+    CHECKF(strstr(good, "io_huge_pages 1\n") && parse_older(good, 5, "io_huge_pages", &older) &&
+               !older.io_huge_pages,
+           "version 5: %s", pi_last_error());
+    CHECK(pi_hw_parse(good, n, &older) == PI_OK && older.io_huge_pages);
+    reject_edit(good, "io_huge_pages", "io_huge_pages 2", "expected 0 or 1", line_of(good, "io_huge_pages"),
+                "io_huge_pages 2");
     static const char *const bad_issue[] = {"read_issue_us 0", "read_issue_us -1", "read_issue_us inf"};
     for (size_t i = 0; i < sizeof bad_issue / sizeof bad_issue[0]; i++)
         reject_edit(good, "read_issue_us", bad_issue[i], "read_issue_us", line_of(good, "read_issue_us"), bad_issue[i]);
@@ -749,6 +758,7 @@ static void test_probe(void) {
         CHECK(!strcmp(hw.kernels_build, pi_kernels_build_id()) && strlen(hw.kernels_build) == 16);
         CHECK(hw.other_cpu >= 0 && isfinite(hw.other_cpu));
         CHECKF(hw.read_busy_k > 0.0 && hw.read_busy_k <= 1.0, "read_busy_k %g", hw.read_busy_k);
+        CHECK(hw.io_huge_pages); /* read into memory as the engine's */
         struct stat sb;
         CHECK(stat(tmp, &sb) == 0 && hw.fs_dev == (uint64_t)sb.st_dev);
         char path[256];
@@ -767,6 +777,7 @@ static void test_probe(void) {
         old.read_cpu_us = 4.25;
         old.run_read_rate = 1234.5, old.run_read_bytes = 8192.0, old.run_time = 1.7e9, old.run_qd = 64;
         old.run_seq_gbs = 0.75, old.run_seq_time = 1.7e9;
+        old.io_huge_pages = false; /* the flash figures' kind of memory goes with them */
         pi_hwprobe_opts oc = {.max_threads = 2, .tiny = true, .flash_from = &old};
         st = pi_hwprobe_run(&oc, &again);
         CHECKF(st == PI_OK, "%s", pi_last_error());
@@ -775,7 +786,8 @@ static void test_probe(void) {
               !memcmp(again.block, old.block, sizeof old.block) && !memcmp(again.qd, old.qd, sizeof old.qd) &&
               again.seq_read_gbs == old.seq_read_gbs && again.fs_dev == old.fs_dev && again.read_cpu_us == 4.25 &&
               again.io_file_bytes == old.io_file_bytes && !strcmp(again.io_backend, old.io_backend));
-        CHECK(again.run_read_rate == 1234.5 && again.run_qd == 64 && again.run_seq_gbs == 0.75);
+        CHECK(again.run_read_rate == 1234.5 && again.run_qd == 64 && again.run_seq_gbs == 0.75 &&
+              !again.io_huge_pages);
         CHECK(!strcmp(again.kernels_build, pi_kernels_build_id()) && again.matvec[PI_TYPE_Q4_0][1] > 1e-3);
         CHECK(pi_hw_validate(&again) == PI_OK && all_positive(&again));
     }

@@ -70,6 +70,12 @@ static void check_hw_fits(const pi_hw *hw, const char *hw_path, const char *mode
         PI_LOGW("%s does not hold the CPU time a read costs (a file from before format version 3): the plan takes "
                 "%.1f us a read; measure it with: pinfer hwprobe -m %s -o %s",
                 hw_path, PI_HW_READ_CPU_S * 1e6, model_path, hw_path);
+    if (!hw->io_huge_pages && !hw->io_buffered)
+        PI_LOGW("%s: its reads went into 4 KiB pages (a file from before format version 6), the engine's go into "
+                "huge pages: where the disk splits a read by page (a virtio disk: a 1 MiB read is 256 pieces, more "
+                "than its queue's 254) its rates, the sequential one most, are below what the engine reads at, and "
+                "an output head on flash is priced 2-4x slow; measure again with: pinfer hwprobe -m %s -o %s",
+                hw_path, model_path, hw_path);
     if (!(hw->read_busy_k > 0.0) && !(hw->run_read_rate > 0.0))
         PI_LOGW("%s does not hold the disk's reads with the cores computing (a file from before format version 4): "
                 "the plan prices the reads it hides behind compute at the idle rate, which a busy machine may not "

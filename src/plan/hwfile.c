@@ -2,13 +2,14 @@
  * hwfile.c — the hwprobe cache file (save, load, a strict parser) and the
  * interpolation helpers the cost model reads it through.
  *
- * Format, version 5 (versions 1 to 4, read too, are the same without
- * read_issue_us; 1 to 3 also without read_busy_k; 1 and 2 also without
- * read_cpu_us; version 1 without kernels_build): text lines of printable
+ * Format, version 6 (versions 1 to 5, read too, are the same without
+ * io_huge_pages; 1 to 4 also without read_issue_us; 1 to 3 also without
+ * read_busy_k; 1 and 2 also without read_cpu_us; version 1 without
+ * kernels_build): text lines of printable
  * ASCII, fields separated by spaces or tabs; blank lines and lines
  * starting with '#' are ignored.
  *
- *   pinfer-hwprobe 5                       header, the first record
+ *   pinfer-hwprobe 6                       header, the first record
  *   cpu avx512-2c                          kernel set and core count (cache key)
  *   kernels_build <id>                     optional: pi_kernels_build_id() of the build that
  *                                          measured the kernel rates (one printable word)
@@ -19,6 +20,8 @@
  *   matvec|rowdot|axpy <type> <threads> <GB/s> [est]   any subset; absent = 0
  *   io_backend io_uring|pread
  *   io_buffered 0|1                        1: O_DIRECT was refused (page cache figures)
+ *   io_huge_pages 0|1                      optional: 1: the reads went into memory with huge
+ *                                          pages advised, as the engine's; absent: 0
  *   io_file_bytes <bytes>                  the file the random reads were spread over
  *   fs_dev <st_dev>                        decimal
  *   seq_read_gbs <GB/s>
@@ -213,6 +216,7 @@ long pi_hw_format(const pi_hw *hw, char *buf, size_t n) {
     }
     wr(&w, "io_backend %s\n", hw->io_backend);
     wr(&w, "io_buffered %d\n", hw->io_buffered ? 1 : 0);
+    if (hw->io_huge_pages) wr(&w, "io_huge_pages 1\n");
     wr(&w, "io_file_bytes %llu\n", (unsigned long long)hw->io_file_bytes);
     wr(&w, "fs_dev %llu\n", (unsigned long long)hw->fs_dev);
     wr(&w, "seq_read_gbs %s\n", fmt_double(d0, sizeof d0, hw->seq_read_gbs));
@@ -294,12 +298,12 @@ pi_status pi_hw_save(const pi_hw *hw, const char *path) {
 /* ---- reading ---- */
 
 enum { K_CPU, K_NTHREADS, K_QUICK, K_IO_BACKEND, K_IO_BUFFERED, K_IO_FILE_BYTES, K_FS_DEV, K_SEQ, K_BLOCK, K_QD,
-       K_OTHER_CPU, K_KERNELS_BUILD, K_READ_CPU, K_READ_BUSY, K_READ_ISSUE, K_SCALARS };
+       K_OTHER_CPU, K_KERNELS_BUILD, K_READ_CPU, K_READ_BUSY, K_READ_ISSUE, K_IO_HUGE, K_SCALARS };
 static const char *const k_scalar_names[K_SCALARS] = {"cpu",           "n_threads", "quick",        "io_backend",
                                                       "io_buffered",   "io_file_bytes", "fs_dev", "seq_read_gbs",
                                                       "block",         "qd",     "other_cpu",
                                                       "kernels_build", "read_cpu_us", "read_busy_k",
-                                                      "read_issue_us"};
+                                                      "read_issue_us", "io_huge_pages"};
 
 typedef struct pstate {
     int line;                                                     /* current line, 1-based */
@@ -403,8 +407,9 @@ static pi_status parse_scalar(pstate *ps, pi_hw *hw, int k, char **tok, int ntok
         break;
     case K_QUICK:
     case K_IO_BUFFERED:
+    case K_IO_HUGE:
         if (!parse_int(tok[1], 0, 1, &v)) return perr(ps, PI_ERR_FORMAT, "%s: expected 0 or 1, got '%s'", key, tok[1]);
-        *(k == K_QUICK ? &hw->quick : &hw->io_buffered) = v != 0;
+        *(k == K_QUICK ? &hw->quick : k == K_IO_BUFFERED ? &hw->io_buffered : &hw->io_huge_pages) = v != 0;
         break;
     case K_IO_FILE_BYTES:
     case K_FS_DEV:
@@ -547,7 +552,8 @@ static pi_status parse_run_pair(pstate *ps, const char *key, const char *what, i
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
-        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU && k != K_READ_BUSY && k != K_READ_ISSUE)
+        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU && k != K_READ_BUSY && k != K_READ_ISSUE &&
+            k != K_IO_HUGE)
             return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
     for (int t = 1; t <= hw->n_threads; t++)
         if (!ps->mem_bw_line[t]) return perr(ps, PI_ERR_FORMAT, "no 'mem_bw %d' record before 'end'", t);

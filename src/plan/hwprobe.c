@@ -745,6 +745,7 @@ static pi_status probe_flash(const char *path, const char *label, const probe_cf
     int64_t size = pi_io_file_size(io);
     size_t align = pi_io_align(io) < 4096 ? 4096 : pi_io_align(io);
     hw->io_buffered = pi_io_buffered(io);
+    hw->io_huge_pages = true; /* pi_probe_io's buffers */
     pi_io_close(io);
     hw->io_file_bytes = (uint64_t)size;
     int64_t usable = size / (int64_t)align * (int64_t)align;
@@ -946,6 +947,7 @@ static void copy_flash(const pi_hw *from, pi_hw *out) {
     out->read_busy_k = from->read_busy_k;
     out->fs_dev = from->fs_dev;
     out->io_buffered = from->io_buffered;
+    out->io_huge_pages = from->io_huge_pages;
     out->io_file_bytes = from->io_file_bytes;
     out->run_read_rate = from->run_read_rate, out->run_read_bytes = from->run_read_bytes;
     out->run_time = from->run_time, out->run_qd = from->run_qd;

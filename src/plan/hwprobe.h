@@ -29,8 +29,8 @@
 #define PI_HW_MAX_THREADS 16
 #define PI_HW_N_BLOCKS 6 /* 4K 8K 16K 32K 64K 128K */
 #define PI_HW_N_QD 5     /* 1 8 32 64 128 */
-#define PI_HW_FILE_VERSION 5 /* 1-4 are read too: 1 has no kernels_build, 1 and 2 no read_cpu_us, 1-3 no read_busy_k,
-                                 1-4 no read_issue_us */
+#define PI_HW_FILE_VERSION 6 /* 1-5 are read too: 1 has no kernels_build, 1 and 2 no read_cpu_us, 1-3 no read_busy_k,
+                                 1-4 no read_issue_us, 1-5 no io_huge_pages */
 
 enum { PI_HW_MATVEC = 0, PI_HW_ROWDOT = 1, PI_HW_AXPY = 2, PI_HW_N_KERNELS = 3 };
 
@@ -84,6 +84,10 @@ typedef struct pi_hw {
     bool read_est[PI_HW_N_BLOCKS][PI_HW_N_QD];
     bool quick;              /* measured with --quick */
     bool io_buffered;        /* the filesystem refused O_DIRECT: flash figures are the page cache's */
+    bool io_huge_pages;      /* the reads went into memory with huge pages advised, as the engine's
+                                neuron cache (files from version 6); false: into 4 KiB pages, where a
+                                virtio disk split each 1 MiB read (256 pieces, more than its queue's
+                                254) and the sequential rate came out 2-4x below the engine's */
     uint64_t io_file_bytes;  /* size of the file the random reads were spread over */
     double other_cpu;        /* cores other processes kept busy on average while the probe ran
                                 (from /proc/stat; 0 when unknown): above ~0.25 the figures are
