@@ -304,6 +304,9 @@ static const char *const k_scalar_names[K_SCALARS] = {"cpu",           "n_thread
                                                       "block",         "qd",     "other_cpu",
                                                       "kernels_build", "read_cpu_us", "read_busy_k",
                                                       "read_issue_us", "io_huge_pages"};
+/* The records a file may lack: those later versions added. */
+static const bool k_scalar_optional[K_SCALARS] = {[K_KERNELS_BUILD] = true, [K_READ_CPU] = true, [K_READ_BUSY] = true,
+                                                  [K_READ_ISSUE] = true, [K_IO_HUGE] = true};
 
 typedef struct pstate {
     int line;                                                     /* current line, 1-based */
@@ -552,8 +555,7 @@ static pi_status parse_run_pair(pstate *ps, const char *key, const char *what, i
 /* After "end": everything required is there. */
 static pi_status check_complete(const pstate *ps, const pi_hw *hw) {
     for (int k = 0; k < K_SCALARS; k++)
-        if (!ps->scalar_line[k] && k != K_KERNELS_BUILD && k != K_READ_CPU && k != K_READ_BUSY && k != K_READ_ISSUE &&
-            k != K_IO_HUGE)
+        if (!ps->scalar_line[k] && !k_scalar_optional[k])
             return perr(ps, PI_ERR_FORMAT, "no '%s' record before 'end'", k_scalar_names[k]);
     for (int t = 1; t <= hw->n_threads; t++)
         if (!ps->mem_bw_line[t]) return perr(ps, PI_ERR_FORMAT, "no 'mem_bw %d' record before 'end'", t);

@@ -336,10 +336,9 @@ pi_status pi_probe_io(const char *path, pi_io_backend b, int qd, size_t max_len,
     size_t align = pi_io_align(io) < 4096 ? 4096 : pi_io_align(io);
     size_t slot_bytes = (max_len + align - 1) / align * align;
     size_t buf_len = slot_bytes * (size_t)qd;
-    /* huge pages where the kernel gives them, as the neuron cache's arena
-       and the output head's buffers that the engine reads into: a 1 MiB read
-       into 4 KiB pages is 256 pieces, more than a virtio queue's 254, and is
-       split where one into a huge page is one piece */
+    /* the memory the engine reads into: huge pages where the kernel gives
+       them, as the neuron cache's arena (store/cache.c says what 4 KiB pages
+       cost a read) */
     uint8_t *buf = pi_huge_alloc(buf_len);
     struct iovec *iov = calloc((size_t)qd, sizeof *iov);
     uint64_t *t_start = calloc((size_t)qd, sizeof *t_start), *tags = calloc((size_t)qd, sizeof *tags);

@@ -158,8 +158,9 @@ pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int
     /* on a huge page (alignment up to 2 MiB) and in huge pages where the
        kernel gives them: a read into 4 KiB pages is a piece per page, and a
        bundle's 13.5 KiB or the output head's 1 MiB then take more of the
-       disk's requests (this virtual disk: 80-91K reads/s of 13.5 KiB into
-       4 KiB pages, 113-116K into huge pages) */
+       disk's requests, and a 1 MiB read (256 pieces) more than a virtio
+       queue's 254, which splits it (a harness on this virtual disk: 80-91K
+       reads/s of 13.5 KiB into 4 KiB pages, 113-116K into huge pages) */
     c->arena = pi_huge_alloc(c->arena_bytes);
     c->map = malloc((size_t)(n_layer * n_ff) * sizeof *c->map);
     c->owner = malloc((size_t)n_slots * sizeof *c->owner);
