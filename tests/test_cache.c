@@ -4,6 +4,7 @@
  * behaviour each policy exists for.
  */
 #include "sparse/cachesim.h"
+#include "base/mapfile.h"
 #include "store/cache.h"
 #include "test_util.h"
 
@@ -323,7 +324,7 @@ static void test_arena(void) {
         if (!c) continue;
         size_t n = 0;
         uint8_t *a = pi_ncache_arena(c, &n);
-        CHECKF(((uintptr_t)a & (((uintptr_t)2 << 20) - 1)) == 0 && n == (size_t)slots[k] * 13824,
+        CHECKF((uintptr_t)a % PI_HUGE_PAGE == 0 && n == (size_t)slots[k] * 13824,
                "%lld slots: arena at %p, %zu bytes", (long long)slots[k], (void *)a, n);
         CHECK(a[0] == 0 && a[n - 1] == 0);
         memset(a, 0x5a, n);

@@ -11,21 +11,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HUGE_PAGE (2u << 20)
 #define LOAD_CHUNK (64u << 20)
 
-static size_t huge_round(size_t n) { return (n + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1); }
+static size_t huge_round(size_t n) { return (n + PI_HUGE_PAGE - 1) & ~(size_t)(PI_HUGE_PAGE - 1); }
 
 void *pi_huge_alloc(size_t n) {
     /* a huge page's more, trimmed so that the memory starts on a huge page:
        kernels before 6.7 place anonymous mappings on any 4 KiB page, and the
        huge pages then cover only the aligned middle */
     const size_t len = huge_round(n ? n : 1);
-    uint8_t *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *m = mmap(NULL, len + PI_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
-    uint8_t *p = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    if (p > m) munmap(m, (size_t)(p - m));
-    if (p + len < m + len + HUGE_PAGE) munmap(p + len, (size_t)(m + len + HUGE_PAGE - (p + len)));
+    const size_t head = (PI_HUGE_PAGE - (uintptr_t)m % PI_HUGE_PAGE) % PI_HUGE_PAGE; /* < PI_HUGE_PAGE */
+    uint8_t *p = m + head;
+    if (head) munmap(m, head);
+    munmap(p + len, PI_HUGE_PAGE - head); /* the rest of the extra page, never empty */
 #ifdef MADV_HUGEPAGE
     madvise(p, len, MADV_HUGEPAGE); /* advice only: without THP the memory still works */
 #endif

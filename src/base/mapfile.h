@@ -34,6 +34,8 @@ pi_status pi_map_file(const char *path, pi_mapping *out);
 pi_status pi_map_file_mode(const char *path, pi_map_mode mode, pi_mapping *out);
 void pi_unmap_file(pi_mapping *m); /* accepts a zeroed mapping */
 
+#define PI_HUGE_PAGE ((size_t)2 << 20) /* the boundary pi_huge_alloc's memory starts on */
+
 /* Zeroed anonymous memory of at least n bytes starting on a 2 MiB boundary,
    huge pages advised, for large buffers that are streamed or read into
    (weight copies, the neuron cache, benchmarks); NULL on failure. Free with

@@ -145,7 +145,7 @@ pi_status pi_ncache_create(int64_t n_layer, int64_t n_ff, size_t slot_bytes, int
                            pi_ncache **out) {
     *out = NULL;
     if (n_layer <= 0 || n_ff <= 0 || slot_bytes == 0 || n_slots <= 0 || n_slots > INT32_MAX ||
-        (align && slot_bytes % align) || align > ((size_t)2 << 20))
+        (align && slot_bytes % align) || align > PI_HUGE_PAGE)
         return pi_error(PI_ERR_INVALID, "neuron cache: bad geometry (%lld slots of %zu bytes, alignment %zu)",
                         (long long)n_slots, slot_bytes, align);
     pi_ncache *c = calloc(1, sizeof *c);
