@@ -843,6 +843,30 @@ static void test_real_file(void) {
            "head rows %lld of %lld, head read %.6f ms of fixed %.6f, resident %llu of %llu", (long long)hp.head_rows,
            (long long)mp->head_n_rows, hp.cost.ms_head_read, hp.cost.ms_fixed,
            (unsigned long long)hp.resident_bytes, (unsigned long long)hl.mem_budget);
+    {   /* the head's pieces are read beside their product: at the probe's
+           share with the cores computing (read_busy_k), until a run's head
+           rate prices them (it holds that share already); a run's random
+           reads alone leave the head's share as it was */
+        pi_hw busy = hw;
+        busy.read_busy_k = 0.5;
+        pi_cost cb, cr, cs;
+        pi_plan_cost(mp, &busy, &hp, &cb);
+        pi_hw reads = busy;
+        pi_hw_note_run(&reads, 8192.0, 32, pi_hw_iops(&reads, 8192, 32), 1.0);
+        pi_hw_apply_run(&reads, NULL);
+        pi_plan_cost(mp, &reads, &hp, &cr);
+        pi_hw seq = busy;
+        pi_hw_note_seq(&seq, seq.seq_read_gbs * 0.5, 1.0);
+        double ks = 0.0;
+        pi_hw_apply_run(&seq, &ks);
+        pi_plan_cost(mp, &seq, &hp, &cs);
+        CHECKF(fabs(cb.ms_head_read - 2.0 * hp.cost.ms_head_read) < 1e-9 && reads.run_reads && !reads.run_seq &&
+                   fabs(cr.ms_head_read - cb.ms_head_read) < 1e-9 && seq.run_seq && fabs(ks - 0.5) < 1e-12 &&
+                   fabs(cs.ms_head_read - cb.ms_head_read) < 1e-9,
+               "head read %.6f ms at the idle rate, %.6f at a busy share of 0.5, %.6f after a run's random reads, "
+               "%.6f at a run's head rate of half the probe's (x%.3f)", hp.cost.ms_head_read, cb.ms_head_read,
+               cr.ms_head_read, cs.ms_head_read, ks);
+    }
     /* the head's rows against hot neurons, on this profile with a head 64
        times larger (a large vocabulary): where the disk reads the head
        slowly a prefix of it stays in place of hot neurons (each byte saves

@@ -771,6 +771,7 @@ double pi_hw_apply_run(pi_hw *hw, double *seq_k) {
     if (hw && !figure_ok(hw->seq_read_gbs * ks)) ks = 1.0;
     if (seq_k) *seq_k = ks;
     if (hw) {
+        if (hw->run_seq_gbs > 0.0) hw->run_seq = true;
         hw->seq_read_gbs *= ks;
         hw->run_seq_gbs = hw->run_seq_time = 0.0;
     }
@@ -778,7 +779,7 @@ double pi_hw_apply_run(pi_hw *hw, double *seq_k) {
     if (!hw) return k;
     /* a run's rate is what its reads achieved, hidden or waited for: it
        stands for the probe's share with the cores computing too */
-    if (hw->run_read_rate > 0.0) hw->read_busy_k = 0.0;
+    if (hw->run_read_rate > 0.0) hw->run_reads = true;
     for (int b = 0; b < PI_HW_N_BLOCKS; b++) /* figures at the ends of the double range stay as they are */
         for (int q = 0; q < PI_HW_N_QD; q++)
             if (!figure_ok(hw->read_iops[b][q] * k) || !figure_ok(hw->read_lat_us[b][q] / k)) k = 1.0;

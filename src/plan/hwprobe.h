@@ -117,6 +117,11 @@ typedef struct pi_hw {
        26% below what runs achieved. pi_hw_apply_compute prices compute at it; a probe that
        measures compute drops it; runs after the first average into it (pi_hw_note_compute). */
     double run_compute_k, run_compute_time;
+    /* Not in the file: which of the probe's figures pi_hw_apply_run replaced by a run's. A
+       run's rate already holds the share its reads got while the cores computed, so
+       read_busy_k prices neither the random reads (run_reads) nor the output head's
+       sequential ones (run_seq) where the run's figure replaced them. */
+    bool run_reads, run_seq;
 } pi_hw;
 
 typedef struct pi_hwprobe_opts {
@@ -227,8 +232,8 @@ double pi_hw_apply_compute(pi_hw *hw);
 
 /* Scale every random-read figure by pi_hw_run_factor (latencies by its
    inverse) and the sequential rate by pi_hw_seq_factor, and clear both run
-   figures, so that they apply once. Where a run figure applies, read_busy_k
-   is cleared too: the run's rate already holds the share its reads got
+   figures, so that they apply once. Where a run figure applies, run_reads
+   or run_seq is set: the run's rate already holds the share its reads got
    while the cores computed. Returns the random reads' factor
    applied (1 where a scaled figure would leave the double range); the
    sequential one goes to *seq_k (may be NULL). */

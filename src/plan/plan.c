@@ -631,7 +631,18 @@ static double visit_io(double t_wait, double t_gu, double R, double qd, double c
    idle 42% of the time; priced all at the full rate, 15.22 for 11.42, and
    at 715 MiB 23.71 for 15.87. */
 static double busy_share(const pi_hw *hw) {
-    return hw && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
+    return hw && !hw->run_reads && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
+}
+
+/* The same share for the output head's sequential reads: each piece is
+   read while the piece before is multiplied, beside computing cores. At
+   the probe's idle rate a plan priced them at 7.2-8.1 GB/s where runs read
+   the head at 3.9-5.6 (0.54-0.77x; the probe's random reads beside busy
+   cores 0.56x and 0.66x the same hours), and the first plan after a fresh
+   probe at 285 MiB of a planted 7b-l8 predicted 14-24% above what it ran.
+   1 once a run's head rate priced it (run_seq). */
+static double head_share(const pi_hw *hw) {
+    return hw && !hw->run_seq && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
 }
 
 /* The cores' bound on a token: their work (cpu, wall time at T threads)
@@ -688,9 +699,10 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
                  kb = busy_share(hw);
     double cpu = t_fixed + C_TOKEN_S; /* the cores' work, as wall time at T threads (cores_bound) */
     /* the output head on flash: read in pieces one after the other, but for
-       its resident rows, with nothing to overlap (it follows the last layer) */
+       its resident rows, with no FFN read to overlap (it follows the last
+       layer), beside its own product (head_share) */
     if (needs_at(mp, p->mem_budget).head_on_flash && hw->seq_read_gbs > 0.0) {
-        const double t_read = (double)head_read_bytes(mp, p->head_rows) / (hw->seq_read_gbs * 1e9);
+        const double t_read = (double)head_read_bytes(mp, p->head_rows) / (hw->seq_read_gbs * head_share(hw) * 1e9);
         t_fixed += t_read;
         c->ms_head_read = t_read * 1e3;
     }
