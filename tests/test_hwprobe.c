@@ -500,10 +500,12 @@ static void test_run_reads(void) {
     CHECK(pi_hw_apply_run(&hw, NULL) == 1.0 && fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 1.5) < 1e-12);
     /* the probe's share with the cores computing (read_busy_k) stays for the
        planner where no run figure applies, and leaves the table as probed; a
-       run's figure, which holds that share already, clears it */
+       run's figure, which holds that share already, is flagged (run_reads,
+       run_seq) so that the share prices neither the reads it replaced nor,
+       applied again, anything twice; the probe's share itself stays */
     hw = base;
     hw.read_busy_k = 0.625;
-    CHECK(pi_hw_apply_run(&hw, NULL) == 1.0 && hw.read_busy_k == 0.625 &&
+    CHECK(pi_hw_apply_run(&hw, NULL) == 1.0 && hw.read_busy_k == 0.625 && !hw.run_reads && !hw.run_seq &&
           pi_hw_iops(&hw, 8192, 128) == pi_hw_iops(&base, 8192, 128));
     hw = base;
     hw.read_busy_k = 0.625;
@@ -511,8 +513,9 @@ static void test_run_reads(void) {
     hw.run_qd = 128;
     hw.run_time = 1.8e9;
     hw.run_read_rate = 0.75 * pi_hw_iops(&base, 8192, 128);
-    CHECK(fabs(pi_hw_apply_run(&hw, NULL) - 0.75) < 1e-12 && hw.read_busy_k == 0.0 &&
-          fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 0.75) < 1e-12);
+    CHECK(fabs(pi_hw_apply_run(&hw, NULL) - 0.75) < 1e-12 && hw.read_busy_k == 0.625 && hw.run_reads &&
+          !hw.run_seq && fabs(pi_hw_iops(&hw, 8192, 128) / pi_hw_iops(&base, 8192, 128) - 0.75) < 1e-12);
+    CHECK(pi_hw_apply_run(&hw, NULL) == 1.0 && hw.run_reads && hw.read_busy_k == 0.625); /* once, and still flagged */
     hw = base;
     hw.read_busy_k = 1.25;
     CHECK(pi_hw_validate(&hw) == PI_ERR_INVALID && strstr(pi_last_error(), "read_busy_k"));
