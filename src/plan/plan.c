@@ -624,25 +624,21 @@ static double visit_io(double t_wait, double t_gu, double R, double qd, double c
 
 /* The share of the disk's rate that reads get while the cores compute
    (pi_hw.read_busy_k: 0.55-0.66 on a 2-core virtual machine, whose idle
-   time the host's disk emulation runs in), 1 where it was not measured.
-   The plan prices the reads hidden behind compute at that share and the
-   waited ones at the full rate: priced all at the share, a plan at 570 MiB
-   on a planted 7b-l8 predicted 8.85 tok/s for 11.87 measured, its cores
-   idle 42% of the time; priced all at the full rate, 15.22 for 11.42, and
-   at 715 MiB 23.71 for 15.87. */
-static double busy_share(const pi_hw *hw) {
-    return hw && !hw->run_reads && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
-}
-
-/* The same share for the output head's sequential reads: each piece is
-   read while the piece before is multiplied, beside computing cores. At
-   the probe's idle rate a plan priced them at 7.2-8.1 GB/s where runs read
-   the head at 3.9-5.6 (0.54-0.77x; the probe's random reads beside busy
-   cores 0.56x and 0.66x the same hours), and the first plan after a fresh
-   probe at 285 MiB of a planted 7b-l8 predicted 14-24% above what it ran.
-   1 once a run's head rate priced it (run_seq). */
-static double head_share(const pi_hw *hw) {
-    return hw && !hw->run_seq && hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
+   time the host's disk emulation runs in), 1 where it was not measured or
+   where a run's figure replaced the probe's (pi_hw.run_reads for the
+   random reads, run_seq for the output head's: a run's rate holds that
+   share already). The plan prices the reads hidden behind compute at that share
+   and the waited ones at the full rate: priced all at the share, a plan at
+   570 MiB on a planted 7b-l8 predicted 8.85 tok/s for 11.87 measured, its
+   cores idle 42% of the time; priced all at the full rate, 15.22 for 11.42,
+   and at 715 MiB 23.71 for 15.87. The output head's pieces are all read
+   beside computing cores (each while the piece before is multiplied): at
+   the probe's idle rate plans priced them at 5.8-8.1 GB/s where runs read
+   the head at 3.9-5.6, and the first plans after a fresh probe at 285 MiB
+   of a planted 7b-l8 measured 18-23% below what they predicted. */
+static double busy_share(const pi_hw *hw, bool head) {
+    if (!hw || (head ? hw->run_seq : hw->run_reads)) return 1.0;
+    return hw->read_busy_k > 0.0 && hw->read_busy_k <= 1.0 ? hw->read_busy_k : 1.0;
 }
 
 /* The cores' bound on a token: their work (cpu, wall time at T threads)
@@ -696,13 +692,13 @@ static void cost_with(const pi_mprofile *mp, const pi_hw *hw, const pi_plan *p, 
     const double rd_u = pi_hw_kernel_gbs(hw, 1, mp->part_type[1], T) * 1e9;
     const double ax_d = pi_hw_kernel_gbs(hw, 2, mp->part_type[2], T) * 1e9;
     const double d = (double)mp->part_bytes[2], c_read = pi_hw_read_issue_s(hw), c_cpu = pi_hw_read_cpu_s(hw),
-                 kb = busy_share(hw);
+                 kb = busy_share(hw, false);
     double cpu = t_fixed + C_TOKEN_S; /* the cores' work, as wall time at T threads (cores_bound) */
     /* the output head on flash: read in pieces one after the other, but for
        its resident rows, with no FFN read to overlap (it follows the last
-       layer), beside its own product (head_share) */
+       layer), beside its own product (busy_share) */
     if (needs_at(mp, p->mem_budget).head_on_flash && hw->seq_read_gbs > 0.0) {
-        const double t_read = (double)head_read_bytes(mp, p->head_rows) / (hw->seq_read_gbs * head_share(hw) * 1e9);
+        const double t_read = (double)head_read_bytes(mp, p->head_rows) / (hw->seq_read_gbs * busy_share(hw, true) * 1e9);
         t_fixed += t_read;
         c->ms_head_read = t_read * 1e3;
     }
@@ -810,7 +806,7 @@ static bool tables_make(tables *tb, const pi_mprofile *mp, const pi_hw *hw, int 
     tb->hw = hw;
     tb->queue_depth = qd;
     tb->c_read = pi_hw_read_issue_s(hw);
-    tb->kb = busy_share(hw);
+    tb->kb = busy_share(hw, false);
     tb->tab = calloc((size_t)L, sizeof *tb->tab);
     tb->store = malloc((size_t)(2 * L * (F + 1)) * sizeof *tb->store);
     if (!tb->tab || !tb->store) return false;
